@@ -1,0 +1,70 @@
+# Entry points of jupyterhub-mlplatform. `make demo` and `make test` work on a fresh clone.
+#
+#   make demo          local JupyterHub on http://127.0.0.1:$(DEMO_PORT) (prints the password)
+#   make test          all tiers (unit, kube, hub, browser), one after another, timed;
+#                      fails if any tier fails or collects no tests
+#   make test-<tier>   one tier: test-unit, test-kube, test-hub, test-browser
+#   make bench         the Kubernetes API stand-in benchmark
+#
+# PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
+
+SHELL := /bin/bash
+PYTHON3 ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TIERS := unit kube hub browser
+DEMO_PORT ?= 8000
+PYTEST_ARGS ?=
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv
+
+venv: $(VENV)/.stamp
+
+# Re-run only when pyproject.toml changes.
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON3) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[test]'
+	touch $@
+
+# Project-local configurable-http-proxy (node_modules/.bin); updates package-lock.json.
+node_modules/.stamp: package.json
+	npm install --no-audit --no-fund
+	touch $@
+
+# Debian's Chromium for the browser tier; installed only when missing.
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  set -e; \
+	  $(SUDO) apt-get update; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium; \
+	fi
+
+demo: $(VENV)/.stamp node_modules/.stamp
+	DEMO_PORT=$(DEMO_PORT) exec $(PY) -m hub_ext.demo
+
+test: $(VENV)/.stamp node_modules/.stamp chromium
+	@failed=""; \
+	for tier in $(TIERS); do \
+	  start=$$(date +%s); \
+	  $(PY) -m pytest -m $$tier $(PYTEST_ARGS); rc=$$?; \
+	  echo "tier $$tier: $$(( $$(date +%s) - start )) s (exit $$rc)"; \
+	  [ $$rc -eq 0 ] || failed="$$failed $$tier"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "FAILED tiers:$$failed (exit 5 = no tests collected)"; exit 1; fi
+
+test-unit: $(VENV)/.stamp
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test-kube: $(VENV)/.stamp
+	$(PY) -m pytest -m kube $(PYTEST_ARGS)
+
+test-hub: $(VENV)/.stamp node_modules/.stamp
+	$(PY) -m pytest -m hub $(PYTEST_ARGS)
+
+test-browser: $(VENV)/.stamp node_modules/.stamp chromium
+	$(PY) -m pytest -m browser $(PYTEST_ARGS)
+
+bench: $(VENV)/.stamp
+	$(PY) tests/kubeapi/bench.py

@@ -1,0 +1,211 @@
+"""The local demo: a real JupyterHub on one machine, started by ``make demo``.
+
+Run it with ``python -m hub_ext.demo [--port 8000] [--state-dir .demo]`` (the port also comes
+from ``DEMO_PORT``). It starts ``jupyterhub`` in the foreground with the real
+configurable-http-proxy, :class:`~jupyterhub.authenticators.shared.SharedPasswordAuthenticator`
+and :class:`~jupyterhub.spawner.SimpleLocalProcessSpawner` (single-user servers are local
+processes; their home directories are ``<state-dir>/users/<name>``).
+
+What this module guarantees:
+
+- :func:`demo_config` is pure: it takes the secrets and the ports and returns the whole hub
+  configuration as a ``{"Class": {"trait": value}}`` dict, with no I/O and no randomness, so a
+  test can start the very same hub on free ports. :func:`render_config` turns such a dict into
+  ``jupyterhub_config.py`` source (values are written with ``repr``).
+- Everything listens on 127.0.0.1 only: the public proxy port, the proxy API, the hub and the
+  single-user servers.
+- :meth:`DemoSecrets.generate` makes fresh random passwords on every run (the user password is
+  16 characters, the admin password 43, both above SharedPasswordAuthenticator's minimums and
+  never equal). They are printed once, to this process's stdout, by :func:`banner`. They are
+  written only to the generated config file (mode 0600, in the git-ignored state dir); they are
+  never put in any environment variable, so neither the proxy nor any single-user server can
+  see them, and the hub does not log them. The cookie secret is regenerated on every run, so
+  browser sessions of a previous run (and its password) are logged out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import shutil
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The project root of a source checkout (where ``node_modules/`` lives).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+AUTHENTICATOR = "jupyterhub.authenticators.shared.SharedPasswordAuthenticator"
+SPAWNER = "jupyterhub.spawner.SimpleLocalProcessSpawner"
+ADMIN_USER = "admin"
+DEFAULT_PORT = 8000
+
+
+@dataclass(frozen=True)
+class DemoSecrets:
+    """The two shared passwords of a demo hub (any username + ``user_password``;
+    ``admin`` + ``admin_password``)."""
+
+    user_password: str
+    admin_password: str
+
+    @classmethod
+    def generate(cls) -> DemoSecrets:
+        """Fresh random passwords: 16 URL-safe characters for users, 43 for the admin."""
+        return cls(
+            user_password=secrets.token_urlsafe(12),
+            admin_password=secrets.token_urlsafe(32),
+        )
+
+    def __repr__(self) -> str:  # keep passwords out of tracebacks and logs
+        return "DemoSecrets(user_password=<hidden>, admin_password=<hidden>)"
+
+
+def demo_config(
+    demo_secrets: DemoSecrets,
+    *,
+    state_dir: Path,
+    port: int = DEFAULT_PORT,
+    hub_port: int = 8081,
+    proxy_api_port: int = 8001,
+    proxy_command: str = "configurable-http-proxy",
+    python: str = sys.executable,
+    allow_root: bool = False,
+) -> dict[str, dict[str, object]]:
+    """The demo hub's configuration, as ``{"Class": {"trait": value}}``.
+
+    ``python`` is the interpreter that runs the single-user servers (``-m
+    jupyterhub.singleuser``); ``allow_root`` lets them run as root (CI containers).
+    """
+    state_dir = Path(state_dir)
+    spawner_args = ["--ServerApp.allow_root=True"] if allow_root else []
+    return {
+        "JupyterHub": {
+            "bind_url": f"http://127.0.0.1:{port}",
+            "hub_ip": "127.0.0.1",
+            "hub_port": hub_port,
+            "authenticator_class": AUTHENTICATOR,
+            "spawner_class": SPAWNER,
+            "db_url": f"sqlite:///{state_dir / 'jupyterhub.sqlite'}",
+            "cookie_secret_file": str(state_dir / "jupyterhub_cookie_secret"),
+            "pid_file": str(state_dir / "jupyterhub.pid"),
+            "cleanup_servers": True,
+            "cleanup_proxy": True,
+        },
+        "ConfigurableHTTPProxy": {
+            "command": [proxy_command],
+            "api_url": f"http://127.0.0.1:{proxy_api_port}",
+            "pid_file": str(state_dir / "jupyterhub-proxy.pid"),
+        },
+        "Authenticator": {
+            "allow_all": True,
+            "admin_users": {ADMIN_USER},
+        },
+        "SharedPasswordAuthenticator": {
+            "user_password": demo_secrets.user_password,
+            "admin_password": demo_secrets.admin_password,
+        },
+        "Spawner": {
+            "cmd": [python, "-m", "jupyterhub.singleuser"],
+            "args": spawner_args,
+            "ip": "127.0.0.1",
+            "start_timeout": 120,
+            "http_timeout": 90,
+        },
+        "SimpleLocalProcessSpawner": {
+            "home_dir_template": str(state_dir / "users" / "{username}"),
+        },
+    }
+
+
+def render_config(settings: dict[str, dict[str, object]]) -> str:
+    """``jupyterhub_config.py`` source for ``{"Class": {"trait": value}}`` settings.
+
+    Keys may also be flat (``{"Class.trait": value}``). Values must round-trip through
+    ``repr`` (str, int, bool, None, lists, dicts, sets of those).
+    """
+    lines = ["# Generated; do not edit.", "c = get_config()  # noqa: F821"]
+    for key, value in settings.items():
+        if isinstance(value, dict) and "." not in key:
+            for trait, trait_value in value.items():
+                lines.append(f"c.{key}.{trait} = {trait_value!r}")
+        else:
+            lines.append(f"c.{key} = {value!r}")
+    return "\n".join(lines) + "\n"
+
+
+def find_proxy_command(root: Path = PROJECT_ROOT) -> str:
+    """configurable-http-proxy from ``<root>/node_modules/.bin``, else from ``PATH``."""
+    local = root / "node_modules" / ".bin" / "configurable-http-proxy"
+    if local.exists():
+        return str(local)
+    found = shutil.which("configurable-http-proxy")
+    if found is None:
+        raise SystemExit(
+            "configurable-http-proxy not found: run `make node_modules` (npm install) first"
+        )
+    return found
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def banner(url: str, demo_secrets: DemoSecrets) -> str:
+    """The one place the passwords are shown: the terminal of whoever ran the demo."""
+    return (
+        "\n"
+        "  JupyterHub demo (local runtime)\n"
+        f"    URL:       {url}/hub/login\n"
+        f"    Username:  any name, e.g. demo\n"
+        f"    Password:  {demo_secrets.user_password}\n"
+        f"    Admin:     user '{ADMIN_USER}', password {demo_secrets.admin_password}\n"
+        "  Stop with Ctrl-C.\n"
+    )
+
+
+def write_config(path: Path, source: str) -> None:
+    """Write the config file readable by its owner only (it holds the passwords)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    os.chmod(path, 0o600)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Generate secrets and config into the state dir, print the banner, exec jupyterhub."""
+    parser = argparse.ArgumentParser(prog="python -m hub_ext.demo", description=__doc__.split("\n")[0])
+    parser.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", DEFAULT_PORT)))
+    parser.add_argument("--state-dir", type=Path, default=Path(".demo"))
+    args = parser.parse_args(argv)
+
+    state_dir = args.state_dir.resolve()
+    (state_dir / "users").mkdir(parents=True, exist_ok=True)
+    demo_secrets = DemoSecrets.generate()
+    settings = demo_config(
+        demo_secrets,
+        state_dir=state_dir,
+        port=args.port,
+        hub_port=free_port(),
+        proxy_api_port=free_port(),
+        proxy_command=find_proxy_command(),
+        allow_root=os.geteuid() == 0,
+    )
+    # a new password must not leave sessions of the previous run logged in
+    (state_dir / "jupyterhub_cookie_secret").unlink(missing_ok=True)
+    config_path = state_dir / "jupyterhub_config.py"
+    write_config(config_path, render_config(settings))
+
+    print(banner(f"http://127.0.0.1:{args.port}", demo_secrets), flush=True)
+    os.chdir(state_dir)
+    os.execv(sys.executable, [sys.executable, "-m", "jupyterhub", "-f", str(config_path)])
+
+
+if __name__ == "__main__":
+    main()

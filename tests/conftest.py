@@ -1,0 +1,92 @@
+"""Shared fixtures: the Kubernetes target (stand-in, or a real cluster with --kube-context), both
+real Kubernetes clients, and the hub/browser harness plugin."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+pytest_plugins = ["tests.harness.fixtures"]
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def pytest_addoption(parser):
+    parser.addoption("--kube-context", default=None,
+                     help="run the kube tier against this context of $KUBECONFIG (a real cluster) instead of "
+                          "the stand-in; tests that need stand-in-only controls are skipped there")
+
+
+@dataclass
+class KubeTarget:
+    kubeconfig: str
+    context: str | None
+    namespace: str
+    standin: object | None  # tests.kubeapi.StandIn, or None on a real cluster
+
+    @property
+    def real(self) -> bool:
+        return self.standin is None
+
+
+@pytest.fixture
+def standin(request):
+    """The stand-in itself (its test controls). Skips against a real cluster."""
+    if request.config.getoption("--kube-context"):
+        pytest.skip("needs the stand-in's test controls (kubelet, faults, request log); not on a real cluster")
+    from tests.kubeapi import StandIn
+
+    s = StandIn(bookmark_interval=0.5).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def kube_target(request, tmp_path):
+    """A Kubernetes API to test against and a fresh namespace in it, removed afterwards."""
+    context = request.config.getoption("--kube-context")
+    namespace = f"t-{uuid.uuid4().hex[:8]}"
+    if context:
+        kubeconfig = os.environ.get("KUBECONFIG", str(pathlib.Path.home() / ".kube" / "config"))
+        target = KubeTarget(kubeconfig, context, namespace, None)
+    else:
+        s = request.getfixturevalue("standin")
+        target = KubeTarget(str(s.write_kubeconfig(tmp_path / "kubeconfig")), None, namespace, s)
+    import kubernetes
+
+    api = kubernetes.config.new_client_from_config(config_file=target.kubeconfig, context=context)
+    core = kubernetes.client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": namespace}})
+    yield target
+    try:
+        core.delete_namespace(namespace)
+    except kubernetes.client.ApiException as e:
+        if e.status != 404:
+            raise
+    api.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+async def k(request, kube_target):
+    """Each test using `k` runs twice: through the sync `kubernetes` client and `kubernetes_asyncio`."""
+    from tests.kube.client import Kube
+
+    if request.param == "sync":
+        import kubernetes
+
+        api = kubernetes.config.new_client_from_config(config_file=kube_target.kubeconfig,
+                                                      context=kube_target.context)
+    else:
+        import kubernetes_asyncio
+
+        api = await kubernetes_asyncio.config.new_client_from_config(config_file=kube_target.kubeconfig,
+                                                                    context=kube_target.context)
+    kube = Kube(request.param, api)
+    kube.ns = kube_target.namespace
+    kube.target = kube_target
+    yield kube
+    await kube.close()
