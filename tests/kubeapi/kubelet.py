@@ -91,6 +91,13 @@ class Kubelet:
 
     # ---- reconcile -------------------------------------------------------------------------------
     def _on_event(self, ev: Event) -> None:
+        if ev.rt.key == self.pods_rt.key and ev.type == "DELETED":
+            key = (ev.obj["metadata"]["namespace"], ev.obj["metadata"]["name"])
+            for proc in self._procs.pop(key, []):  # force-deleted (grace 0) while running
+                _signal_group(proc, signal.SIGKILL)
+            self._started.discard(key)
+            self._unschedulable_msg.pop(key, None)
+            self.logs.drop_pod(*key)
         if ev.rt.key in (self.pods_rt.key, self.nodes_rt.key):
             self._kick()
 
@@ -271,8 +278,6 @@ class Kubelet:
         self._procs.clear()
         for task in list(self._tasks):
             task.cancel()
-        if self in getattr(self.store, "_kubelets", []):
-            pass
 
     # ---- process mode -------------------------------------------------------------------------------
     async def _run_process(self, pod: dict) -> None:

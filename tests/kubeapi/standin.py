@@ -140,6 +140,9 @@ class StandIn:
                      delay: float = 0.0) -> None:
         self.call(self.api.controls.inject, method, path, status, count, delay)
 
+    def clear_faults(self) -> None:
+        self.call(self.api.controls.faults.clear)
+
     def requests(self, method: str | None = None, path: str | None = None) -> list:
         records = self.call(lambda: list(self.api.controls.requests))
         return [r for r in records if (method is None or r.method == method) and (path is None or path in r.path)]

@@ -45,7 +45,7 @@ class Event:
         return data
 
 
-@dataclass
+@dataclass(eq=False)
 class Watcher:
     rt: ResourceType
     namespace: str | None
@@ -99,6 +99,7 @@ class Store:
         self.admission: list[Callable[[ResourceType, str, dict, dict | None], None]] = []
         # set by the kubelet: pods it runs are deleted gracefully (deletionTimestamp, then removal)
         self.graceful_pod: Callable[[dict], bool] = lambda pod: False
+        self._draining: set[str] = set()
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.create(self.rt("", "v1", "namespaces"), None, {"metadata": {"name": ns}})
 
@@ -464,16 +465,22 @@ class Store:
             self.patch(rt, dep["metadata"].get("namespace"), dep["metadata"]["name"], body, MERGE)
 
     def _drain_namespace(self, ns: str) -> None:
-        remaining = 0
-        for rt in self._storage_types():
-            if not rt.namespaced:
-                continue
-            for obj in self.items(rt, ns):
-                remaining += 1
-                if not obj["metadata"].get("deletionTimestamp"):
-                    self.delete(rt, ns, obj["metadata"]["name"])
-        still = sum(len(self.items(rt, ns)) for rt in self._storage_types() if rt.namespaced)
-        if still == 0:
+        """The namespace controller: delete everything in a terminating namespace, then the namespace."""
+        if ns in self._draining:
+            return
+        self._draining.add(ns)
+        try:
+            for rt in self._storage_types():
+                if not rt.namespaced:
+                    continue
+                for obj in self.items(rt, ns):
+                    name = obj["metadata"]["name"]
+                    current = self.find(rt, ns, name)
+                    if current is not None and not current["metadata"].get("deletionTimestamp"):
+                        self.delete(rt, ns, name)
+        finally:
+            self._draining.discard(ns)
+        if not any(self.items(rt, ns) for rt in self._storage_types() if rt.namespaced):
             nso = self.find(self.rt("", "v1", "namespaces"), None, ns)
             if nso is not None:
                 self._remove(self.rt("", "v1", "namespaces"), nso)
