@@ -21,6 +21,31 @@ def pytest_addoption(parser):
                           "the stand-in; tests that need stand-in-only controls are skipped there")
 
 
+def pytest_configure(config):
+    """kubernetes_asyncio fixes its default kubeconfig path when first imported, and KubeSpawner
+    loads that file: point KUBECONFIG at a stand-in kubeconfig before any test module imports
+    them (each test then gives its own stand-in's URL through `k8s_api_host`)."""
+    if config.getoption("--kube-context"):
+        return
+    import tempfile
+
+    from tests.kubeapi.standin import write_kubeconfig
+
+    path = pathlib.Path(tempfile.mkdtemp(prefix="standin-kubeconfig-")) / "config"
+    write_kubeconfig(path, "http://127.0.0.1:9")  # a closed port until a test overrides the host
+    os.environ["KUBECONFIG"] = str(path)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test belongs to exactly one tier, so `make test` (one run per tier) runs them all."""
+    tiers = {"unit", "kube", "hub", "browser"}
+    for item in items:
+        found = tiers & {m.name for m in item.iter_markers()}
+        if len(found) != 1:
+            raise pytest.UsageError(f"{item.nodeid}: needs exactly one tier marker of {sorted(tiers)}, has "
+                                    f"{sorted(found) or 'none'}")
+
+
 @dataclass
 class KubeTarget:
     kubeconfig: str

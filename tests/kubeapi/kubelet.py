@@ -12,7 +12,9 @@ one of two modes:
   means the pod's own interfaces). Secret, ConfigMap, emptyDir, PVC and projected volumes are
   files under a per-pod directory that is substituted for each mount path in args, env and
   workingDir. stdout/stderr become the pod log; the exit code decides the phase; deleting the pod
-  sends SIGTERM, then SIGKILL after the grace period (capped), then removes it.
+  sends SIGTERM, then SIGKILL after the grace period (capped), then removes it. With no
+  `command`, the image's ENTRYPOINT/CMD come from an image table (`images=`; JupyterHub
+  single-user images run `jupyterhub-singleuser`), as a container runtime reads them.
 
 Containers are not restarted (restartPolicy is not emulated): a container that exits ends the pod.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import fnmatch
 import os
 import pathlib
 import re
@@ -34,6 +37,11 @@ from .logs import PodLogs
 from .store import Event, Store, now_iso
 
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+# What a container runtime reads from image metadata: ENTRYPOINT and CMD, by image name pattern.
+DEFAULT_IMAGES = {
+    "*singleuser*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
+    "*jupyter/*-notebook*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
+}
 DEFAULT_NODE = {"name": "standin-node", "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}}
 
 
@@ -45,21 +53,24 @@ def node_manifest(name: str, allocatable: dict, labels: dict | None = None, tain
         "status": {"capacity": dict(allocatable), "allocatable": dict(allocatable),
                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
                    "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-                   "nodeInfo": {"kubeletVersion": "v1.31.0-standin", "operatingSystem": "linux",
-                                "architecture": "amd64", "containerRuntimeVersion": "standin://1"}},
+                   "nodeInfo": {"kubeletVersion": "v1.31.0-standin", "kubeProxyVersion": "v1.31.0-standin",
+                                "operatingSystem": "linux", "architecture": "amd64", "osImage": "stand-in",
+                                "kernelVersion": "n/a", "containerRuntimeVersion": "standin://1",
+                                "machineID": name, "systemUUID": name, "bootID": name}},
     }
 
 
 class Kubelet:
     def __init__(self, store: Store, logs: PodLogs, mode: str = "status", *, auto_run: bool = True,
                  nodes: list[dict] | None = None, workdir: str | os.PathLike | None = None,
-                 env: dict | None = None, max_grace: float = 5.0):
+                 env: dict | None = None, max_grace: float = 5.0, images: dict | None = None):
         if mode not in ("status", "process"):
             raise ValueError(f"kubelet mode must be 'status' or 'process', not {mode!r}")
         self.store, self.logs, self.mode, self.auto_run = store, logs, mode, auto_run
         self.workdir = pathlib.Path(workdir or f"/tmp/kubeapi-standin-{os.getpid()}")
         self.extra_env = dict(env or {})
         self.max_grace = max_grace
+        self.images = {**DEFAULT_IMAGES, **(images or {})}
         self.pods_rt = store.rt("", "v1", "pods")
         self.nodes_rt = store.rt("", "v1", "nodes")
         self.events_rt = store.rt("", "v1", "events")
@@ -336,7 +347,7 @@ class Kubelet:
             return text
 
         full_env = {k: subst(v) for k, v in full_env.items()}
-        argv = [subst(a) for a in (container.get("command") or []) + (container.get("args") or [])]
+        argv = [subst(a) for a in self._argv(container)]
         cwd = subst(container["workingDir"]) if container.get("workingDir") else str(files.home)
         pathlib.Path(cwd).mkdir(parents=True, exist_ok=True)
         exe = shutil.which(argv[0], path=full_env["PATH"]) if argv else None
@@ -349,6 +360,15 @@ class Kubelet:
                                                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         self._spawn(_pump(proc, log))
         return proc
+
+
+    def _argv(self, container: dict) -> list[str]:
+        """Kubernetes' rule: `command` replaces ENTRYPOINT (and drops CMD); `args` replaces CMD."""
+        image = next((meta for pattern, meta in self.images.items()
+                      if fnmatch.fnmatch(container.get("image", ""), pattern)), {"entrypoint": [], "cmd": []})
+        if container.get("command"):
+            return list(container["command"]) + list(container.get("args") or [])
+        return list(image["entrypoint"]) + list(container.get("args") or image["cmd"])
 
 
 async def _pump(proc, log) -> None:
