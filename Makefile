@@ -67,4 +67,4 @@ test-browser: $(VENV)/.stamp node_modules/.stamp chromium
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
 bench: $(VENV)/.stamp
-	$(PY) tests/kubeapi/bench.py
+	$(PY) -m tests.kubeapi.bench

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from . import discovery, errors, logs
 from .patch import APPLY, JSON, MERGE, STRATEGIC
-from .selectors import parse_field_selector, parse_label_selector
+from .selection import parse_field_selector, parse_label_selector
 from .store import CLOSE, Store
 
 _PATCH_TYPES = (MERGE, JSON, STRATEGIC)
