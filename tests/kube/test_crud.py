@@ -236,3 +236,24 @@ async def test_extended_resources_need_equal_requests_and_limits(k):
     pod["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
     created = await k.call("CoreV1Api", "create_namespaced_pod", k.ns, pod)
     assert created["spec"]["containers"][0]["resources"]["requests"] == {"nvidia.com/gpu": "1"}
+
+
+async def test_services_and_pvcs(k):
+    svc = await k.call("CoreV1Api", "create_namespaced_service", k.ns, {
+        "metadata": {"name": "hub"}, "spec": {"selector": {"app": "hub"}, "ports": [{"port": 8081}]}})
+    assert svc["metadata"]["uid"]
+    with pytest.raises(Failure) as e:  # service names are DNS-1123 labels: no dots
+        await k.call("CoreV1Api", "create_namespaced_service", k.ns, {
+            "metadata": {"name": "a.b"}, "spec": {"ports": [{"port": 80}]}})
+    assert e.value.status == 422
+    pvc = await k.call("CoreV1Api", "create_namespaced_persistent_volume_claim", k.ns, {
+        "metadata": {"name": "data", "labels": {"mlplatform/dataset": "imagenet"}},
+        "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": "10Gi"}}}})
+    assert pvc["status"]["phase"] == "Pending"
+    with pytest.raises(Failure) as e:
+        await k.call("CoreV1Api", "create_namespaced_persistent_volume_claim", k.ns, {
+            "metadata": {"name": "bad"}, "spec": {"accessModes": ["ReadWriteOnce"]}})
+    assert e.value.status == 422 and "storage" in e.value.message
+    lst = await k.call("CoreV1Api", "list_namespaced_persistent_volume_claim", k.ns,
+                       label_selector="mlplatform/dataset")
+    assert [p["metadata"]["name"] for p in lst["items"]] == ["data"]

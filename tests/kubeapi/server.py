@@ -304,8 +304,6 @@ class KubeAPI:
                         return resp
                     chunk += nxt
                 await resp.write(chunk)
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
         finally:
             self.store.unwatch(watcher)
             self._streams.discard(resp)
