@@ -171,12 +171,17 @@ async def test_process_mode_exit_code_decides_the_phase(k, standin, tmp_path):
     assert await k.call("CoreV1Api", "read_namespaced_pod_log", "bad", k.ns) == "bye\n"
 
 
-async def test_process_mode_missing_secret_is_a_config_error(k, standin, tmp_path):
+@pytest.mark.parametrize("via", ["volume", "env"])
+async def test_process_mode_missing_secret_is_a_config_error(k, standin, tmp_path, via):
     standin.kubelet("process", workdir=tmp_path)
-    await k.call("CoreV1Api", "create_namespaced_pod", k.ns, {"metadata": {"name": "p"}, "spec": {
-        "volumes": [{"name": "s", "secret": {"secretName": "missing"}}],
-        "containers": [{"name": "main", "image": "python", "command": ["python3", "-c", "pass"],
-                        "volumeMounts": [{"name": "s", "mountPath": "/s"}]}]}})
+    container = {"name": "main", "image": "python", "command": ["python3", "-c", "pass"]}
+    spec = {"containers": [container]}
+    if via == "volume":
+        spec["volumes"] = [{"name": "s", "secret": {"secretName": "missing"}}]
+        container["volumeMounts"] = [{"name": "s", "mountPath": "/s"}]
+    else:
+        container["env"] = [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "missing", "key": "k"}}}]
+    await k.call("CoreV1Api", "create_namespaced_pod", k.ns, {"metadata": {"name": "p"}, "spec": spec})
     pod = await wait_for(k, "p", lambda p: (p["status"].get("containerStatuses") or [{}])[0]
                          .get("state", {}).get("waiting", {}).get("reason") == "CreateContainerConfigError")
     assert pod["status"]["phase"] == "Pending"

@@ -34,6 +34,7 @@ import uuid
 
 from . import scheduler
 from .logs import PodLogs
+from .podfs import PodFiles
 from .store import Event, Store, now_iso
 
 _VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -292,34 +293,35 @@ class Kubelet:
 
     # ---- process mode -------------------------------------------------------------------------------
     async def _run_process(self, pod: dict) -> None:
-        from .podfs import PodFiles
-
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         ip = self._pod_ip()
         files = PodFiles(self.store, self.workdir, pod)
+        procs = []
         try:
             mounts_by_container = files.materialise()
-        except LookupError as e:
+            for c in pod["spec"].get("initContainers") or []:
+                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
+                code = await proc.wait() if proc else 127
+                if code != 0:
+                    self._mark_terminated(ns, name, {x["name"]: 1 for x in pod["spec"]["containers"]}, "Init:Error")
+                    return
+            for c in pod["spec"]["containers"]:
+                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
+                if proc is None:
+                    for _, p in procs:
+                        _signal_group(p, signal.SIGKILL)
+                    self._mark_terminated(ns, name, {x["name"]: 127 for x in pod["spec"]["containers"]},
+                                          "StartError")
+                    return
+                procs.append((c["name"], proc))
+        except LookupError as e:  # a Secret or ConfigMap the pod refers to is missing
+            for _, p in procs:
+                _signal_group(p, signal.SIGKILL)
             self._status(pod, {**pod["status"], "containerStatuses": [
-                {**s, "state": {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}}
-                for s in pod["status"].get("containerStatuses") or []]})
+                {**st, "state": {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}}
+                for st in pod["status"].get("containerStatuses") or []]})
             self.event(pod, "Failed", f"Error: {e}", type="Warning")
             return
-        for c in pod["spec"].get("initContainers") or []:
-            proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
-            code = await proc.wait() if proc else 127
-            if code != 0:
-                self._mark_terminated(ns, name, {x["name"]: 1 for x in pod["spec"]["containers"]}, "Init:Error")
-                return
-        procs = []
-        for c in pod["spec"]["containers"]:
-            proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
-            if proc is None:
-                for p in procs:
-                    _signal_group(p, signal.SIGKILL)
-                self._mark_terminated(ns, name, {x["name"]: 127 for x in pod["spec"]["containers"]}, "StartError")
-                return
-            procs.append((c["name"], proc))
         self._procs[(ns, name)] = [p for _, p in procs]
         self._mark_running(pod, ip)
         codes = {}

@@ -304,6 +304,8 @@ class KubeAPI:
                         return resp
                     chunk += nxt
                 await resp.write(chunk)
+        except ConnectionResetError:  # the client went away
+            pass
         finally:
             self.store.unwatch(watcher)
             self._streams.discard(resp)
@@ -361,6 +363,8 @@ class KubeAPI:
                 if log.terminated:
                     break
                 await log.changed.wait()
+        except ConnectionResetError:  # the client went away
+            pass
         finally:
             self._streams.discard(resp)
         return resp

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import errors, schema, validation
+from .patch import MERGE, STRATEGIC, PatchError, apply_patch
 from .resources import Registry, ResourceType, types_from_crd
 
 _GEN_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -337,8 +338,6 @@ class Store:
 
     def patch(self, rt: ResourceType, ns: str | None, name: str, body, content_type: str, *,
               subresource: str | None = None, strict: bool = False, dry_run: bool = False) -> tuple[dict, list[str]]:
-        from .patch import PatchError, apply_patch, STRATEGIC
-
         current = self.get(rt, ns, name)
         if content_type == STRATEGIC and rt.is_custom:
             raise errors.unsupported_media("strategic merge patch is not supported for custom resources; use "
@@ -461,7 +460,6 @@ class Store:
         for rt, dep in self._dependents(owner):
             refs = [r for r in dep["metadata"]["ownerReferences"] if r.get("uid") != uid]
             body = {"metadata": {"ownerReferences": refs or None}}
-            from .patch import MERGE
             self.patch(rt, dep["metadata"].get("namespace"), dep["metadata"]["name"], body, MERGE)
 
     def _drain_namespace(self, ns: str) -> None:
