@@ -1,0 +1,44 @@
+"""The hub side's one exception tree; each boundary translates it once.
+
+    PlatformError
+     ├── ConfigError        operator configuration is wrong: the hub refuses to start, and
+     │                      `mlplatform check-config` prints every problem with its field path
+     │                      (e.g. ``accelerators['1g.5gb'].profile``)
+     └── UserInputError     a user's choice (form POST, REST `user_options`) is not allowed or
+                            malformed: HTTP 400/403 naming the field; nothing is started
+
+Messages never contain secret values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class PlatformError(Exception):
+    """Base of every error the platform raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(PlatformError):
+    """One or more configuration problems, each with the path of the field at fault."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        super().__init__("invalid platform configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
+
+
+class UserInputError(PlatformError):
+    """A user-supplied field is invalid or not permitted. `status` is 400 or 403."""
+
+    def __init__(self, field: str, message: str, status: int = 400):
+        self.field, self.message, self.status = field, message, status
+        super().__init__(f"{field}: {message}")
