@@ -38,7 +38,43 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 AUTHENTICATOR = "jupyterhub.authenticators.shared.SharedPasswordAuthenticator"
-SPAWNER = "jupyterhub.spawner.SimpleLocalProcessSpawner"
+SPAWNER = "platform-local"  # hub_ext.local_spawner.LocalPlatformSpawner
+
+#: The demo's example catalogue over a declared inventory, so it works on a machine without GPUs:
+#: CPU only, one whole GPU, two MIG 1g.5gb slices and one MIG 3g.20gb slice; two groups
+#: ("vision" with a team project and MIG 1g.5gb slices, "research" with the 3g.20gb slice and
+#: the GPU) whose members "alice" and "bob" see different profiles.
+DEMO_PLATFORM = {
+    "accelerators": {
+        "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB", "display_name": "NVIDIA A100 40GB"},
+        "1g.5gb": {"type": "mig", "profile": "1g.5gb", "display_name": "MIG 1g.5gb slice"},
+        "3g.20gb": {"type": "mig", "profile": "3g.20gb", "display_name": "MIG 3g.20gb slice"},
+    },
+    "profiles": {
+        "cpu": {"display_name": "CPU only", "description": "For editing and small experiments",
+                "cpu": {"guarantee": 0.5, "limit": 2}, "memory": {"guarantee": "1G", "limit": "4G"},
+                "default": True},
+        "mig-1g": {"display_name": "Small GPU slice", "description": "One MIG 1g.5gb slice of an A100",
+                   "accelerator": "1g.5gb", "cpu": {"limit": 4}, "memory": {"limit": "16G"}},
+        "mig-3g": {"display_name": "Medium GPU slice", "description": "One MIG 3g.20gb slice of an A100",
+                   "accelerator": "3g.20gb", "cpu": {"limit": 8}, "memory": {"limit": "32G"}},
+        "gpu": {"display_name": "Whole GPU", "description": "One NVIDIA A100 40GB",
+                "accelerator": "a100", "cpu": {"limit": 16}, "memory": {"limit": "64G"}},
+    },
+    "everyone": {"profiles": ["cpu"], "limits": {}},
+    "groups": {
+        "vision": {"project": "vision", "display_name": "Vision team", "profiles": ["cpu", "mig-1g"],
+                   "limits": {"1g.5gb": 2}},
+        "research": {"profiles": ["cpu", "mig-3g", "gpu"], "limits": {"3g.20gb": 1, "a100": 1}},
+    },
+    "inventory": {
+        "GPU-demo-a100-0": {"type": "gpu", "product": "NVIDIA A100-SXM4-40GB"},
+        "MIG-demo-1g5gb-0": {"type": "mig", "profile": "1g.5gb"},
+        "MIG-demo-1g5gb-1": {"type": "mig", "profile": "1g.5gb"},
+        "MIG-demo-3g20gb-0": {"type": "mig", "profile": "3g.20gb"},
+    },
+}
+DEMO_GROUPS = {"vision": {"users": ["alice"]}, "research": {"users": ["bob"]}}
 ADMIN_USER = "admin"
 DEFAULT_PORT = 8000
 
@@ -93,6 +129,8 @@ def demo_config(
             "pid_file": str(state_dir / "jupyterhub.pid"),
             "cleanup_servers": True,
             "cleanup_proxy": True,
+            "allow_named_servers": True,
+            "load_groups": DEMO_GROUPS,
         },
         "ConfigurableHTTPProxy": {
             "command": [proxy_command],
@@ -117,6 +155,7 @@ def demo_config(
         "SimpleLocalProcessSpawner": {
             "home_dir_template": str(state_dir / "users" / "{username}"),
         },
+        "LocalPlatformSpawner": {**DEMO_PLATFORM, "state_dir": str(state_dir / "platform")},
     }
 
 
@@ -162,7 +201,8 @@ def banner(url: str, demo_secrets: DemoSecrets) -> str:
         "\n"
         "  JupyterHub demo (local runtime)\n"
         f"    URL:       {url}/hub/login\n"
-        f"    Username:  any name, e.g. demo\n"
+        f"    Username:  any name; 'alice' (group vision: MIG 1g.5gb slices, team project) and\n"
+        f"               'bob' (group research: MIG 3g.20gb slice, whole GPU) see more profiles\n"
         f"    Password:  {demo_secrets.user_password}\n"
         f"    Admin:     user '{ADMIN_USER}', password {demo_secrets.admin_password}\n"
         "  Stop with Ctrl-C.\n"

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_ext.demo import ADMIN_USER, DemoSecrets, banner, demo_config, render_config
+from hub_ext.demo import ADMIN_USER, DEMO_PLATFORM, DemoSecrets, banner, demo_config, render_config
 
 pytestmark = pytest.mark.unit
 
@@ -38,12 +38,14 @@ def test_whole_config():
             "hub_ip": "127.0.0.1",
             "hub_port": 8081,
             "authenticator_class": "jupyterhub.authenticators.shared.SharedPasswordAuthenticator",
-            "spawner_class": "jupyterhub.spawner.SimpleLocalProcessSpawner",
+            "spawner_class": "platform-local",
             "db_url": "sqlite:////srv/demo/jupyterhub.sqlite",
             "cookie_secret_file": "/srv/demo/jupyterhub_cookie_secret",
             "pid_file": "/srv/demo/jupyterhub.pid",
             "cleanup_servers": True,
             "cleanup_proxy": True,
+            "allow_named_servers": True,
+            "load_groups": {"vision": {"users": ["alice"]}, "research": {"users": ["bob"]}},
         },
         "ConfigurableHTTPProxy": {
             "command": ["/x/chp"],
@@ -60,6 +62,7 @@ def test_whole_config():
             "http_timeout": 90,
         },
         "SimpleLocalProcessSpawner": {"home_dir_template": "/srv/demo/users/{username}"},
+        "LocalPlatformSpawner": {**DEMO_PLATFORM, "state_dir": "/srv/demo/platform"},
     }
 
 
@@ -100,3 +103,12 @@ def test_banner_shows_url_and_passwords():
     assert "http://127.0.0.1:8000/hub/login" in text
     assert SECRETS.user_password in text and SECRETS.admin_password in text
     assert "demo" in text
+
+
+def test_demo_platform_parses():
+    from hub_ext.inventory import declared_inventory
+    from hub_ext.platform import Runtime
+
+    runtime = Runtime.parse({k: v for k, v in DEMO_PLATFORM.items() if k != "inventory"})
+    assert [p.slug for p in runtime.profiles] == ["cpu", "mig-1g", "mig-3g", "gpu"]
+    assert len(declared_inventory(DEMO_PLATFORM["inventory"])) == 4

@@ -1,0 +1,226 @@
+"""`LocalPlatformSpawner` (entry point ``platform-local``): the platform on one machine.
+
+Single-user servers are local processes (JupyterHub's `SimpleLocalProcessSpawner`: every server
+runs as the hub's own OS user, with its home under `home_dir_template`). On top of that it applies
+the plan pure code made (`Runtime.plan`): the project and profile the user may use, the profile's
+option choices, and the accelerator, which it reserves atomically against the project's limit
+(`Ledger`) and then takes from the device inventory, handing the devices to the server as
+``CUDA_VISIBLE_DEVICES`` (UUIDs; one device is never given to two servers; devices come back on
+stop, and after a hub restart from the allocator's state file).
+
+Trust model: one machine of trusted users. The hub enforces who may use which project, profile
+and how many accelerators, but every server runs as the same OS user, so users can read each
+other's files and nothing stops a process from ignoring ``CUDA_VISIBLE_DEVICES``. CPU and memory
+limits of a profile are not enforced here (they are on Kubernetes). Use `PlatformSpawner` on a
+cluster for isolation between users.
+
+Progress events (JupyterHub's `progress()` shape, ``{"progress": int, "message": str}``):
+"waiting for a free 1g.5gb MIG slice (0 of 2 free)", then "starting".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pathlib
+import shutil
+import subprocess
+
+from jupyterhub.spawner import SimpleLocalProcessSpawner
+from tornado import web
+from traitlets import Any as AnyTrait
+from traitlets import Float, Unicode, default
+
+from .errors import ConfigError, UserInputError
+from .form import options_from_form, render_form
+from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
+from .platform import Plan, PlatformConfig, Runtime
+
+_ALLOCATORS: dict[tuple, DeviceAllocator] = {}
+
+
+class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
+    inventory = AnyTrait(
+        None,
+        allow_none=True,
+        help="""Accelerator devices of this machine. None: read `nvidia-smi -L` (no GPUs if it is absent).
+        A dict declares them instead (for machines without GPUs, or to offer a subset):
+
+        c.LocalPlatformSpawner.inventory = {"GPU-demo-0": {"type": "gpu"},
+                                            "MIG-demo-1": {"type": "mig", "profile": "1g.5gb"}}""",
+    ).tag(config=True)
+
+    state_dir = Unicode(
+        help="""Where the device allocations are kept across hub restarts.
+
+        c.LocalPlatformSpawner.state_dir = "/srv/jupyterhub/mlplatform"
+        """,
+    ).tag(config=True)
+
+    wait_poll_interval = Float(1.0, help="Seconds between checks while waiting for a free device.").tag(config=True)
+
+    @default("state_dir")
+    def _default_state_dir(self):
+        return os.path.abspath("mlplatform-state")
+
+    # ---- shared state --------------------------------------------------------------------------
+    @property
+    def runtime(self) -> Runtime:
+        return Runtime.for_config(self.platform_settings())
+
+    @property
+    def allocator(self) -> DeviceAllocator:
+        key = (repr(self.inventory), self.state_dir)
+        if key not in _ALLOCATORS:
+            if isinstance(self.inventory, dict):
+                devices = declared_inventory(self.inventory)
+            else:
+                devices = _nvidia_smi_devices()
+            _ALLOCATORS[key] = DeviceAllocator(devices, pathlib.Path(self.state_dir) / "devices.json")
+        return _ALLOCATORS[key]
+
+    @property
+    def holder(self) -> str:
+        return f"{self.user.name}/{self.name}"
+
+    def _groups(self) -> list[str]:
+        return [g.name for g in getattr(self.user, "groups", [])]
+
+    def capacity(self) -> dict[str, tuple[int, int]]:
+        return {name: (len(self.allocator.free(acc)), self.allocator.total(acc))
+                for name, acc in self.runtime.accelerators.items()}
+
+    # ---- the form ---------------------------------------------------------------------------------
+    def _options_form(self, spawner=None) -> str:
+        rt = self.runtime
+        return render_form(rt.projects(self.user.name, self._groups(), self.user.admin), rt.profiles, self.capacity())
+
+    @default("options_form")
+    def _default_options_form(self):
+        return LocalPlatformSpawner._options_form
+
+    def options_from_form(self, formdata):
+        return options_from_form(formdata)
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def make_plan(self) -> Plan:
+        try:
+            return self.runtime.plan(self.user.name, self._groups(), self.user.admin, self.user_options or {})
+        except UserInputError as e:
+            raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
+        except ConfigError as e:
+            self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
+            raise web.HTTPError(500, "the platform is misconfigured; an administrator has been told") from None
+
+    async def start(self):
+        plan = self.make_plan()
+        self._plan = plan
+        self._reserved_in = plan.project.name
+        for trait, value in plan.settings.items():
+            if trait in ("extra_resource_limits", "node_selector", "tolerations"):
+                continue  # Kubernetes placement: the device allocation stands for it here
+            if self.has_trait(trait):
+                setattr(self, trait, value)
+        self.devices = []
+        if plan.accelerator is not None:
+            try:
+                self.runtime.ledger.reserve(plan.project, self.holder, plan.accelerator.name, plan.count)
+            except UserInputError as e:
+                raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
+            try:
+                self.devices = await self._take_devices(plan)
+            except BaseException:
+                self._release()
+                raise
+        self._progress_message = "starting"
+        try:
+            return await super().start()
+        except BaseException:
+            self._release()
+            raise
+
+    async def _take_devices(self, plan: Plan) -> list[str]:
+        acc, count = plan.accelerator, plan.count
+        while True:
+            devices = self.allocator.allocate(self.holder, acc, count)
+            if devices is not None:
+                self.log.info("%s gets %s %s: %s", self._log_name, count, acc.name, " ".join(devices))
+                return devices
+            free, total = len(self.allocator.free(acc)), self.allocator.total(acc)
+            what = f"a free {acc.mig_profile} MIG slice" if acc.type == "mig" else f"a free {acc.display_name}"
+            if count > 1:
+                what = f"{count} free {acc.display_name}"
+            message = f"waiting for {what} ({free} of {total} free)"
+            if self.when_full == "refuse" or total < count:
+                raise web.HTTPError(409, f"no {acc.display_name} is free now ({free} of {total} free); "
+                                         "try again later or pick another profile")
+            self._progress_message = message
+            await asyncio.sleep(self.wait_poll_interval)
+
+    def _release(self) -> None:
+        project = getattr(self, "_reserved_in", None)
+        if project is not None:
+            self.runtime.ledger.release(project, self.holder)
+        self.allocator.release(self.holder)
+        self.devices = []
+
+    async def stop(self, now=False):
+        try:
+            await super().stop(now=now)
+        finally:
+            self._release()
+
+    def get_env(self):
+        env = super().get_env()
+        plan = getattr(self, "_plan", None)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(getattr(self, "devices", []) or [])
+        if plan is not None:
+            env["MLPLATFORM_PROJECT"] = plan.project.name
+            env["MLPLATFORM_PROFILE"] = plan.profile.slug
+        return env
+
+    async def progress(self):
+        sent = None
+        while not getattr(self, "_spawn_future", None) or not self._spawn_future.done():
+            message = getattr(self, "_progress_message", None)
+            if message and message != sent:
+                sent = message
+                yield {"progress": 50 if message == "starting" else 10, "message": message}
+            await asyncio.sleep(0.5)
+
+    # ---- state across hub restarts ----------------------------------------------------------------
+    def get_state(self):
+        state = super().get_state()
+        plan = getattr(self, "_plan", None)
+        if plan is not None:
+            state["mlplatform"] = {"project": plan.project.name, "profile": plan.profile.slug,
+                                   "accelerator": plan.accelerator.name if plan.accelerator else None,
+                                   "count": plan.count, "devices": list(getattr(self, "devices", []))}
+        elif getattr(self, "_saved_state", None):
+            state["mlplatform"] = self._saved_state
+        return state
+
+    def load_state(self, state):
+        super().load_state(state)
+        saved = state.get("mlplatform")
+        if saved and saved.get("accelerator"):
+            self.devices = list(saved.get("devices") or [])
+            self.runtime.ledger.restore(saved["project"], self.holder, saved["accelerator"], saved["count"])
+            self._reserved_in = saved["project"]
+            self._saved_state = saved
+
+    def clear_state(self):
+        super().clear_state()
+        self.devices = []
+        self._plan = self._saved_state = self._reserved_in = None
+
+
+def _nvidia_smi_devices():
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return parse_nvidia_smi(out)

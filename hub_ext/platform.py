@@ -1,0 +1,170 @@
+"""The platform's configuration (traitlets, at the edge) and its parsed, shared runtime state.
+
+`PlatformConfig` is a mixin of the platform's spawners: its traits are set as
+``c.PlatformConfig.accelerators = {...}`` (shared by every platform spawner) or on a spawner class
+(``c.LocalPlatformSpawner.profiles = {...}``). `Runtime.for_config(...)` parses them once into
+frozen objects (a `ConfigError` lists every problem with its path) and holds what must be shared
+by all servers of the hub process: the reservation `Ledger`. The same settings give the same
+Runtime object, so every spawner of a hub counts against one ledger.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from traitlets import Any as AnyTrait
+from traitlets import Dict, Enum, List, Union
+from traitlets.config import Configurable
+
+from .catalog import Accelerator, parse_accelerators
+from .entitlements import Entitlements, Ledger, Project, choose, parse_entitlements, projects_for
+from .errors import ConfigError, Problem
+from .profiles import Profile, parse_profile_list, parse_profiles, resolve
+
+
+class PlatformConfig(Configurable):
+    accelerators = Dict(
+        help="""Accelerators offered, by name (see hub_ext.catalog for every key).
+
+        c.PlatformConfig.accelerators = {
+            "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
+            "1g.5gb": {"type": "mig", "profile": "1g.5gb"},
+        }""",
+    ).tag(config=True)
+
+    profiles = Dict(
+        help="""Profiles, by slug (see hub_ext.profiles). Use this or `profile_list`.
+
+        c.PlatformConfig.profiles = {
+            "cpu": {"display_name": "CPU only", "cpu": {"limit": 2}, "memory": {"limit": "4G"}},
+            "mig-small": {"display_name": "MIG 1g.5gb", "accelerator": "1g.5gb"},
+        }""",
+    ).tag(config=True)
+
+    profile_list = Union(
+        [List(), Dict()],
+        default_value=[],
+        help="""KubeSpawner / z2jh `profile_list`, accepted as it is (used when `profiles` is empty).
+
+        c.PlatformConfig.profile_list = [{"display_name": "GPU", "kubespawner_override": {
+            "extra_resource_limits": {"nvidia.com/gpu": "1"}}}]""",
+    ).tag(config=True)
+
+    everyone = AnyTrait(
+        None,
+        allow_none=True,
+        help="""What every user may use in their personal project. Default: every profile, no accelerators.
+
+        c.PlatformConfig.everyone = {"profiles": ["cpu"], "limits": {}}""",
+    ).tag(config=True)
+
+    groups = Dict(
+        help="""Grants by JupyterHub group name; `project` gives the group a team project.
+
+        c.PlatformConfig.groups = {"vision": {"project": "vision", "profiles": ["cpu", "mig-small"],
+                                              "limits": {"1g.5gb": 2}}}""",
+    ).tag(config=True)
+
+    when_full = Enum(
+        ["refuse", "wait"],
+        default_value="refuse",
+        help="""When no accelerator of the chosen profile is free: refuse before anything starts, or
+        wait (with progress messages) until one is, up to start_timeout.
+
+        c.PlatformConfig.when_full = "wait"
+        """,
+    ).tag(config=True)
+
+    def platform_settings(self) -> dict[str, Any]:
+        return {"accelerators": self.accelerators, "profiles": self.profiles, "profile_list": self.profile_list,
+                "everyone": self.everyone, "groups": self.groups}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What pure code decided for one spawn; a runtime applies it."""
+    project: Project
+    profile: Profile
+    settings: Mapping[str, Any]  # KubeSpawner trait → value
+
+    @property
+    def accelerator(self) -> Accelerator | None:
+        return self.profile.accelerator
+
+    @property
+    def count(self) -> int:
+        return self.profile.accelerator_count
+
+
+@dataclass
+class Runtime:
+    accelerators: Mapping[str, Accelerator]
+    profiles: tuple[Profile, ...]
+    entitlements: Entitlements
+    ledger: Ledger = field(default_factory=Ledger)
+
+    _cache = {}
+
+    @classmethod
+    def parse(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None) -> "Runtime":
+        problems: list[Problem] = []
+        accelerators: Mapping[str, Accelerator] = {}
+        profiles: tuple[Profile, ...] = ()
+        try:
+            accelerators = parse_accelerators(settings.get("accelerators") or {})
+        except ConfigError as e:
+            problems += e.problems
+        try:
+            if settings.get("profiles"):
+                profiles = parse_profiles(settings["profiles"], accelerators, kubespawner_traits)
+            else:
+                profiles = parse_profile_list(settings.get("profile_list") or [], accelerators, kubespawner_traits)
+        except ConfigError as e:
+            problems += e.problems
+        if not problems and not profiles:
+            problems.append(Problem("profiles", "no profiles are configured"))
+        ent = None
+        if not problems:
+            try:
+                ent = parse_entitlements(settings.get("everyone"), settings.get("groups") or {}, profiles,
+                                         accelerators)
+            except ConfigError as e:
+                problems += e.problems
+        if problems:
+            raise ConfigError(problems)
+        return cls(accelerators, profiles, ent)
+
+    @classmethod
+    def for_config(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None) -> "Runtime":
+        key = json.dumps(settings, sort_keys=True, default=repr)
+        runtime = cls._cache.get(key)
+        if runtime is None:
+            runtime = cls._cache[key] = cls.parse(settings, kubespawner_traits)
+        return runtime
+
+    @property
+    def profiles_by_slug(self) -> dict[str, Profile]:
+        return {p.slug: p for p in self.profiles}
+
+    def projects(self, username: str, groups, admin: bool) -> list[Project]:
+        return projects_for(self.entitlements, username, groups, admin)
+
+    def plan(self, username: str, groups, admin: bool, user_options: Mapping[str, Any]) -> Plan:
+        """Validate untrusted `user_options` ({"project", "profile", <option>...}) into a Plan."""
+        options = dict(user_options or {})
+        project, profile = choose(self.projects(username, groups, admin), self.profiles_by_slug,
+                                  _text(options.pop("project", None), "project"),
+                                  _text(options.pop("profile", None), "profile"))
+        return Plan(project, profile, resolve(profile, options))
+
+
+def _text(value, field_name: str) -> str | None:
+    from .errors import UserInputError
+
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise UserInputError(field_name, "must be a string")
+    return value

@@ -1,0 +1,112 @@
+"""LocalPlatformSpawner in a real hub with the demo's catalogue: the form with capacity, a MIG
+spawn that gets CUDA_VISIBLE_DEVICES, entitlements enforced on crafted requests, and limits
+counted across named servers (also under concurrent spawns)."""
+
+import concurrent.futures
+import time
+
+import pytest
+
+from hub_ext.demo import DemoSecrets
+from hub_ext.entitlements import personal_project_name
+from tests.hub.test_hub_harness import demo_hub_config, form_login
+
+pytestmark = pytest.mark.hub
+
+
+def server_env(hub, user: str, server: str = "") -> dict:
+    for p in hub.processes():
+        if "jupyterhub.singleuser" not in p.cmdline:
+            continue
+        with open(f"/proc/{p.pid}/environ", "rb") as f:
+            env = dict(e.split("=", 1) for e in f.read().decode().split("\0") if "=" in e)
+        if env.get("JUPYTERHUB_USER") == user and env.get("JUPYTERHUB_SERVER_NAME", "") == server:
+            return env
+    raise AssertionError(f"no server process for {user}/{server}")
+
+
+def spawn(hub, user, name, options):
+    path = f"/users/{user}/servers/{name}" if name else f"/users/{user}/server"
+    return hub.api("POST", path, json=options)
+
+
+def wait_stopped(hub, user, name=""):
+    deadline = time.monotonic() + 60
+    while name in hub.api("GET", f"/users/{user}").json()["servers"] and time.monotonic() < deadline:
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def demo_hub(hub_factory, tmp_path):
+    secrets = DemoSecrets.generate()
+    return hub_factory(demo_hub_config(tmp_path, secrets)), secrets
+
+
+def test_form_shows_capacity_and_a_mig_spawn_gets_its_device(demo_hub):
+    hub, secrets = demo_hub
+    session, r = form_login(hub.url, "alice", secrets.user_password)
+    assert r.status_code == 302
+    page = session.get(f"{hub.url}/hub/spawn", timeout=30)
+    assert page.status_code == 200
+    text = page.text
+    assert "Small GPU slice" in text and "2 of 2 free" in text and "Vision team" in text
+    assert "Whole GPU" not in text and "Medium GPU slice" not in text  # not granted to alice's groups
+    xsrf = session.cookies["_xsrf"]
+    personal = personal_project_name("alice")
+    r = session.post(f"{hub.url}/hub/spawn", data={"_xsrf": xsrf, "project": personal, "profile": "mig-1g"},
+                     timeout=60, allow_redirects=False)
+    assert r.status_code == 302, r.text
+    hub.wait_for_server("alice")
+    env = server_env(hub, "alice")
+    assert env["CUDA_VISIBLE_DEVICES"] in ("MIG-demo-1g5gb-0", "MIG-demo-1g5gb-1")
+    assert env["MLPLATFORM_PROJECT"] == personal and env["MLPLATFORM_PROFILE"] == "mig-1g"
+    assert secrets.user_password not in repr(env)
+    page = session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30)
+    assert "1 of 2 free" in page.text
+    assert hub.api("DELETE", "/users/alice/server").status_code in (202, 204)
+    wait_stopped(hub, "alice")
+    page = session.get(f"{hub.url}/hub/spawn/alice/second", timeout=30)
+    assert "2 of 2 free" in page.text  # the slice came back on stop
+
+
+@pytest.mark.parametrize("options, status, words", [
+    ({"project": "vision", "profile": "mig-3g"}, 403, "profile"),   # not in the team's grant
+    ({"profile": "gpu"}, 403, "profile"),                              # not in alice's groups
+    ({"project": "user-bob"}, 403, "project"),                         # someone else's project
+    ({"profile": "cpu", "colour": "blue"}, 400, "colour"),             # unknown key
+    ({"profile": "nope"}, 400, "profile"),
+])
+def test_crafted_user_options_are_refused_and_nothing_starts(demo_hub, options, status, words):
+    hub, _ = demo_hub
+    assert hub.api("POST", "/users/alice").status_code in (201, 409)
+    r = spawn(hub, "alice", "", options)
+    assert r.status_code == status, r.text
+    assert words in r.json()["message"]
+    assert hub.api("GET", "/users/alice").json()["servers"] == {}
+    assert not [p for p in hub.processes() if "jupyterhub.singleuser" in p.cmdline]
+
+
+def test_limits_count_across_named_servers_and_hold_under_concurrent_spawns(demo_hub):
+    hub, _ = demo_hub
+    hub.api("POST", "/users/alice")
+    mig = {"profile": "mig-1g"}
+    assert spawn(hub, "alice", "one", mig).status_code in (201, 202)
+    hub.wait_for_server("alice", "one")
+    # one slice left: two spawns at once, exactly one gets it
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        codes = sorted(pool.map(lambda n: spawn(hub, "alice", n, mig).status_code, ["two", "three"]))
+    assert codes[0] in (201, 202) and codes[1] in (403, 409), codes
+    winner = next(n for n in ("two", "three") if n in hub.api("GET", "/users/alice").json()["servers"])
+    hub.wait_for_server("alice", winner)
+    devices = {server_env(hub, "alice", n)["CUDA_VISIBLE_DEVICES"] for n in ("one", winner)}
+    assert devices == {"MIG-demo-1g5gb-0", "MIG-demo-1g5gb-1"}
+    # the personal limit (2 at once) is reached: refused before anything starts
+    r = spawn(hub, "alice", "four", mig)
+    assert r.status_code == 403 and "may use 2 1g.5gb at once and 2 are in use" in r.json()["message"]
+    # the team project has its own limit, but no slice is free on the machine
+    r = spawn(hub, "alice", "five", {"project": "vision", "profile": "mig-1g"})
+    assert r.status_code == 409 and "0 of 2 free" in r.json()["message"]
+    assert hub.api("DELETE", "/users/alice/servers/one").status_code in (202, 204)
+    wait_stopped(hub, "alice", "one")
+    assert spawn(hub, "alice", "five", {"project": "vision", "profile": "mig-1g"}).status_code in (201, 202)
+    hub.wait_for_server("alice", "five")
