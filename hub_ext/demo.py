@@ -175,6 +175,14 @@ def render_config(settings: dict[str, dict[str, object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+CONFIGURE = "\nfrom hub_ext.setup import configure\n\nconfigure(c)  # validates the platform, adds its API\n"
+
+
+def demo_source(settings: dict[str, dict[str, object]]) -> str:
+    """The demo's ``jupyterhub_config.py``: the settings, then the platform's `configure(c)`."""
+    return render_config(settings) + CONFIGURE
+
+
 def find_proxy_command(root: Path = PROJECT_ROOT) -> str:
     """configurable-http-proxy from ``<root>/node_modules/.bin``, else from ``PATH``."""
     local = root / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -240,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     # a new password must not leave sessions of the previous run logged in
     (state_dir / "jupyterhub_cookie_secret").unlink(missing_ok=True)
     config_path = state_dir / "jupyterhub_config.py"
-    write_config(config_path, render_config(settings))
+    write_config(config_path, demo_source(settings))
 
     print(banner(f"http://127.0.0.1:{args.port}", demo_secrets), flush=True)
     os.chdir(state_dir)

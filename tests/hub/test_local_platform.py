@@ -6,8 +6,9 @@ import concurrent.futures
 import time
 
 import pytest
+import requests
 
-from hub_ext.demo import DemoSecrets
+from hub_ext.demo import DemoSecrets, demo_source
 from hub_ext.entitlements import personal_project_name
 from tests.hub.test_hub_harness import demo_hub_config, form_login
 
@@ -39,7 +40,7 @@ def wait_stopped(hub, user, name=""):
 @pytest.fixture
 def demo_hub(hub_factory, tmp_path):
     secrets = DemoSecrets.generate()
-    return hub_factory(demo_hub_config(tmp_path, secrets)), secrets
+    return hub_factory(demo_source(demo_hub_config(tmp_path, secrets))), secrets
 
 
 def test_form_shows_capacity_and_a_mig_spawn_gets_its_device(demo_hub):
@@ -110,3 +111,60 @@ def test_limits_count_across_named_servers_and_hold_under_concurrent_spawns(demo
     wait_stopped(hub, "alice", "one")
     assert spawn(hub, "alice", "five", {"project": "vision", "profile": "mig-1g"}).status_code in (201, 202)
     hub.wait_for_server("alice", "five")
+
+
+def _user_token(hub, user):
+    r = hub.api("POST", f"/users/{user}/tokens", json={"note": "platform api test"})
+    assert r.status_code == 201, r.text
+    return r.json()["token"]
+
+
+def test_platform_api_answers_each_user_for_themselves_only(demo_hub):
+    hub, _ = demo_hub
+    for user in ("alice", "bob"):
+        hub.api("POST", f"/users/{user}")
+    alice, bob = _user_token(hub, "alice"), _user_token(hub, "bob")
+
+    def get(path, token=None):
+        headers = {"Authorization": f"token {token}"} if token else {}
+        return requests.get(f"{hub.api_url}/mlplatform/{path}", headers=headers, timeout=30)
+
+    r = get("users/alice/projects", alice)
+    assert r.status_code == 200, r.text
+    projects = r.json()["projects"]
+    assert [p["name"] for p in projects] == [personal_project_name("alice"), "vision"]
+    assert projects[0]["limits"] == {"1g.5gb": 2} and projects[1]["profiles"] == ["cpu", "mig-1g"]
+    catalog = get("users/bob/catalog", bob).json()
+    assert {a["name"] for a in catalog["accelerators"]} == {"a100", "1g.5gb", "3g.20gb"}
+    assert [p["slug"] for p in catalog["profiles"]] == ["cpu", "mig-3g", "gpu"]
+    assert get("users/alice/capacity", alice).json() == {"accelerators": {
+        "a100": {"free": 1, "total": 1}, "1g.5gb": {"free": 2, "total": 2}, "3g.20gb": {"free": 1, "total": 1}}}
+    # the auth matrix: no token, another user's token, a user that does not exist
+    assert get("users/alice/projects").status_code == 403
+    assert get("users/alice/projects", bob).status_code == 404
+    assert get("users/alice/capacity", bob).status_code == 404
+    assert get("users/nobody/projects", alice).status_code == 404
+    assert get("users/alice/projects", "not-a-token").status_code == 403
+    # the harness service holds no platform scope
+    assert get("users/alice/projects", hub.token).status_code == 403
+
+
+def test_in_use_counts_show_in_the_api(demo_hub):
+    hub, _ = demo_hub
+    hub.api("POST", "/users/alice")
+    assert spawn(hub, "alice", "", {"profile": "mig-1g"}).status_code in (201, 202)
+    hub.wait_for_server("alice")
+    token = _user_token(hub, "alice")
+    r = requests.get(f"{hub.api_url}/mlplatform/users/alice/projects", headers={"Authorization": f"token {token}"},
+                     timeout=30)
+    assert r.json()["projects"][0]["in_use"] == {"1g.5gb": 1}
+
+
+def test_an_invalid_platform_config_stops_the_hub_naming_the_field(hub_factory, tmp_path):
+    import copy
+
+    settings = copy.deepcopy(demo_hub_config(tmp_path, DemoSecrets.generate()))
+    settings["LocalPlatformSpawner"]["profiles"]["gpu"]["accelerator"] = "h100"
+    with pytest.raises(RuntimeError) as e:
+        hub_factory(demo_source(settings), start_timeout=30)
+    assert "profiles['gpu'].accelerator: unknown accelerator 'h100' (known: 1g.5gb, 3g.20gb, a100)" in str(e.value)

@@ -1,0 +1,88 @@
+"""The platform API on the hub: ``/hub/api/mlplatform/users/{name}/{projects,catalog,capacity}``.
+
+JSON, authenticated with JupyterHub tokens or the hub cookie, and scoped: the custom scope
+``custom:mlplatform:read`` (granted by `hub_ext.setup.configure` to every user for themselves,
+``custom:mlplatform:read!user``) is checked with the URL's user as filter, so a user reads only
+their own view; a caller holding the scope for nobody gets 403, for someone else 404 (as
+JupyterHub's own API answers). Faces only: every answer comes from the user's spawner's
+`Runtime` (projects, entitlements, catalogue) and its capacity view.
+"""
+
+from __future__ import annotations
+
+from jupyterhub.apihandlers.base import APIHandler
+from jupyterhub.scopes import has_scope
+from tornado import web
+
+SCOPE = "custom:mlplatform:read"
+CUSTOM_SCOPES = {SCOPE: {"description": "Read your ML platform projects, entitlements, catalogue and free "
+                                        "accelerator capacity."}}
+
+
+class _PlatformHandler(APIHandler):
+    def _spawner_for(self, user_name: str):
+        if not self.current_user:
+            raise web.HTTPError(403, "Missing or invalid credentials.")
+        if not has_scope(f"{SCOPE}!user={user_name}", self.parsed_scopes, db=self.db):
+            if SCOPE in self.parsed_scopes:
+                raise web.HTTPError(404, "No access to resources or resources not found")
+            raise web.HTTPError(403, f"Action is not authorized with current scopes; requires [{SCOPE}]")
+        user = self.find_user(user_name)
+        if user is None:
+            raise web.HTTPError(404, "No access to resources or resources not found")
+        spawner = user.spawner
+        if not hasattr(spawner, "runtime"):
+            raise web.HTTPError(404, "this hub's spawner is not a platform spawner")
+        return user, spawner
+
+
+def _accelerator_json(acc) -> dict:
+    return {"name": acc.name, "type": acc.type, "display_name": acc.display_name, "resource": acc.resource,
+            "mig_profile": acc.mig_profile, "node_selector": acc.node_selector_dict()}
+
+
+def _profile_json(p) -> dict:
+    return {"slug": p.slug, "display_name": p.display_name, "description": p.description, "default": p.default,
+            "accelerator": p.accelerator.name if p.accelerator else None, "accelerator_count": p.accelerator_count,
+            "cpu": {"guarantee": p.cpu_guarantee, "limit": p.cpu_limit},
+            "memory": {"guarantee": p.mem_guarantee, "limit": p.mem_limit},
+            "options": [{"name": o.name, "display_name": o.display_name, "choices": [c.slug for c in o.choices],
+                         "unlisted": o.unlisted is not None} for o in p.options]}
+
+
+class ProjectsHandler(_PlatformHandler):
+    async def get(self, user_name):
+        user, spawner = self._spawner_for(user_name)
+        rt = spawner.runtime
+        groups = [g.name for g in user.groups]
+        out = []
+        for p in rt.projects(user.name, groups, user.admin):
+            in_use = {}
+            for acc, n in rt.ledger.holdings(p.name).values():
+                in_use[acc] = in_use.get(acc, 0) + n
+            out.append({"name": p.name, "display_name": p.display_name, "personal": p.personal,
+                        "profiles": sorted(p.profiles), "limits": p.limits, "in_use": in_use})
+        self.write({"projects": out})
+
+
+class CatalogHandler(_PlatformHandler):
+    async def get(self, user_name):
+        user, spawner = self._spawner_for(user_name)
+        rt = spawner.runtime
+        usable = set().union(*(p.profiles for p in rt.projects(user.name, [g.name for g in user.groups], user.admin)))
+        self.write({"accelerators": [_accelerator_json(a) for a in rt.accelerators.values()],
+                    "profiles": [_profile_json(p) for p in rt.profiles if p.slug in usable]})
+
+
+class CapacityHandler(_PlatformHandler):
+    async def get(self, user_name):
+        _, spawner = self._spawner_for(user_name)
+        self.write({"accelerators": {name: {"free": free, "total": total}
+                                     for name, (free, total) in spawner.capacity().items()}})
+
+
+handlers = [
+    (r"/api/mlplatform/users/([^/]+)/projects", ProjectsHandler),
+    (r"/api/mlplatform/users/([^/]+)/catalog", CatalogHandler),
+    (r"/api/mlplatform/users/([^/]+)/capacity", CapacityHandler),
+]

@@ -1,0 +1,62 @@
+"""One call that puts the platform into a JupyterHub configuration.
+
+At the end of ``jupyterhub_config.py`` (or in z2jh's ``hub.extraConfig``)::
+
+    from hub_ext.setup import configure
+    configure(c)
+
+It parses the platform settings found in `c` right away, so an invalid catalogue, profile list
+or entitlement stops the hub before it starts, with every problem and its field path
+(`ConfigError`); registers the platform API handlers and their custom scope; grants every user
+``custom:mlplatform:read`` for themselves; and makes `platform-local` the spawner unless one
+is set.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from traitlets.config import Config
+
+from .api import CUSTOM_SCOPES, SCOPE, handlers
+from .platform import Runtime
+
+_SECTIONS = ("PlatformConfig", "LocalPlatformSpawner", "PlatformSpawner")
+_KEYS = ("accelerators", "profiles", "profile_list", "everyone", "groups")
+
+
+def settings_from_config(c: Config, spawner_section: str = "LocalPlatformSpawner") -> dict[str, Any]:
+    """The platform settings as a spawner of `spawner_section` would see them (class config wins
+    over `PlatformConfig`; a plain `c.KubeSpawner.profile_list` counts for the Kubernetes spawner)."""
+    out: dict[str, Any] = {}
+    sections = ["PlatformConfig"]
+    if spawner_section == "PlatformSpawner":
+        sections.insert(0, "KubeSpawner")
+    sections.append(spawner_section)
+    for section in sections:
+        if section not in c:
+            continue
+        for key in _KEYS:
+            if key in c[section]:
+                out[key] = c[section][key]
+    return out
+
+
+def configure(c: Config) -> Runtime:
+    spawner = c.JupyterHub.get("spawner_class", None) if "JupyterHub" in c else None
+    if not spawner:
+        c.JupyterHub.spawner_class = "platform-local"
+        spawner = "platform-local"
+    section = "PlatformSpawner" if str(spawner) in ("platform", "hub_ext.kube_spawner.PlatformSpawner") \
+        else "LocalPlatformSpawner"
+    runtime = Runtime.parse(settings_from_config(c, section))
+    c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers
+    c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
+    roles = list(c.JupyterHub.get("load_roles", []))
+    user_role = next((r for r in roles if r.get("name") == "user"), None)
+    if user_role is None:
+        roles.append({"name": "user", "scopes": ["self", f"{SCOPE}!user"]})
+    elif f"{SCOPE}!user" not in user_role.get("scopes", []):
+        user_role["scopes"] = list(user_role.get("scopes", ["self"])) + [f"{SCOPE}!user"]
+    c.JupyterHub.load_roles = roles
+    return runtime
