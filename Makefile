@@ -42,7 +42,7 @@ chromium:
 	fi
 
 demo: $(VENV)/.stamp node_modules/.stamp
-	DEMO_PORT=$(DEMO_PORT) exec $(PY) -m hub_ext.demo
+	DEMO_PORT=$(DEMO_PORT) exec $(VENV)/bin/mlplatform demo
 
 test: $(VENV)/.stamp node_modules/.stamp chromium
 	@failed=""; \

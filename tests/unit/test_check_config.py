@@ -1,0 +1,108 @@
+"""`mlplatform check-config` on good and broken jupyterhub_config.py and z2jh values files."""
+
+import textwrap
+
+import pytest
+
+from hub_ext.cli import main
+
+pytestmark = pytest.mark.unit
+
+PLATFORM_PY = """
+c = get_config()
+c.JupyterHub.spawner_class = "platform-local"
+c.PlatformConfig.accelerators = {"1g.5gb": {"type": "mig", "profile": "1g.5gb"}}
+c.LocalPlatformSpawner.profiles = {
+    "cpu": {"display_name": "CPU", "cpu": {"limit": 2}, "memory": {"limit": "4G"}},
+    "mig": {"display_name": "MIG", "accelerator": "1g.5gb"},
+}
+"""
+
+KUBESPAWNER_PY = """
+c = get_config()
+c.JupyterHub.spawner_class = "kubespawner.KubeSpawner"
+c.KubeSpawner.profile_list = [
+    {"display_name": "Small", "default": True, "kubespawner_override": {"cpu_limit": 1, "mem_limit": "2G"}},
+    {"display_name": "GPU", "kubespawner_override": {"image": "cuda:12", "extra_resource_limits": {"nvidia.com/gpu": "1"}}},
+]
+"""
+
+VALUES = """
+jupyterhub:
+  hub:
+    config:
+      PlatformConfig:
+        accelerators:
+          3g.20gb: {type: mig, profile: 3g.20gb}
+  singleuser:
+    profileList:
+      - display_name: Medium slice
+        slug: medium
+        kubespawner_override:
+          extra_resource_limits: {nvidia.com/mig-3g.20gb: 1}
+      - display_name: CPU
+        default: true
+"""
+
+
+def run(tmp_path, name, text, capsys):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    code = main(["check-config", str(path)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_platform_config(tmp_path, capsys):
+    code, out, err = run(tmp_path, "jupyterhub_config.py", PLATFORM_PY, capsys)
+    assert code == 0, err
+    assert "OK, 1 accelerator(s), 2 profile(s)" in out
+    assert "cpu (default): CPU\n      cpu_limit=2.0, mem_limit=4G" in out
+    assert "mig: MIG\n      nvidia.com/mig-1g.5gb=1" in out
+
+
+def test_plain_kubespawner_profile_list(tmp_path, capsys):
+    code, out, err = run(tmp_path, "jupyterhub_config.py", KUBESPAWNER_PY, capsys)
+    assert code == 0, err
+    assert "small (default): Small\n      cpu_limit=1.0, mem_limit=2G" in out
+    assert "gpu: GPU\n      nvidia.com/gpu=1, image=cuda:12" in out
+
+
+def test_helm_values_nested_under_a_parent_chart(tmp_path, capsys):
+    code, out, err = run(tmp_path, "values.yaml", VALUES, capsys)
+    assert code == 0, err
+    assert "medium: Medium slice\n      nvidia.com/mig-3g.20gb=1" in out and "cpu (default): CPU" in out
+
+
+def test_broken_config_lists_every_problem_with_its_path(tmp_path, capsys):
+    broken = KUBESPAWNER_PY.replace('"cpu_limit"', '"cpu_limt"').replace('"1"}', '"one"}')
+    code, out, err = run(tmp_path, "jupyterhub_config.py", broken, capsys)
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        "error: profile_list[0].kubespawner_override.cpu_limt: is not a KubeSpawner trait",
+        "error: profile_list[1].kubespawner_override.extra_resource_limits.nvidia.com/gpu: must be a positive whole "
+        "number, not 'one'",
+        f"{tmp_path / 'jupyterhub_config.py'}: 2 problem(s)",
+    ]
+
+
+def test_broken_values(tmp_path, capsys):
+    code, _, err = run(tmp_path, "values.yaml", VALUES.replace("profile: 3g.20gb", "profile: 3g20gb"), capsys)
+    assert code == 1
+    assert "error: accelerators['3g.20gb'].profile: must be a MIG profile such as '1g.5gb' or '3g.20gb', not " \
+           "'3g20gb'" in err
+
+
+@pytest.mark.parametrize("name, text, words", [
+    ("jupyterhub_config.py", "c = get_config()\nc.JupyterHub.spawner_class = (\n", "SyntaxError"),
+    ("values.yaml", "foo: [1, 2\n", "cannot read"),
+    ("values.yaml", "other: {}\n", "no z2jh 'singleuser' or 'hub' section"),
+])
+def test_unreadable_files_exit_2(tmp_path, capsys, name, text, words):
+    code, _, err = run(tmp_path, name, text, capsys)
+    assert code == 2 and words in err and "Traceback" not in err
+
+
+def test_missing_file(tmp_path, capsys):
+    assert main(["check-config", str(tmp_path / "nope.py")]) == 2
+    assert "no such file" in capsys.readouterr().err
