@@ -170,6 +170,12 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         finally:
             self._release()
 
+    async def poll(self):
+        status = await super().poll()
+        if status is not None and getattr(self, "_reserved_in", None) and not self._spawn_pending:
+            self._release()  # the server died (or did not survive a restart): its devices come back
+        return status
+
     def get_env(self):
         env = super().get_env()
         plan = getattr(self, "_plan", None)
@@ -211,6 +217,10 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
 
     def clear_state(self):
         super().clear_state()
+        if self._spawn_pending:
+            return  # LocalProcessSpawner.poll() clears state before the process exists: keep what start() took
+        if getattr(self, "_reserved_in", None):
+            self._release()
         self.devices = []
         self._plan = self._saved_state = self._reserved_in = None
 

@@ -257,6 +257,18 @@ _h.load_roles = (list(_h.load_roles) if "load_roles" in _h else []) + [
                 f"  {p.pid}: {p.cmdline}" for p in leftovers
             )
 
+    def restart(self) -> HubProcess:
+        """Stop only the hub process (with ``cleanup_servers = False`` its servers keep running) and
+        start it again on the same ports, database, token and marker, so `stop` still accounts for
+        every server either run started."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(self.stop_timeout)
+        self.proc = None
+        return self.start()
+
     def __enter__(self) -> HubProcess:
         return self.start()
 

@@ -168,3 +168,33 @@ def test_an_invalid_platform_config_stops_the_hub_naming_the_field(hub_factory, 
     with pytest.raises(RuntimeError) as e:
         hub_factory(demo_source(settings), start_timeout=30)
     assert "profiles['gpu'].accelerator: unknown accelerator 'h100' (known: 1g.5gb, 3g.20gb, a100)" in str(e.value)
+
+
+def test_devices_stay_taken_across_a_hub_restart_and_come_back_when_the_server_goes(hub_factory, tmp_path):
+    import copy
+
+    settings = copy.deepcopy(demo_hub_config(tmp_path, DemoSecrets.generate()))
+    settings["JupyterHub"]["cleanup_servers"] = False
+    hub = hub_factory(demo_source(settings))
+    hub.api("POST", "/users/alice")
+    assert spawn(hub, "alice", "one", {"profile": "mig-1g"}).status_code in (201, 202)
+    hub.wait_for_server("alice", "one")
+    held = server_env(hub, "alice", "one")["CUDA_VISIBLE_DEVICES"]
+
+    hub.restart()
+    hub.wait_for_server("alice", "one")  # still running, found again by the new hub
+    assert spawn(hub, "alice", "two", {"profile": "mig-1g"}).status_code in (201, 202)
+    hub.wait_for_server("alice", "two")
+    other = server_env(hub, "alice", "two")["CUDA_VISIBLE_DEVICES"]
+    assert {held, other} == {"MIG-demo-1g5gb-0", "MIG-demo-1g5gb-1"}  # not given twice after the restart
+    r = spawn(hub, "alice", "three", {"project": "vision", "profile": "mig-1g"})
+    assert r.status_code == 409
+
+    assert hub.api("DELETE", "/users/alice/servers/one").status_code in (202, 204)
+    wait_stopped(hub, "alice", "one")
+    assert spawn(hub, "alice", "three", {"project": "vision", "profile": "mig-1g"}).status_code in (201, 202)
+    hub.wait_for_server("alice", "three")
+    assert server_env(hub, "alice", "three")["CUDA_VISIBLE_DEVICES"] == held
+    for name in ("two", "three"):
+        hub.api("DELETE", f"/users/alice/servers/{name}")
+        wait_stopped(hub, "alice", name)
