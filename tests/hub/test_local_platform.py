@@ -198,3 +198,33 @@ def test_devices_stay_taken_across_a_hub_restart_and_come_back_when_the_server_g
     for name in ("two", "three"):
         hub.api("DELETE", f"/users/alice/servers/{name}")
         wait_stopped(hub, "alice", name)
+
+
+def test_waiting_for_a_free_slice_is_reported_as_progress(hub_factory, tmp_path):
+    import copy
+    import json
+
+    settings = copy.deepcopy(demo_hub_config(tmp_path, DemoSecrets.generate()))
+    settings["LocalPlatformSpawner"]["when_full"] = "wait"
+    settings["LocalPlatformSpawner"]["wait_poll_interval"] = 0.5
+    settings["JupyterHub"]["tornado_settings"] = {"slow_spawn_timeout": 0}
+    hub = hub_factory(demo_source(settings))
+    hub.api("POST", "/users/alice")
+    for name in ("one", "two"):
+        assert spawn(hub, "alice", name, {"profile": "mig-1g"}).status_code in (201, 202)
+        hub.wait_for_server("alice", name)
+    assert spawn(hub, "alice", "three", {"project": "vision", "profile": "mig-1g"}).status_code == 202
+    messages = []
+    with requests.get(f"{hub.api_url}/users/alice/servers/three/progress", stream=True, timeout=60,
+                      headers={"Authorization": f"token {hub.token}"}) as r:
+        for line in r.iter_lines(decode_unicode=True):
+            if line.startswith("data:"):
+                event = json.loads(line[5:])
+                messages.append(event.get("message", ""))
+                if "waiting for a free 1g.5gb MIG slice (0 of 2 free)" in event.get("message", ""):
+                    hub.api("DELETE", "/users/alice/servers/one")
+                if event.get("ready"):
+                    break
+    assert "waiting for a free 1g.5gb MIG slice (0 of 2 free)" in messages
+    assert "starting" in messages
+    hub.wait_for_server("alice", "three")
