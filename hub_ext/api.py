@@ -1,4 +1,5 @@
-"""The platform API on the hub: ``/hub/api/mlplatform/users/{name}/{projects,catalog,capacity}``.
+"""The platform API on the hub: ``/hub/api/mlplatform/users/{name}/{projects,catalog,capacity,
+credentials,datasets}`` (credentials: metadata only).
 
 JSON, authenticated with JupyterHub tokens or the hub cookie, and scoped: the custom scope
 ``custom:mlplatform:read`` (granted by `hub_ext.setup.configure` to every user for themselves,
@@ -81,7 +82,32 @@ class CapacityHandler(_PlatformHandler):
                                      for name, (free, total) in spawner.capacity().items()}})
 
 
+class _FilesHandler(_PlatformHandler):
+    kind = ""
+
+    async def get(self, user_name):
+        from .mounts import metadata
+
+        user, spawner = self._spawner_for(user_name)
+        out = []
+        for p in spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin):
+            available = spawner.project_files(p.name)
+            out += metadata(getattr(available, self.kind), p.name)
+        self.write({self.kind: out})
+
+
+class CredentialsHandler(_FilesHandler):
+    """Names and types only: a credential's content is never read for, or sent in, an answer."""
+    kind = "credentials"
+
+
+class DatasetsHandler(_FilesHandler):
+    kind = "datasets"
+
+
 handlers = [
+    (r"/api/mlplatform/users/([^/]+)/credentials", CredentialsHandler),
+    (r"/api/mlplatform/users/([^/]+)/datasets", DatasetsHandler),
     (r"/api/mlplatform/users/([^/]+)/projects", ProjectsHandler),
     (r"/api/mlplatform/users/([^/]+)/catalog", CatalogHandler),
     (r"/api/mlplatform/users/([^/]+)/capacity", CapacityHandler),

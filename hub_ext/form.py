@@ -4,7 +4,8 @@
 it lists the profiles usable in at least one of the user's projects, with their resources,
 "N of M free" for accelerators, and a marker when none is free. `options_from_form` keeps only
 the chosen profile's fields and returns the flat `user_options` the REST API also accepts:
-``{"project": ..., "profile": ..., "<option>": ..., "<option>--unlisted-choice": ...}``.
+``{"project": ..., "profile": ..., "<option>": ..., "<option>--unlisted-choice": ...,
+"credentials": [...], "datasets": [...]}`` (credentials and datasets of the chosen project).
 Nothing here decides what is allowed: `Runtime.plan` validates whatever arrives.
 """
 
@@ -16,6 +17,7 @@ from typing import Mapping
 import jinja2
 
 from .entitlements import Project
+from .mounts import Available
 from .profiles import Profile
 
 _env = jinja2.Environment(loader=jinja2.PackageLoader("hub_ext", "templates"),
@@ -56,7 +58,7 @@ def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]]) -> tuple[
 
 
 def render_form(projects: list[Project], profiles: tuple[Profile, ...],
-                capacity: Mapping[str, tuple[int, int]]) -> str:
+                capacity: Mapping[str, tuple[int, int]], files: Mapping[str, Available] | None = None) -> str:
     usable = [p for p in profiles if any(p.slug in proj.profiles for proj in projects)]
     default = next((p for p in usable if p.default), usable[0] if usable else None)
     rows = []
@@ -65,10 +67,13 @@ def render_form(projects: list[Project], profiles: tuple[Profile, ...],
         where = [proj.display_name for proj in projects if p.slug in proj.profiles]
         rows.append(Row(p, describe_resources(p), text, full,
                         ", ".join(where) if len(projects) > 1 else "", p is default))
-    return _env.get_template("spawn_form.html").render(projects=projects, rows=rows)
+    files = files or {}
+    mounts = [(proj, files[proj.name]) for proj in projects
+              if proj.name in files and (files[proj.name].credentials or files[proj.name].datasets)]
+    return _env.get_template("spawn_form.html").render(projects=projects, rows=rows, mounts=mounts)
 
 
-def options_from_form(formdata: Mapping[str, list[str]]) -> dict[str, str]:
+def options_from_form(formdata: Mapping[str, list[str]]) -> dict:
     def first(key: str) -> str | None:
         values = formdata.get(key) or []
         return values[0] if values else None
@@ -78,6 +83,12 @@ def options_from_form(formdata: Mapping[str, list[str]]) -> dict[str, str]:
         value = first(key)
         if value:
             out[key] = value
+    project = out.get("project")
+    if project:
+        for form_key, option in ((f"credential--{project}", "credentials"), (f"dataset--{project}", "datasets")):
+            chosen = [v for v in formdata.get(form_key) or [] if v]
+            if chosen:
+                out[option] = chosen
     profile = out.get("profile")
     if profile:
         prefix = f"profile-option-{profile}--"

@@ -34,6 +34,8 @@ from traitlets import Float, Unicode, default
 from .errors import ConfigError, UserInputError
 from .form import options_from_form, render_form
 from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
+from .local_files import project_files
+from .mounts import Available, select
 from .platform import Plan, PlatformConfig, Runtime
 
 _ALLOCATORS: dict[tuple, DeviceAllocator] = {}
@@ -56,6 +58,19 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         c.LocalPlatformSpawner.state_dir = "/srv/jupyterhub/mlplatform"
         """,
     ).tag(config=True)
+
+    projects_dir = Unicode(
+        help="""Where projects live as directories: <project>/credentials/<name>.json (GCP service-account
+        key) or <name>.aws (AWS shared-credentials file), and <project>/datasets/<name>/. Default:
+        <state_dir>/projects.
+
+        c.LocalPlatformSpawner.projects_dir = "/srv/mlplatform/projects"
+        """,
+    ).tag(config=True)
+
+    @default("projects_dir")
+    def _default_projects_dir(self):
+        return os.path.join(self.state_dir, "projects")
 
     wait_poll_interval = Float(1.0, help="Seconds between checks while waiting for a free device.").tag(config=True)
 
@@ -86,6 +101,9 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     def _groups(self) -> list[str]:
         return [g.name for g in getattr(self.user, "groups", [])]
 
+    def project_files(self, project: str) -> Available:
+        return project_files(self.projects_dir, project)
+
     def capacity(self) -> dict[str, tuple[int, int]]:
         return {name: (len(self.allocator.free(acc)), self.allocator.total(acc))
                 for name, acc in self.runtime.accelerators.items()}
@@ -93,7 +111,8 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     # ---- the form ---------------------------------------------------------------------------------
     def _options_form(self, spawner=None) -> str:
         rt = self.runtime
-        return render_form(rt.projects(self.user.name, self._groups(), self.user.admin), rt.profiles, self.capacity())
+        projects = rt.projects(self.user.name, self._groups(), self.user.admin)
+        return render_form(projects, rt.profiles, self.capacity(), {p.name: self.project_files(p.name) for p in projects})
 
     @default("options_form")
     def _default_options_form(self):
@@ -104,8 +123,12 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def make_plan(self) -> Plan:
+        options = dict(self.user_options or {})
+        credentials, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
-            return self.runtime.plan(self.user.name, self._groups(), self.user.admin, self.user_options or {})
+            plan = self.runtime.plan(self.user.name, self._groups(), self.user.admin, options)
+            self._mount_env = select(self.project_files(plan.project.name), credentials, datasets, plan.project.name)
+            return plan
         except UserInputError as e:
             raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
         except ConfigError as e:
@@ -183,6 +206,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         if plan is not None:
             env["MLPLATFORM_PROJECT"] = plan.project.name
             env["MLPLATFORM_PROFILE"] = plan.profile.slug
+        env.update(getattr(self, "_mount_env", {}))  # file paths only, never their content
         return env
 
     async def progress(self):

@@ -195,7 +195,8 @@ class _Parser:
                         self.override(raw.get("kubespawner_override"), f"{path}.kubespawner_override"))
 
     # ---- resources -------------------------------------------------------------------------------
-    def cpu(self, raw: Any, path: str) -> tuple[float | None, float | None]:
+    def _pair(self, raw: Any, path: str, valid, normalise, magnitude, hint: str) -> tuple:
+        """A {"guarantee", "limit"} pair: each checked by `valid`, guarantee <= limit by `magnitude`."""
         if raw is None:
             return None, None
         if not isinstance(raw, Mapping):
@@ -205,31 +206,23 @@ class _Parser:
         values = []
         for key in ("guarantee", "limit"):
             v = raw.get(key)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
-                self.problem(f"{path}.{key}", f"must be a positive number of CPUs, not {v!r}")
+            if v is not None and not valid(v):
+                self.problem(f"{path}.{key}", f"must be {hint}, not {v!r}")
                 v = None
-            values.append(float(v) if v is not None else None)
-        if values[0] and values[1] and values[0] > values[1]:
-            self.problem(f"{path}.guarantee", f"{values[0]:g} is more than the limit {values[1]:g}")
-        return values[0], values[1]
+            values.append(normalise(v) if v is not None else None)
+        guarantee, limit = values
+        if guarantee and limit and magnitude(guarantee) > magnitude(limit):
+            self.problem(f"{path}.guarantee", f"{guarantee:g} is more than the limit {limit:g}"
+                         if isinstance(guarantee, float) else f"{guarantee} is more than the limit {limit}")
+        return guarantee, limit
+
+    def cpu(self, raw: Any, path: str) -> tuple[float | None, float | None]:
+        return self._pair(raw, path, lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0,
+                          float, float, "a positive number of CPUs")
 
     def memory(self, raw: Any, path: str) -> tuple[str | None, str | None]:
-        if raw is None:
-            return None, None
-        if not isinstance(raw, Mapping):
-            self.problem(path, "must be a mapping with 'guarantee' and/or 'limit'")
-            return None, None
-        self.unknown_keys(raw, {"guarantee", "limit"}, path)
-        values: list[str | None] = []
-        for key in ("guarantee", "limit"):
-            v = raw.get(key)
-            if v is not None and (not isinstance(v, str) or not _MEMORY.fullmatch(v)):
-                self.problem(f"{path}.{key}", f"must be a size such as '512M', '4G' or '8Gi', not {v!r}")
-                v = None
-            values.append(v)
-        if values[0] and values[1] and memory_bytes(values[0]) > memory_bytes(values[1]):
-            self.problem(f"{path}.guarantee", f"{values[0]} is more than the limit {values[1]}")
-        return values[0], values[1]
+        return self._pair(raw, path, lambda v: isinstance(v, str) and bool(_MEMORY.fullmatch(v)), str,
+                          memory_bytes, "a size such as '512M', '4G' or '8Gi'")
 
     def accelerator_from_override(self, override: Mapping, path: str) -> tuple[Accelerator | None, int]:
         limits = override.get("extra_resource_limits") or {}

@@ -228,3 +228,45 @@ def test_waiting_for_a_free_slice_is_reported_as_progress(hub_factory, tmp_path)
     assert "waiting for a free 1g.5gb MIG slice (0 of 2 free)" in messages
     assert "starting" in messages
     hub.wait_for_server("alice", "three")
+
+
+SECRET = "-----BEGIN PRIVATE KEY-----not-a-real-key-----END PRIVATE KEY-----"
+
+
+def test_credentials_and_datasets_of_the_chosen_project(demo_hub, tmp_path):
+    import json
+
+    hub, secrets = demo_hub
+    vision = tmp_path / "state" / "platform" / "projects" / "vision"
+    (vision / "credentials").mkdir(parents=True)
+    key = vision / "credentials" / "training-sa.json"
+    key.write_text(json.dumps({"type": "service_account", "project_id": "p", "private_key": SECRET,
+                               "client_email": "sa@p.iam.gserviceaccount.com"}))
+    key.chmod(0o600)
+    (vision / "datasets" / "imagenet").mkdir(parents=True)
+    session, _ = form_login(hub.url, "alice", secrets.user_password)
+    page = session.get(f"{hub.url}/hub/spawn", timeout=30).text
+    assert "Credential training-sa" in page and "gcp-credential" in page and "Dataset imagenet" in page
+    assert SECRET not in page
+    r = session.post(f"{hub.url}/hub/spawn", timeout=60, allow_redirects=False, data={
+        "_xsrf": session.cookies["_xsrf"], "project": "vision", "profile": "cpu",
+        "credential--vision": "training-sa", "dataset--vision": "imagenet"})
+    assert r.status_code == 302, r.text
+    hub.wait_for_server("alice")
+    env = server_env(hub, "alice")
+    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == str(key)
+    assert json.loads(env["MLPLATFORM_DATASETS"]) == {"imagenet": str(vision / "datasets" / "imagenet")}
+    assert all(SECRET not in v for v in env.values())
+    token = _user_token(hub, "alice")
+    creds = requests.get(f"{hub.api_url}/mlplatform/users/alice/credentials", timeout=30,
+                         headers={"Authorization": f"token {token}"})
+    assert creds.json() == {"credentials": [{"project": "vision", "name": "training-sa", "type": "gcp-credential"}]}
+    assert SECRET not in creds.text
+    datasets = requests.get(f"{hub.api_url}/mlplatform/users/alice/datasets", timeout=30,
+                            headers={"Authorization": f"token {token}"})
+    assert datasets.json() == {"datasets": [{"project": "vision", "name": "imagenet"}]}
+    assert SECRET not in hub.log_text()
+    # the personal project has no such credential: a crafted request is refused, nothing starts
+    r = spawn(hub, "alice", "other", {"profile": "cpu", "credentials": ["training-sa"]})
+    assert r.status_code == 403 and "credentials[0]" in r.json()["message"]
+    assert "other" not in hub.api("GET", "/users/alice").json()["servers"]
