@@ -21,7 +21,7 @@ import yaml
 from traitlets.config import Config, PyFileConfigLoader
 
 from .errors import ConfigError, Problem
-from .platform import Runtime
+from .platform import Runtime, kubespawner_traits
 from .profiles import resolve
 from .setup import settings_from_config
 
@@ -44,8 +44,8 @@ def _z2jh_root(values: Any) -> dict | None:
     return None
 
 
-def load(path: pathlib.Path) -> tuple[dict[str, Any], bool]:
-    """(platform settings, is-for-Kubernetes) from a config or values file."""
+def load(path: pathlib.Path) -> dict[str, Any]:
+    """The platform settings in a config or values file, as the configured spawner would see them."""
     if path.suffix in (".yaml", ".yml"):
         try:
             values = yaml.safe_load(path.read_text())
@@ -58,7 +58,7 @@ def load(path: pathlib.Path) -> tuple[dict[str, Any], bool]:
         profile_list = (root.get("singleuser") or {}).get("profileList")
         if profile_list:
             c.KubeSpawner.profile_list = profile_list
-        return settings_from_config(c, "PlatformSpawner"), True
+        return settings_from_config(c, "PlatformSpawner")
     try:
         c = PyFileConfigLoader(path.name, path=str(path.parent.resolve())).load_config()
     except ConfigError:
@@ -66,14 +66,7 @@ def load(path: pathlib.Path) -> tuple[dict[str, Any], bool]:
     except Exception as e:  # the operator's file: show what Python said, not a traceback
         raise Unreadable(f"cannot load {path}: {type(e).__name__}: {e}") from None
     spawner = str(c.JupyterHub.get("spawner_class", "")) if "JupyterHub" in c else ""
-    kubernetes = spawner in _KUBERNETES
-    return settings_from_config(c, "PlatformSpawner" if kubernetes else "LocalPlatformSpawner"), kubernetes
-
-
-def _traits() -> frozenset[str]:
-    from kubespawner import KubeSpawner
-
-    return frozenset(KubeSpawner.class_trait_names())
+    return settings_from_config(c, "PlatformSpawner" if spawner in _KUBERNETES else "LocalPlatformSpawner")
 
 
 def describe(runtime: Runtime) -> list[str]:
@@ -95,8 +88,8 @@ def describe(runtime: Runtime) -> list[str]:
 def check_config(path: pathlib.Path, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
-        settings, kubernetes = load(path)
-        runtime = Runtime.parse(settings, _traits() if kubernetes else None)
+        settings = load(path)
+        runtime = Runtime.parse(settings, kubespawner_traits())
     except Unreadable as e:
         print(f"error: {e}", file=err)
         return 2

@@ -82,6 +82,13 @@ class PlatformConfig(Configurable):
                 "everyone": self.everyone, "groups": self.groups}
 
 
+def kubespawner_traits() -> frozenset[str]:
+    """KubeSpawner's trait names: what a `kubespawner_override` may set (any runtime)."""
+    from kubespawner import KubeSpawner
+
+    return frozenset(KubeSpawner.class_trait_names())
+
+
 @dataclass(frozen=True)
 class Plan:
     """What pure code decided for one spawn; a runtime applies it."""
@@ -137,11 +144,13 @@ class Runtime:
         return cls(accelerators, profiles, ent)
 
     @classmethod
-    def for_config(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None) -> "Runtime":
+    def for_config(cls, settings: Mapping[str, Any]) -> "Runtime":
+        """The hub's one Runtime for these settings (parsed on first use, overrides checked against
+        KubeSpawner's traits)."""
         key = json.dumps(settings, sort_keys=True, default=repr)
         runtime = cls._cache.get(key)
         if runtime is None:
-            runtime = cls._cache[key] = cls.parse(settings, kubespawner_traits)
+            runtime = cls._cache[key] = cls.parse(settings, kubespawner_traits())
         return runtime
 
     @property

@@ -19,7 +19,7 @@ from typing import Any
 from traitlets.config import Config
 
 from .api import CUSTOM_SCOPES, SCOPE, handlers
-from .platform import Runtime
+from .platform import Runtime, kubespawner_traits
 
 _SECTIONS = ("PlatformConfig", "LocalPlatformSpawner", "PlatformSpawner")
 _KEYS = ("accelerators", "profiles", "profile_list", "everyone", "groups")
@@ -49,7 +49,7 @@ def configure(c: Config) -> Runtime:
         spawner = "platform-local"
     section = "PlatformSpawner" if str(spawner) in ("platform", "hub_ext.kube_spawner.PlatformSpawner") \
         else "LocalPlatformSpawner"
-    runtime = Runtime.parse(settings_from_config(c, section))
+    runtime = Runtime.parse(settings_from_config(c, section), kubespawner_traits())
     c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
     roles = list(c.JupyterHub.get("load_roles", []))

@@ -106,3 +106,10 @@ def test_unreadable_files_exit_2(tmp_path, capsys, name, text, words):
 def test_missing_file(tmp_path, capsys):
     assert main(["check-config", str(tmp_path / "nope.py")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_overrides_are_checked_for_the_local_runtime_too(tmp_path, capsys):
+    local = PLATFORM_PY.replace('"memory": {"limit": "4G"}}', '"memory": {"limit": "4G"}, '
+                                                              '"kubespawner_override": {"imagge": "x"}}')
+    code, _, err = run(tmp_path, "jupyterhub_config.py", local, capsys)
+    assert code == 1 and "profiles['cpu'].kubespawner_override.imagge: is not a KubeSpawner trait" in err
