@@ -1,0 +1,72 @@
+"""The spawn form: rendered HTML is well-formed, every input is labelled and appears once, capacity
+and markers are shown; the POST is read back into the flat user_options."""
+
+from html.parser import HTMLParser
+
+import pytest
+
+from hub_ext.catalog import parse_accelerators
+from hub_ext.entitlements import parse_entitlements, projects_for
+from hub_ext.form import options_from_form, render_form
+from hub_ext.mounts import Available, Credential, Dataset
+from hub_ext.profiles import parse_profiles
+
+pytestmark = pytest.mark.unit
+
+ACC = parse_accelerators({"1g.5gb": {"type": "mig", "profile": "1g.5gb"}})
+PROFILES = parse_profiles({
+    "cpu": {"display_name": "CPU only"},
+    "mig": {"display_name": "Small slice", "accelerator": "1g.5gb",
+            "images": {"torch": {"image": "torch:2", "default": True}, "tf": {"image": "tf:2"}}},
+}, ACC)
+ENT = parse_entitlements({"profiles": ["cpu"]}, {"vision": {"project": "vision", "profiles": ["cpu", "mig"],
+                                                            "limits": {"1g.5gb": 1}}}, PROFILES, ACC)
+FILES = {"vision": Available((Credential("sa", "gcp-credential", "/p/sa.json"),), (Dataset("coco", "/p/coco"),))}
+
+
+class Inputs(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.inputs, self.labels, self.stack = [], set(), []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag in ("input", "select"):
+            self.inputs.append(a)
+        if tag == "label":
+            self.labels.add(a.get("for"))
+        if tag not in ("input", "br", "meta", "img"):
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.stack and self.stack.pop() == tag, f"unbalanced </{tag}>"
+
+
+def parse(html):
+    p = Inputs()
+    p.feed(html)
+    assert p.stack == [], f"unclosed: {p.stack}"
+    return p
+
+
+def test_form_is_well_formed_labelled_and_each_input_once():
+    html = render_form(projects_for(ENT, "alice", ["vision"]), PROFILES, {"1g.5gb": (0, 2)}, FILES)
+    p = parse(html)
+    ids = [i["id"] for i in p.inputs]
+    assert len(ids) == len(set(ids)) and set(ids) <= p.labels
+    assert ids == ["project-user-alice", "project-vision", "profile-cpu", "profile-mig",
+                   "profile-option-mig--image", "credential--vision--sa", "dataset--vision--coco"]
+    assert "0 of 2 free — none available now" in html and "mlplatform-full" in html
+
+
+def test_user_without_the_group_sees_only_what_is_granted():
+    html = render_form(projects_for(ENT, "carol", []), PROFILES, {"1g.5gb": (2, 2)}, {})
+    assert "Small slice" not in html and "CPU only" in html
+
+
+def test_options_from_form_keeps_only_the_chosen_profile_and_project():
+    form = {"project": ["vision"], "profile": ["mig"], "profile-option-mig--image": ["tf"],
+            "profile-option-cpu--image": ["ignored"], "credential--vision": ["sa"], "dataset--vision": ["coco"],
+            "credential--user-alice": ["other"], "_xsrf": ["x"]}
+    assert options_from_form(form) == {"project": "vision", "profile": "mig", "image": "tf",
+                                       "credentials": ["sa"], "datasets": ["coco"]}
