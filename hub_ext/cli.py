@@ -23,10 +23,8 @@ from traitlets.config import Config, PyFileConfigLoader
 from .errors import ConfigError, Problem
 from .platform import Runtime, kubespawner_traits
 from .profiles import resolve
-from .setup import settings_from_config
+from .setup import settings_from_config, spawner_section
 
-_KUBERNETES = ("kubespawner.KubeSpawner", "kubespawner.spawner.KubeSpawner", "kubernetes", "platform",
-               "hub_ext.kube_spawner.PlatformSpawner")
 
 
 class Unreadable(Exception):
@@ -66,7 +64,7 @@ def load(path: pathlib.Path) -> dict[str, Any]:
     except Exception as e:  # the operator's file: show what Python said, not a traceback
         raise Unreadable(f"cannot load {path}: {type(e).__name__}: {e}") from None
     spawner = str(c.JupyterHub.get("spawner_class", "")) if "JupyterHub" in c else ""
-    return settings_from_config(c, "PlatformSpawner" if spawner in _KUBERNETES else "LocalPlatformSpawner")
+    return settings_from_config(c, spawner_section(spawner))
 
 
 def describe(runtime: Runtime) -> list[str]:

@@ -25,20 +25,30 @@ _SECTIONS = ("PlatformConfig", "LocalPlatformSpawner", "PlatformSpawner")
 _KEYS = ("accelerators", "profiles", "profile_list", "everyone", "groups")
 
 
-def settings_from_config(c: Config, spawner_section: str = "LocalPlatformSpawner") -> dict[str, Any]:
-    """The platform settings as a spawner of `spawner_section` would see them (class config wins
+# spawner_class values that mean the Kubernetes runtime (the PlatformSpawner arrives with issue 4)
+KUBERNETES_SPAWNERS = ("kubespawner.KubeSpawner", "kubespawner.spawner.KubeSpawner", "kubernetes", "platform",
+                       "hub_ext.kube_spawner.PlatformSpawner")
+
+
+def spawner_section(spawner_class: Any) -> str:
+    """Which spawner's config section applies for a `JupyterHub.spawner_class` value."""
+    return "PlatformSpawner" if str(spawner_class) in KUBERNETES_SPAWNERS else "LocalPlatformSpawner"
+
+
+def settings_from_config(c: Config, section: str = "LocalPlatformSpawner") -> dict[str, Any]:
+    """The platform settings as a spawner of config `section` would see them (class config wins
     over `PlatformConfig`; a plain `c.KubeSpawner.profile_list` counts for the Kubernetes spawner)."""
     out: dict[str, Any] = {}
     sections = ["PlatformConfig"]
-    if spawner_section == "PlatformSpawner":
+    if section == "PlatformSpawner":
         sections.insert(0, "KubeSpawner")
-    sections.append(spawner_section)
-    for section in sections:
-        if section not in c:
+    sections.append(section)
+    for name in sections:
+        if name not in c:
             continue
         for key in _KEYS:
-            if key in c[section]:
-                out[key] = c[section][key]
+            if key in c[name]:
+                out[key] = c[name][key]
     return out
 
 
@@ -47,9 +57,7 @@ def configure(c: Config) -> Runtime:
     if not spawner:
         c.JupyterHub.spawner_class = "platform-local"
         spawner = "platform-local"
-    section = "PlatformSpawner" if str(spawner) in ("platform", "hub_ext.kube_spawner.PlatformSpawner") \
-        else "LocalPlatformSpawner"
-    runtime = Runtime.parse(settings_from_config(c, section), kubespawner_traits())
+    runtime = Runtime.parse(settings_from_config(c, spawner_section(spawner)), kubespawner_traits())
     c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
     roles = list(c.JupyterHub.get("load_roles", []))
