@@ -58,9 +58,7 @@ class ProjectsHandler(_PlatformHandler):
         groups = [g.name for g in user.groups]
         out = []
         for p in rt.projects(user.name, groups, user.admin):
-            in_use = {}
-            for acc, n in rt.ledger.holdings(p.name).values():
-                in_use[acc] = in_use.get(acc, 0) + n
+            in_use = rt.ledger.usage(p.name)
             out.append({"name": p.name, "display_name": p.display_name, "personal": p.personal,
                         "profiles": sorted(p.profiles), "limits": p.limits, "in_use": in_use})
         self.write({"projects": out})

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from traitlets.config import Config, PyFileConfigLoader
 
-from .errors import ConfigError, Problem
+from .errors import ConfigError
 from .platform import Runtime, kubespawner_traits
 from .profiles import resolve
 from .setup import settings_from_config, spawner_section

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 from kubespawner.slugs import safe_slug
 
-from .catalog import Accelerator
+from .catalog import NAME, Accelerator
 from .errors import ConfigError, Problem, UserInputError
 from .profiles import Profile
 
@@ -117,8 +117,6 @@ def parse_entitlements(everyone: Any, groups: Any, profiles: Iterable[Profile],
         out_groups[name] = grant
         project = raw.get("project") if isinstance(raw, Mapping) else None
         if project is not None:
-            from .catalog import NAME
-
             if not isinstance(project, str) or not NAME.fullmatch(project) or project.startswith("user-") or \
                     len(project) > 63 or "_" in project or "." in project:
                 problems.append(Problem(f"{path}.project", "must be a DNS label (lower-case letters, digits and "
@@ -185,8 +183,15 @@ class Ledger:
     def __init__(self):
         self._held: dict[str, dict[str, tuple[str, int]]] = {}  # project → holder → (accelerator, count)
 
+    def usage(self, project: str) -> dict[str, int]:
+        """Accelerator name → how many the project's servers hold now."""
+        out: dict[str, int] = {}
+        for acc, n in self._held.get(project, {}).values():
+            out[acc] = out.get(acc, 0) + n
+        return out
+
     def used(self, project: str, accelerator: str) -> int:
-        return sum(n for acc, n in self._held.get(project, {}).values() if acc == accelerator)
+        return self.usage(project).get(accelerator, 0)
 
     def reserve(self, project: Project, holder: str, accelerator: str, count: int) -> None:
         held = self._held.setdefault(project.name, {})

@@ -10,9 +10,10 @@ Runtime object, so every spawner of a hub counts against one ledger.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, ClassVar, Mapping
 
 from traitlets import Any as AnyTrait
 from traitlets import Dict, Enum, List, Union
@@ -20,7 +21,7 @@ from traitlets.config import Configurable
 
 from .catalog import Accelerator, parse_accelerators
 from .entitlements import Entitlements, Ledger, Project, choose, parse_entitlements, projects_for
-from .errors import ConfigError, Problem
+from .errors import ConfigError, Problem, UserInputError
 from .profiles import Profile, parse_profile_list, parse_profiles, resolve
 
 
@@ -82,6 +83,7 @@ class PlatformConfig(Configurable):
                 "everyone": self.everyone, "groups": self.groups}
 
 
+@functools.cache
 def kubespawner_traits() -> frozenset[str]:
     """KubeSpawner's trait names: what a `kubespawner_override` may set (any runtime)."""
     from kubespawner import KubeSpawner
@@ -112,7 +114,7 @@ class Runtime:
     entitlements: Entitlements
     ledger: Ledger = field(default_factory=Ledger)
 
-    _cache = {}
+    _cache: ClassVar[dict[str, "Runtime"]] = {}
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None) -> "Runtime":
@@ -170,8 +172,6 @@ class Runtime:
 
 
 def _text(value, field_name: str) -> str | None:
-    from .errors import UserInputError
-
     if value is None or value == "":
         return None
     if not isinstance(value, str):

@@ -33,7 +33,7 @@ from typing import Any, Mapping
 from slugify import slugify
 
 from .catalog import MIG_PROFILE, Accelerator
-from .errors import ConfigError, Problem
+from .errors import ConfigError, Problem, UserInputError
 
 _MEMORY = re.compile(r"(?P<n>\d+(\.\d+)?)(?P<unit>[KMGT]i?)?")
 _MEMORY_FACTORS = {None: 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
@@ -139,30 +139,27 @@ class _Parser:
         return value
 
     # ---- options -----------------------------------------------------------------------------
-    def options(self, raw: Any, path: str) -> tuple[Option, ...]:
+    def entries(self, raw: Any, path: str, what: str, keys: set):
+        """(name, path, entry) for each entry of a mapping of named mappings; problems recorded."""
         if raw is None:
-            return ()
+            return
         if not isinstance(raw, Mapping):
-            self.problem(path, "must be a mapping of option names to options")
-            return ()
-        out = []
-        for name, opt in raw.items():
-            opath = f"{path}.{name}"
-            if not isinstance(opt, Mapping):
-                self.problem(opath, "must be a mapping")
+            self.problem(path, f"must be a mapping of {what}")
+            return
+        for name, entry in raw.items():
+            epath = f"{path}.{name}"
+            if not isinstance(entry, Mapping):
+                self.problem(epath, "must be a mapping")
                 continue
-            self.unknown_keys(opt, _OPTION_KEYS, opath)
+            self.unknown_keys(entry, keys, epath)
+            yield name, epath, entry
+
+    def options(self, raw: Any, path: str) -> tuple[Option, ...]:
+        out = []
+        for name, opath, opt in self.entries(raw, path, "option names to options", _OPTION_KEYS):
             choices = []
-            raw_choices = opt.get("choices") or {}
-            if not isinstance(raw_choices, Mapping):
-                self.problem(f"{opath}.choices", "must be a mapping of choice names to choices")
-                raw_choices = {}
-            for slug, ch in raw_choices.items():
-                cpath = f"{opath}.choices.{slug}"
-                if not isinstance(ch, Mapping):
-                    self.problem(cpath, "must be a mapping")
-                    continue
-                self.unknown_keys(ch, _CHOICE_KEYS, cpath)
+            for slug, cpath, ch in self.entries(opt.get("choices") or {}, f"{opath}.choices",
+                                                "choice names to choices", _CHOICE_KEYS):
                 choices.append(Choice(str(slug), self.text(ch, "display_name", cpath, str(slug)),
                                       self.override(ch.get("kubespawner_override"), f"{cpath}.kubespawner_override"),
                                       self.flag(ch, "default", cpath)))
@@ -339,9 +336,8 @@ def _count(value) -> int | None:
 
 
 def adhoc_accelerator(resource: str) -> Accelerator:
-    """An accelerator for a resource the catalogue does not declare (z2jh profiles as they are)."""
-    tolerations = ((("effect", "NoSchedule"), ("key", "nvidia.com/gpu"), ("operator", "Exists")),) \
-        if resource.startswith("nvidia.com/") else ()
+    """An accelerator for a resource the catalogue does not declare (z2jh profiles as they are: no
+    node selector and no toleration added, as KubeSpawner adds none)."""
     if resource.startswith("nvidia.com/mig-") and MIG_PROFILE.fullmatch(resource[len("nvidia.com/mig-"):]):
         profile = resource[len("nvidia.com/mig-"):]
         return Accelerator(profile, "mig", f"MIG {profile} slice", resource, tolerations=(),
@@ -442,8 +438,6 @@ def resolve(profile: Profile, user_options: Mapping[str, Any]) -> dict[str, Any]
     unlisted choice and text that does not match ``validation_regex`` as a whole are refused
     with a `UserInputError` naming the field; nothing is partially applied.
     """
-    from .errors import UserInputError
-
     options = {o.name: o for o in profile.options}
     allowed = set(options) | {f"{name}--unlisted-choice" for name in options}
     for key in user_options:

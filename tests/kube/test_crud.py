@@ -1,6 +1,5 @@
 """Create/read/update/list semantics through both real clients."""
 
-import asyncio
 
 import pytest
 

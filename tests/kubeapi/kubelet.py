@@ -22,7 +22,6 @@ Containers are not restarted (restartPolicy is not emulated): a container that e
 from __future__ import annotations
 
 import asyncio
-import base64
 import fnmatch
 import os
 import pathlib
@@ -387,6 +386,3 @@ def _signal_group(proc, sig) -> None:
     except (ProcessLookupError, PermissionError):
         pass
 
-
-def decode_secret(data: dict) -> dict[str, bytes]:
-    return {k: base64.b64decode(v or "") for k, v in (data or {}).items()}

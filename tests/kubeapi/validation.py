@@ -63,7 +63,7 @@ def check_metadata(meta: dict, label_name: bool) -> list[Cause]:
         if problem:
             causes.append(("metadata.labels", "FieldValueInvalid", f'Invalid value: "{key}": {problem}'))
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.fullmatch(value):
-            causes.append((f"metadata.labels", "FieldValueInvalid",
+            causes.append(("metadata.labels", "FieldValueInvalid",
                            f'Invalid value: "{value}": a valid label must be an empty string or consist of '
                            "alphanumeric characters, '-', '_' or '.', at most 63 characters"))
     annotations = meta.get("annotations") or {}
@@ -105,8 +105,8 @@ def _check_resources(path: str, resources: dict) -> list[Cause]:
                     causes.append((f"{path}.requests[{res}]", "FieldValueInvalid",
                                    f"Invalid value: {q}: must be an integer"))
             if res in requests and res not in limits:
-                causes.append((f"{path}.limits", "FieldValueRequired", f"Required value: Limit must be set for non "
-                               f"overcommitable resources"))
+                causes.append((f"{path}.limits", "FieldValueRequired", "Required value: Limit must be set for non "
+                               "overcommitable resources"))
             elif lim is not None and req is not None and lim != req:
                 causes.append((f"{path}.requests", "FieldValueInvalid",
                                f'Invalid value: "{requests[res]}": must be equal to {res} limit of {limits[res]}'))
