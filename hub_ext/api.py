@@ -15,6 +15,9 @@ from jupyterhub.apihandlers.base import APIHandler
 from jupyterhub.scopes import has_scope
 from tornado import web
 
+from .mounts import metadata
+from .publish import accelerator_json, profile_json
+
 SCOPE = "custom:mlplatform:read"
 CUSTOM_SCOPES = {SCOPE: {"description": "Read your ML platform projects, entitlements, catalogue and free "
                                         "accelerator capacity."}}
@@ -37,20 +40,6 @@ class _PlatformHandler(APIHandler):
         return user, spawner
 
 
-def _accelerator_json(acc) -> dict:
-    return {"name": acc.name, "type": acc.type, "display_name": acc.display_name, "resource": acc.resource,
-            "mig_profile": acc.mig_profile, "node_selector": acc.node_selector_dict()}
-
-
-def _profile_json(p) -> dict:
-    return {"slug": p.slug, "display_name": p.display_name, "description": p.description, "default": p.default,
-            "accelerator": p.accelerator.name if p.accelerator else None, "accelerator_count": p.accelerator_count,
-            "cpu": {"guarantee": p.cpu_guarantee, "limit": p.cpu_limit},
-            "memory": {"guarantee": p.mem_guarantee, "limit": p.mem_limit},
-            "options": [{"name": o.name, "display_name": o.display_name, "choices": [c.slug for c in o.choices],
-                         "unlisted": o.unlisted is not None} for o in p.options]}
-
-
 class ProjectsHandler(_PlatformHandler):
     async def get(self, user_name):
         user, spawner = self._spawner_for(user_name)
@@ -58,7 +47,7 @@ class ProjectsHandler(_PlatformHandler):
         groups = [g.name for g in user.groups]
         out = []
         for p in rt.projects(user.name, groups, user.admin):
-            in_use = rt.ledger.usage(p.name)
+            in_use = spawner.usage(p.name)
             out.append({"name": p.name, "display_name": p.display_name, "personal": p.personal,
                         "profiles": sorted(p.profiles), "limits": p.limits, "in_use": in_use})
         self.write({"projects": out})
@@ -69,27 +58,25 @@ class CatalogHandler(_PlatformHandler):
         user, spawner = self._spawner_for(user_name)
         rt = spawner.runtime
         usable = set().union(*(p.profiles for p in rt.projects(user.name, [g.name for g in user.groups], user.admin)))
-        self.write({"accelerators": [_accelerator_json(a) for a in rt.accelerators.values()],
-                    "profiles": [_profile_json(p) for p in rt.profiles if p.slug in usable]})
+        self.write({"accelerators": [accelerator_json(a) for a in rt.accelerators.values()],
+                    "profiles": [profile_json(p) for p in rt.profiles if p.slug in usable]})
 
 
 class CapacityHandler(_PlatformHandler):
     async def get(self, user_name):
         _, spawner = self._spawner_for(user_name)
         self.write({"accelerators": {name: {"free": free, "total": total}
-                                     for name, (free, total) in spawner.capacity().items()}})
+                                     for name, (free, total) in (await spawner.capacity()).items()}})
 
 
 class _FilesHandler(_PlatformHandler):
     kind = ""
 
     async def get(self, user_name):
-        from .mounts import metadata
-
         user, spawner = self._spawner_for(user_name)
         out = []
         for p in spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin):
-            available = spawner.project_files(p.name)
+            available = await spawner.project_files(p.name)
             out += metadata(getattr(available, self.kind), p.name)
         self.write({self.kind: out})
 

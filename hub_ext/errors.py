@@ -4,8 +4,10 @@
      ├── ConfigError        operator configuration is wrong: the hub refuses to start, and
      │                      `mlplatform check-config` prints every problem with its field path
      │                      (e.g. ``accelerators['1g.5gb'].profile``)
-     └── UserInputError     a user's choice (form POST, REST `user_options`) is not allowed or
-                            malformed: HTTP 400/403 naming the field; nothing is started
+     ├── UserInputError     a user's choice (form POST, REST `user_options`) is not allowed or
+     │                      malformed: HTTP 400/403 naming the field; nothing is started
+     └── UpstreamError      the Kubernetes API failed (after retries): HTTP 502 with the reason;
+                            nothing half-made is left behind
 
 Messages never contain secret values.
 """
@@ -42,3 +44,13 @@ class UserInputError(PlatformError):
     def __init__(self, field: str, message: str, status: int = 400):
         self.field, self.message, self.status = field, message, status
         super().__init__(f"{field}: {message}")
+
+
+class UpstreamError(PlatformError):
+    """Kubernetes (or another service the hub depends on) failed; `reason` is safe to show."""
+
+    status = 502
+
+    def __init__(self, action: str, reason: str):
+        self.action, self.reason = action, reason
+        super().__init__(f"could not {action}: {reason}")

@@ -101,18 +101,22 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     def _groups(self) -> list[str]:
         return [g.name for g in getattr(self.user, "groups", [])]
 
-    def project_files(self, project: str) -> Available:
+    async def project_files(self, project: str) -> Available:
         return project_files(self.projects_dir, project)
 
-    def capacity(self) -> dict[str, tuple[int, int]]:
+    def usage(self, project: str) -> dict[str, int]:
+        return self.runtime.ledger.usage(project)
+
+    async def capacity(self) -> dict[str, tuple[int, int]]:
         return {name: (len(self.allocator.free(acc)), self.allocator.total(acc))
                 for name, acc in self.runtime.accelerators.items()}
 
     # ---- the form ---------------------------------------------------------------------------------
-    def _options_form(self, spawner=None) -> str:
+    async def _options_form(self, spawner=None) -> str:
         rt = self.runtime
         projects = rt.projects(self.user.name, self._groups(), self.user.admin)
-        return render_form(projects, rt.profiles, self.capacity(), {p.name: self.project_files(p.name) for p in projects})
+        files = {p.name: await self.project_files(p.name) for p in projects}
+        return render_form(projects, rt.profiles, await self.capacity(), files)
 
     @default("options_form")
     def _default_options_form(self):
@@ -122,12 +126,13 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         return options_from_form(formdata)
 
     # ---- lifecycle ----------------------------------------------------------------------------------
-    def make_plan(self) -> Plan:
+    async def make_plan(self) -> Plan:
         options = dict(self.user_options or {})
         credentials, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
             plan = self.runtime.plan(self.user.name, self._groups(), self.user.admin, options)
-            self._mount_env = select(self.project_files(plan.project.name), credentials, datasets, plan.project.name)
+            available = await self.project_files(plan.project.name)
+            self._mount_env = select(available, credentials, datasets, plan.project.name)
             return plan
         except UserInputError as e:
             raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
@@ -136,7 +141,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             raise web.HTTPError(500, "the platform is misconfigured; an administrator has been told") from None
 
     async def start(self):
-        plan = self.make_plan()
+        plan = await self.make_plan()
         self._plan = plan
         self._reserved_in = plan.project.name
         for trait, value in plan.settings.items():

@@ -7,9 +7,12 @@ their content. Rules: every name must exist in the project (else `UserInputError
 is exposed through one variable:
 
 - ``gcp-credential`` (a service-account JSON key) → ``GOOGLE_APPLICATION_CREDENTIALS``
-- ``aws-credential`` (an AWS shared-credentials file) → ``AWS_SHARED_CREDENTIALS_FILE``
+- ``aws-credential`` (an AWS shared-credentials file) → ``AWS_SHARED_CREDENTIALS_FILE``, and
+  ``AWS_CONFIG_FILE`` when it has a config file (the region)
 
-Datasets are listed in ``MLPLATFORM_DATASETS`` as a JSON object of name → directory.
+Datasets are listed in ``MLPLATFORM_DATASETS`` as a JSON object of name → directory. A dataset
+that is not ready (still loading, or failed to load) is refused here unless the caller allows
+loading ones (`allow_loading`), in which case the runtime waits for it.
 """
 
 from __future__ import annotations
@@ -27,13 +30,20 @@ CREDENTIAL_ENV = {"gcp-credential": "GOOGLE_APPLICATION_CREDENTIALS", "aws-crede
 class Credential:
     name: str
     type: str  # "gcp-credential" | "aws-credential"
-    path: str
+    path: str  # the key / shared-credentials file, where the server sees it
+    config_path: str | None = None  # aws-credential: the config file (region), if any
+    description: str = ""
 
 
 @dataclass(frozen=True)
 class Dataset:
     name: str
-    path: str
+    path: str  # where the server sees it
+    state: str = "ready"  # "ready" | "loading" | "failed"
+    message: str = ""
+    source: str = ""  # s3://… or gs://…
+    description: str = ""
+    size: str = ""
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,8 @@ def _names(value: Any, field_name: str) -> list[str]:
     return value
 
 
-def select(available: Available, credentials: Any, datasets: Any, project: str) -> dict[str, str]:
+def select(available: Available, credentials: Any, datasets: Any, project: str,
+           allow_loading: bool = False) -> dict[str, str]:
     """The environment for the chosen credentials and datasets of `project`."""
     by_name = {c.name: c for c in available.credentials}
     env: dict[str, str] = {}
@@ -66,24 +77,38 @@ def select(available: Available, credentials: Any, datasets: Any, project: str) 
                                                       f"{chosen_types[cred.type]!r})")
         chosen_types[cred.type] = name
         env[CREDENTIAL_ENV[cred.type]] = cred.path
+        if cred.config_path:
+            env["AWS_CONFIG_FILE"] = cred.config_path
     ds_by_name = {d.name: d for d in available.datasets}
     chosen: dict[str, str] = {}
     for i, name in enumerate(_names(datasets, "datasets")):
         ds = ds_by_name.get(name)
         if ds is None:
             raise UserInputError(f"datasets[{i}]", f"the project {project!r} has no dataset {name!r}", 403)
+        if ds.state == "failed" or (ds.state == "loading" and not allow_loading):
+            detail = f": {ds.message}" if ds.message else ""
+            raise UserInputError(f"datasets[{i}]", f"the dataset {name!r} is {ds.state}{detail}; "
+                                                   "start without it or try again later", 409)
         chosen[name] = ds.path
     if chosen:
         env["MLPLATFORM_DATASETS"] = json.dumps(chosen, sort_keys=True)
     return env
 
 
+def selected(items: Iterable[Credential | Dataset], names: Any, field_name: str) -> list:
+    """The chosen credentials or datasets (after `select` accepted the choice)."""
+    by_name = {i.name: i for i in items}
+    return [by_name[n] for n in _names(names, field_name) if n in by_name]
+
+
 def metadata(items: Iterable[Credential | Dataset], project: str) -> list[dict[str, str]]:
-    """What the API and the form may show: names and types, never paths' content."""
+    """What the API and the form may show: names, types, descriptions and states, never content."""
     out = []
     for item in items:
-        entry = {"project": project, "name": item.name}
+        entry = {"project": project, "name": item.name, "description": item.description}
         if isinstance(item, Credential):
             entry["type"] = item.type
+        else:
+            entry.update(state=item.state, message=item.message, source=item.source, size=item.size)
         out.append(entry)
     return out

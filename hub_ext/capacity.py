@@ -1,0 +1,107 @@
+"""Free accelerator capacity, from nodes and pods as the API returns them (plain dicts). Pure.
+
+For each accelerator: the nodes that carry it are the Ready, schedulable nodes whose labels
+include the accelerator's node selector and whose ``status.allocatable`` has its resource;
+total = the sum of their allocatable; free = total minus what non-terminated pods bound to those
+nodes request (a pod's request of a resource is the larger of its containers' sum and any one
+init container's, as the scheduler counts it; an extended resource's request defaults to its
+limit). Pods that are not bound to a node yet use nothing.
+
+`usage` counts what one namespace's non-terminated pods hold, per accelerator: a pod is counted
+against the accelerator whose resource it requests and whose node selector its own node
+selector includes (the most specific one wins).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from .catalog import Accelerator
+
+TERMINATED = ("Succeeded", "Failed")
+
+
+def _int(value) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0
+
+
+def _container_request(c: dict, resource: str) -> int:
+    res = c.get("resources") or {}
+    value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
+    return _int(value) if value is not None else 0
+
+
+def pod_request(pod: dict, resource: str) -> int:
+    spec = pod.get("spec") or {}
+    main = sum(_container_request(c, resource) for c in spec.get("containers") or [])
+    init = max((_container_request(c, resource) for c in spec.get("initContainers") or []), default=0)
+    return max(main, init)
+
+
+def active(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") not in TERMINATED
+
+
+def node_usable(node: dict) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def carries(node: dict, acc: Accelerator) -> bool:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return acc.resource in allocatable and all(labels.get(k) == v for k, v in acc.node_selector)
+
+
+def free_capacity(accelerators: Mapping[str, Accelerator], nodes: Iterable[dict],
+                  pods: Iterable[dict]) -> dict[str, tuple[int, int]]:
+    """Accelerator name → (free, total)."""
+    nodes = [n for n in nodes if node_usable(n)]
+    used_on: dict[tuple[str, str], int] = {}  # (node, resource) → requested
+    resources = {a.resource for a in accelerators.values()}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or not active(pod):
+            continue
+        for resource in resources:
+            n = pod_request(pod, resource)
+            if n:
+                used_on[(node, resource)] = used_on.get((node, resource), 0) + n
+    out = {}
+    for name, acc in accelerators.items():
+        total = free = 0
+        for node in nodes:
+            if not carries(node, acc):
+                continue
+            alloc = _int(node["status"]["allocatable"][acc.resource])
+            total += alloc
+            free += max(alloc - used_on.get((node["metadata"]["name"], acc.resource), 0), 0)
+        out[name] = (free, total)
+    return out
+
+
+def accelerator_of(pod: dict, accelerators: Mapping[str, Accelerator]) -> tuple[Accelerator, int] | None:
+    selector = (pod.get("spec") or {}).get("nodeSelector") or {}
+    best = None
+    for acc in accelerators.values():
+        n = pod_request(pod, acc.resource)
+        if n and all(selector.get(k) == v for k, v in acc.node_selector):
+            if best is None or len(acc.node_selector) > len(best[0].node_selector):
+                best = (acc, n)
+    return best
+
+
+def usage(accelerators: Mapping[str, Accelerator], pods: Iterable[dict], namespace: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for pod in pods:
+        if (pod.get("metadata") or {}).get("namespace") != namespace or not active(pod):
+            continue
+        found = accelerator_of(pod, accelerators)
+        if found:
+            out[found[0].name] = out.get(found[0].name, 0) + found[1]
+    return out

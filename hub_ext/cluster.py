@@ -1,0 +1,112 @@
+"""The hub's live view of the cluster, shared by every PlatformSpawner of the hub process.
+
+- Capacity and usage come from two watch caches, nodes and the non-terminated pods of every
+  namespace, started once; page views, API calls and spawns read them and make no API request.
+  If the hub may not list nodes (or pods), capacity is unknown (an empty answer), never a guess.
+- `ProjectResources` reads a project's credentials (Secrets of the credential types; their data is
+  dropped as soon as it arrives) and datasets (labelled PVCs), and adds and deletes credentials
+  (validated with `hub_ext.credentials`; a Secret that is not a credential cannot be deleted
+  through it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from . import capacity as cap
+from .credentials import CredentialFiles, secret_manifest
+from .errors import UpstreamError, UserInputError
+from .kube import Kube, path_of, reason
+from .kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
+from .mounts import Available, Credential
+from .watchcache import WatchCache
+
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
+
+class ClusterView:
+    def __init__(self, kube: Kube):
+        self.changed = asyncio.Event()
+        self.nodes = WatchCache(kube, path_of("Node"), on_change=self._pulse)
+        self.pods = WatchCache(kube, "/api/v1/pods", field_selector=ACTIVE_PODS, on_change=self._pulse)
+
+    def _pulse(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+    async def start(self, timeout: float = 10) -> None:
+        await asyncio.gather(self.nodes.wait_loaded(timeout), self.pods.wait_loaded(timeout))
+
+    async def stop(self) -> None:
+        await asyncio.gather(self.nodes.stop(), self.pods.stop())
+
+    @property
+    def known(self) -> bool:
+        return self.nodes.known and self.pods.known
+
+    def capacity(self, accelerators) -> dict[str, tuple[int, int]]:
+        if not self.known:
+            return {}
+        return cap.free_capacity(accelerators, self.nodes.items(), self.pods.items())
+
+    def usage(self, accelerators, namespace: str) -> dict[str, int] | None:
+        if not self.pods.known:
+            return None
+        return cap.usage(accelerators, self.pods.items(), namespace)
+
+
+class ProjectResources:
+    def __init__(self, kube: Kube, settings: MountSettings):
+        self.kube, self.settings = kube, settings
+
+    async def _list(self, kind: str, namespace: str, **query) -> list[dict]:
+        try:
+            return (await self.kube.list(path_of(kind, namespace), **query)).get("items") or []
+        except ApiException as e:
+            if e.status == 404:
+                return []
+            raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
+        except (asyncio.TimeoutError, OSError) as e:
+            raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
+
+    async def credentials(self, namespace: str) -> tuple[Credential, ...]:
+        out = []
+        for secret in await self._list("Secret", namespace):
+            cred = credential_from_secret(secret, self.settings)
+            secret.clear()  # the data is not kept in the hub
+            if cred is not None:
+                out.append(cred)
+        return tuple(sorted(out, key=lambda c: c.name))
+
+    async def available(self, namespace: str) -> Available:
+        pvcs = await self._list("PersistentVolumeClaim", namespace, labelSelector=self.settings.dataset_label)
+        datasets = tuple(sorted((dataset_from_pvc(p, self.settings) for p in pvcs), key=lambda d: d.name))
+        return Available(await self.credentials(namespace), datasets)
+
+    async def add_credential(self, namespace: str, name: str, creds: CredentialFiles, description: str,
+                             created_by: str) -> None:
+        body = secret_manifest(namespace, name, self.settings.credential_types[creds.kind], creds, description,
+                               created_by)
+        try:
+            await self.kube.create(body)
+        except ApiException as e:
+            if e.status == 409:
+                raise UserInputError("name", f"the project {namespace!r} already has a secret named {name!r}; "
+                                             "delete it first or choose another name", 409) from None
+            raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
+        except (asyncio.TimeoutError, OSError) as e:
+            raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
+
+    async def delete_credential(self, namespace: str, name: str) -> None:
+        path = path_of("Secret", namespace, name)
+        try:
+            secret = await self.kube.get(path)
+            if secret is None or credential_from_secret(secret, self.settings) is None:
+                raise UserInputError("name", f"the project {namespace!r} has no credential {name!r}", 404)
+            await self.kube.delete(path)
+        except ApiException as e:
+            raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
+        except (asyncio.TimeoutError, OSError) as e:
+            raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None

@@ -1,0 +1,90 @@
+"""Credentials and datasets as Kubernetes objects, and the pod volumes that mount them. Pure.
+
+- A credential is a Secret whose ``type`` is one of the configured credential Secret types;
+  `credential_from_secret` keeps its name, kind, description and file names, never its data.
+  It is mounted read-only at ``<credentials_root>/<name>/`` (mode 0440, group = the pod's
+  fsGroup, so the notebook user can read it and nobody else on the node; 0400 when the notebook
+  runs as root).
+- A dataset is a PVC carrying the dataset label; annotations give its source (``s3://…`` or
+  ``gs://…``) and description; its size is the PVC's capacity (or request). Its state comes from
+  the ``Loaded`` condition in ``.status.conditions`` (written by the loader): True or absent →
+  ready; False with reason ``Failed`` → failed; otherwise → loading. Mounted read-only at
+  ``<datasets_root>/<name>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from kubespawner.slugs import safe_slug
+
+from .credentials import AWS, DESCRIPTION, GCP
+from .mounts import Credential, Dataset
+
+LOADED = "Loaded"
+SOURCE = "mlplatform.io/source"
+
+
+@dataclass(frozen=True)
+class MountSettings:
+    credential_types: Mapping[str, str]  # kind ("gcp-credential") → Secret type
+    credentials_root: str = "/etc/mlplatform/credentials"
+    datasets_root: str = "/datasets"
+    dataset_label: str = "mlplatform.io/dataset"
+    source_annotation: str = SOURCE
+    description_annotation: str = DESCRIPTION
+
+    @property
+    def kind_by_type(self) -> dict[str, str]:
+        return {secret_type: kind for kind, secret_type in self.credential_types.items()}
+
+
+def credential_from_secret(secret: dict, settings: MountSettings) -> Credential | None:
+    kind = settings.kind_by_type.get(secret.get("type", ""))
+    if kind is None:
+        return None
+    meta = secret["metadata"]
+    name, keys = meta["name"], set((secret.get("data") or {}) | (secret.get("stringData") or {}))
+    base = f"{settings.credentials_root}/{name}"
+    description = (meta.get("annotations") or {}).get(settings.description_annotation, "")
+    if kind == GCP:
+        return Credential(name, kind, f"{base}/key.json", None, description)
+    return Credential(name, AWS, f"{base}/credentials", f"{base}/config" if "config" in keys else None, description)
+
+
+def dataset_state(pvc: dict) -> tuple[str, str]:
+    for cond in (pvc.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == LOADED:
+            if cond.get("status") == "True":
+                return "ready", ""
+            state = "failed" if cond.get("reason") == "Failed" else "loading"
+            return state, cond.get("message") or ""
+    return "ready", ""
+
+
+def dataset_from_pvc(pvc: dict, settings: MountSettings) -> Dataset:
+    meta = pvc["metadata"]
+    annotations = meta.get("annotations") or {}
+    size = ((pvc.get("status") or {}).get("capacity") or {}).get("storage") or \
+        (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage", "")
+    state, message = dataset_state(pvc)
+    return Dataset(meta["name"], f"{settings.datasets_root}/{meta['name']}", state, message,
+                   annotations.get(settings.source_annotation, ""),
+                   annotations.get(settings.description_annotation, ""), size)
+
+
+def volumes(credentials: Iterable[Credential], datasets: Iterable[Dataset], settings: MountSettings,
+            run_as_root: bool = False) -> tuple[list[dict], list[dict]]:
+    """(pod volumes, container volumeMounts) for the chosen credentials and datasets."""
+    vols, mounts = [], []
+    mode = 0o400 if run_as_root else 0o440
+    for c in credentials:
+        vol = f"credential-{safe_slug(c.name, max_length=50)}"
+        vols.append({"name": vol, "secret": {"secretName": c.name, "defaultMode": mode}})
+        mounts.append({"name": vol, "mountPath": f"{settings.credentials_root}/{c.name}", "readOnly": True})
+    for d in datasets:
+        vol = f"dataset-{safe_slug(d.name, max_length=52)}"
+        vols.append({"name": vol, "persistentVolumeClaim": {"claimName": d.name, "readOnly": True}})
+        mounts.append({"name": vol, "mountPath": d.path, "readOnly": True})
+    return vols, mounts

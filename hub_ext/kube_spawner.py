@@ -1,0 +1,392 @@
+"""`PlatformSpawner` (entry point ``platform``): the platform on a Kubernetes cluster.
+
+A KubeSpawner whose pod is decided by the platform's plan (`Runtime.plan`, the same catalogue,
+form and entitlements as the local runtime), in the chosen project's namespace:
+
+- Before the pod: the project is provisioned (`hub_ext.tenancy` objects, applied by
+  `Provisioner`: idempotent, cached per hub process, all or nothing); the choice of profile,
+  options, credentials and datasets is validated (400/403 naming the field); the project's
+  accelerator quota and the free capacity are checked from the watch caches (no API request):
+  with ``when_full = "refuse"`` a spawn that cannot get its accelerator is refused before
+  anything is created; with ``"wait"`` the pod waits in the scheduler's queue and progress says
+  for what. Datasets still loading are refused, or waited for (``when_dataset_loading``).
+- The pod: the plan's resources (the accelerator limit), node selector and tolerations merged
+  over the configured ones; the project's ServiceAccount, its token mounted; the chosen
+  credentials and datasets mounted read-only (`hub_ext.kube_mounts`), their *paths* in
+  ``GOOGLE_APPLICATION_CREDENTIALS``, ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE`` and
+  ``MLPLATFORM_DATASETS``; names and labels from KubeSpawner's safe slugs.
+- The hub's API token for the server is not a plain env value in the pod spec (anyone who may
+  read pods would see it, kubespawner#398): it lives in a Secret ``<pod>-hub-token`` (created
+  before the pod, deleted when the server stops) and the env refers to it.
+- Progress: plain sentences (`hub_ext.progress_text`) instead of raw events; a pod refused by
+  the ResourceQuota says so in words.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+from typing import Any
+
+from kubernetes_asyncio.client.exceptions import ApiException
+from kubespawner import KubeSpawner
+from tornado import web
+from traitlets import Bool, Dict, Enum, Float, Unicode, default
+
+from .cluster import ClusterView, ProjectResources
+from .credentials import MANAGED_BY
+from .entitlements import Project
+from .errors import ConfigError, UpstreamError, UserInputError
+from .form import options_from_form, render_form
+from .kube import Kube, path_of, reason
+from .kube_mounts import MountSettings, volumes
+from .mounts import Available, select, selected
+from .platform import Plan, PlatformConfig, Runtime
+from .progress_text import describe, free_text, wanting
+from .provision import Provisioner
+from .tenancy import PROJECT_LABEL, SERVICE_ACCOUNT, member_binding_name, project_objects
+
+_SHARED: dict[tuple, "_Shared"] = {}
+_RESET = ("namespace", "extra_resource_limits", "node_selector", "tolerations", "volumes", "volume_mounts",
+          "extra_labels", "service_account", "automount_service_account_token")
+
+
+class _Shared:
+    """What every PlatformSpawner of one hub process shares (per API server and settings)."""
+
+    def __init__(self, kube: Kube, settings: MountSettings):
+        self.kube = kube
+        self.provisioner = Provisioner(kube)
+        self.view = ClusterView(kube)
+        self.resources = ProjectResources(kube, settings)
+
+
+class PlatformSpawner(PlatformConfig, KubeSpawner):
+    credential_types = Dict(
+        {"gcp-credential": "gcp-credential", "aws-credential": "aws-credential"},
+        help="""Secret `type` of each credential kind; Secrets of these types in a project are its credentials.
+
+        c.PlatformSpawner.credential_types = {"gcp-credential": "example.com/gcp-sa-key",
+                                              "aws-credential": "example.com/aws-keys"}""",
+    ).tag(config=True)
+    credentials_mount_path = Unicode(
+        "/etc/mlplatform/credentials",
+        help="""Where chosen credentials are mounted (one directory per credential).
+
+        c.PlatformSpawner.credentials_mount_path = "/etc/mlplatform/credentials"
+        """).tag(config=True)
+    datasets_mount_path = Unicode(
+        "/datasets", help="""Where chosen datasets are mounted, read-only, as <path>/<name>.
+
+        c.PlatformSpawner.datasets_mount_path = "/datasets"
+        """).tag(config=True)
+    dataset_label = Unicode(
+        "mlplatform.io/dataset", help="""The label (a selector) that marks a PVC as a dataset.
+
+        c.PlatformSpawner.dataset_label = "mlplatform.io/dataset=true"
+        """).tag(config=True)
+    dataset_source_annotation = Unicode(
+        "mlplatform.io/source", help="""The PVC annotation holding a dataset's source (s3://… or gs://…).
+
+        c.PlatformSpawner.dataset_source_annotation = "mlplatform.io/source"
+        """).tag(config=True)
+    dataset_description_annotation = Unicode(
+        "mlplatform.io/description", help="""The annotation holding a dataset's or credential's description.
+
+        c.PlatformSpawner.dataset_description_annotation = "mlplatform.io/description"
+        """).tag(config=True)
+    when_dataset_loading = Enum(
+        ["refuse", "wait"], default_value="refuse",
+        help="""A chosen dataset is still loading: refuse the spawn, or wait for it (with progress).
+
+        c.PlatformSpawner.when_dataset_loading = "wait"
+        """).tag(config=True)
+    member_identity_template = Unicode(
+        "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
+        (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's
+        ServiceAccount is bound.
+
+        c.PlatformSpawner.member_identity_template = "oidc:{username}"
+        """).tag(config=True)
+    api_token_secret = Bool(
+        True, help="""Keep the server's hub API token in a Secret the pod's env refers to, not in the pod spec.
+
+        c.PlatformSpawner.api_token_secret = True
+        """).tag(config=True)
+    wait_poll_interval = Float(2.0, help="Seconds between checks while waiting for a dataset.").tag(config=True)
+
+    @default("enable_user_namespaces")
+    def _default_user_namespaces(self):
+        return True  # one cluster-wide pod watch; each server's namespace is its project
+
+    @default("fs_gid")
+    def _default_fs_gid(self):
+        return 100  # credentials are mounted 0440 with this group
+
+    @default("options_form")
+    def _default_options_form(self):
+        return PlatformSpawner._options_form
+
+    # ---- shared state ---------------------------------------------------------------------------
+    @property
+    def runtime(self) -> Runtime:
+        return Runtime.for_config(self.platform_settings())
+
+    def mount_settings(self) -> MountSettings:
+        return MountSettings(dict(self.credential_types), self.credentials_mount_path.rstrip("/"),
+                             self.datasets_mount_path.rstrip("/"), self.dataset_label, self.dataset_source_annotation,
+                             self.dataset_description_annotation)
+
+    @property
+    def shared(self) -> _Shared:
+        settings = self.mount_settings()
+        key = (asyncio.get_running_loop(), self.api.api_client.configuration.host, repr(settings))
+        if key not in _SHARED:
+            _SHARED[key] = _Shared(Kube(self.api.api_client, timeout=self.k8s_api_request_timeout), settings)
+        return _SHARED[key]
+
+    @classmethod
+    async def stop_shared(cls) -> None:
+        """Stop the shared watch caches (tests; the hub's own shutdown ends them with the loop)."""
+        for key in list(_SHARED):
+            await _SHARED.pop(key).view.stop()
+
+    def _groups(self) -> list[str]:
+        return [g.name for g in getattr(self.user, "groups", [])]
+
+    def _projects(self) -> list[Project]:
+        return self.runtime.projects(self.user.name, self._groups(), self.user.admin)
+
+    async def capacity(self) -> dict[str, tuple[int, int]]:
+        view = self.shared.view
+        await view.start()
+        return view.capacity(self.runtime.accelerators)
+
+    def usage(self, project: str) -> dict[str, int] | None:
+        return self.shared.view.usage(self.runtime.accelerators, project)
+
+    async def project_files(self, project: str) -> Available:
+        return await self.shared.resources.available(project)
+
+    # ---- projects ---------------------------------------------------------------------------------
+    def _members(self) -> list[tuple[str, str]]:
+        if not self.member_identity_template:
+            return []
+        return [(self.user.name, self.member_identity_template.format(username=self.user.name))]
+
+    async def provision(self) -> list[Project]:
+        """Make sure every project of the user exists as it should (idempotent; cached)."""
+        rt, shared = self.runtime, self.shared
+        projects = self._projects()
+        for p in projects:
+            await shared.provisioner.ensure(project_objects(p, rt.accelerators, rt.profiles, self._members()),
+                                            f"prepare the project {p.name!r}")
+        if self.member_identity_template:
+            mine = {p.name for p in projects}
+            gone = [path_of("RoleBinding", team, member_binding_name(self.user.name))
+                    for team in rt.entitlements.teams if team not in mine]
+            await shared.provisioner.remove(gone, f"remove {self.user.name}'s access to former team projects")
+        return projects
+
+    # ---- the form ---------------------------------------------------------------------------------
+    async def _options_form(self, spawner=None) -> str:
+        try:
+            projects = await self.provision()
+            files = {p.name: await self.project_files(p.name) for p in projects}
+        except UpstreamError as e:
+            raise web.HTTPError(502, str(e).replace("%", "%%")) from None
+        return render_form(projects, self.runtime.profiles, await self.capacity(), files)
+
+    def options_from_form(self, formdata):
+        return options_from_form(formdata)
+
+    # ---- before the pod: plan, checks, traits -----------------------------------------------------
+    def _restore_configured(self) -> None:
+        if not hasattr(self, "_configured"):
+            self._configured = {t: copy.deepcopy(getattr(self, t)) for t in _RESET}
+        for trait, value in self._configured.items():
+            setattr(self, trait, copy.deepcopy(value))
+
+    async def load_user_options(self):
+        """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
+        self._restore_configured()
+        self._stage = "preparing your project"
+        options = dict(self.user_options or {})
+        creds, datasets = options.pop("credentials", None), options.pop("datasets", None)
+        try:
+            plan = self.runtime.plan(self.user.name, self._groups(), self.user.admin, options)
+            await self.provision()
+            available = await self.project_files(plan.project.name)
+            select(available, creds, datasets, plan.project.name, allow_loading=self.when_dataset_loading == "wait")
+            await self._check_accelerator(plan)
+            available = await self._wait_for_datasets(plan, available, datasets)
+            self._apply(plan, available, creds, datasets)
+            if self.api_token_secret:
+                await self._write_token_secret()
+        except UserInputError as e:
+            raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
+        except UpstreamError as e:
+            raise web.HTTPError(502, str(e).replace("%", "%%")) from None
+        except ConfigError as e:
+            self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
+            raise web.HTTPError(500, "the platform is misconfigured; an administrator has been told") from None
+        self._stage = "creating the notebook pod"
+
+    async def _check_accelerator(self, plan: Plan) -> None:
+        acc, count = plan.accelerator, plan.count
+        if acc is None:
+            return
+        view = self.shared.view
+        await view.start()
+        limits = plan.project.limits
+        used = view.usage(self.runtime.accelerators, plan.project.name)
+        if limits is not None and used is not None:
+            limit, in_use = limits.get(acc.name, 0), used.get(acc.name, 0)
+            if in_use + count > limit:
+                raise UserInputError("profile", f"the project {plan.project.name!r} may use {limit} {acc.name} at "
+                                                f"once and {in_use} are in use", 403)
+        capacity = view.capacity(self.runtime.accelerators)
+        if acc.name in capacity:
+            free, total = capacity[acc.name]
+            if free < count and (self.when_full == "refuse" or total < count):
+                raise UserInputError("profile", f"no {acc.display_name} is free now ({free} of {total} free); "
+                                                "try again later or pick another profile", 409)
+            if free < count:
+                self._stage = f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
+
+    async def _wait_for_datasets(self, plan: Plan, available: Available, names: Any) -> Available:
+        while True:
+            loading = [d for d in selected(available.datasets, names, "datasets") if d.state == "loading"]
+            if not loading:
+                return available
+            d = loading[0]
+            self._stage = f"waiting for the dataset {d.name!r} to finish loading" + (f" ({d.message})" if d.message else "")
+            await asyncio.sleep(self.wait_poll_interval)
+            available = await self.project_files(plan.project.name)
+            select(available, None, names, plan.project.name, allow_loading=True)  # a failed load is refused
+
+    def _apply(self, plan: Plan, available: Available, creds: Any, datasets: Any) -> None:
+        ns = plan.project.name
+        for trait, value in plan.settings.items():
+            if trait in ("extra_resource_limits", "node_selector"):
+                value = {**getattr(self, trait), **value}
+            elif trait == "tolerations":
+                value = list(self.tolerations) + [t for t in value if t not in self.tolerations]
+            if self.has_trait(trait):
+                setattr(self, trait, value)
+        self.namespace = ns
+        self.dns_name = self.dns_name_template.format(namespace=ns, name=self.pod_name)
+        self.service_account = SERVICE_ACCOUNT
+        self.automount_service_account_token = True
+        settings = self.mount_settings()
+        vols, mounts = volumes(selected(available.credentials, creds, "credentials"),
+                               selected(available.datasets, datasets, "datasets"), settings, self.uid == 0)
+        self.volumes = list(self.volumes) + vols
+        self.volume_mounts = list(self.volume_mounts) + mounts
+        self.extra_labels = {**self.extra_labels, PROJECT_LABEL: ns, "mlplatform.io/profile": plan.profile.slug}
+        self._platform_env = {**select(available, creds, datasets, ns, allow_loading=True),
+                              "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug}
+        self._plan = plan
+
+    # ---- the hub token, kept out of the pod spec ------------------------------------------------
+    @property
+    def token_secret_name(self) -> str:
+        return f"{self.pod_name}-hub-token"
+
+    async def _write_token_secret(self) -> None:
+        kube = self.shared.kube
+        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": {"name": self.token_secret_name, "namespace": self.namespace,
+                             "labels": {**MANAGED_BY, "component": "singleuser-token"},
+                             "annotations": {"hub.jupyter.org/username": self.user.name}},
+                "data": {"token": base64.b64encode(self.api_token.encode()).decode()}}
+        try:
+            try:
+                await kube.create(body)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                await kube.replace(body)  # left from a server that did not stop cleanly
+        except (ApiException, asyncio.TimeoutError, OSError) as e:
+            raise UpstreamError("store the server's hub token", reason(e)) from None
+
+    async def _delete_token_secret(self) -> None:
+        if not self.api_token_secret:
+            return
+        try:
+            await self.shared.kube.delete(path_of("Secret", self.namespace, self.token_secret_name))
+        except (ApiException, asyncio.TimeoutError, OSError) as e:
+            self.log.warning("could not delete the token Secret of %s: %s", self._log_name, reason(e))
+
+    def get_env(self):
+        env = super().get_env()
+        env.update(getattr(self, "_platform_env", {}))  # paths only, never content
+        if self.api_token_secret and self.api_token:
+            ref = {"valueFrom": {"secretKeyRef": {"name": self.token_secret_name, "key": "token"}}}
+            for name, value in list(env.items()):
+                if value == self.api_token:
+                    env[name] = {"name": name, **ref}
+        return env
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+    def start(self):
+        started = super().start()
+        self._start_future = asyncio.ensure_future(self._translated(started))
+        return self._start_future
+
+    async def _translated(self, started):
+        try:
+            return await started
+        except ApiException as e:
+            await self._delete_token_secret()
+            raise web.HTTPError(*self._pod_refusal(e)) from None
+        except BaseException:
+            if getattr(self, "_plan", None) is not None:
+                await self._delete_token_secret()
+            raise
+
+    def _pod_refusal(self, e: ApiException) -> tuple[int, str]:
+        text = reason(e)
+        if e.status == 403 and "quota" in text:
+            self.log.info("quota refused the pod of %s: %s", self._log_name, text)
+            return 403, (f"the project {self.namespace!r} has no accelerator quota left for this profile "
+                         "(its jobs and servers use it all); stop something or pick another profile")
+        self.log.warning("the pod of %s was refused: %s", self._log_name, text)
+        return 502, f"could not create the notebook pod: {text}".replace("%", "%%")
+
+    async def stop(self, now=False):
+        try:
+            await super().stop(now=now)
+        finally:
+            await self._delete_token_secret()
+
+    async def progress(self):
+        sent = None
+        next_event = 0
+        if self.events_enabled:
+            await self._start_watching_events()
+        while True:
+            done = self._start_future is not None and self._start_future.done()
+            messages = [getattr(self, "_stage", None)]
+            events = self.events if self.events_enabled else []
+            plan = getattr(self, "_plan", None)
+            acc, count = (plan.accelerator, plan.count) if plan else (None, 1)
+            capacity = self.shared.view.capacity(self.runtime.accelerators) if acc else {}
+            messages += [describe(ev, acc, count, capacity) for ev in events[next_event:]]
+            next_event = len(events)
+            for message in messages:
+                if message and message != sent:
+                    sent = message
+                    yield {"progress": 50 if "pod" in message else 20, "message": message}
+            if done:
+                return
+            await asyncio.sleep(0.5)
+
+    # ---- state -----------------------------------------------------------------------------------
+    def get_state(self):
+        state = super().get_state()
+        plan = getattr(self, "_plan", None)
+        if plan is not None:
+            state["mlplatform"] = {"project": plan.project.name, "profile": plan.profile.slug}
+        return state
