@@ -231,7 +231,8 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         except ConfigError as e:
             self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
             raise web.HTTPError(500, "the platform is misconfigured; an administrator has been told") from None
-        self._stage = "creating the notebook pod"
+        if not self._stage.startswith("waiting"):
+            self._stage = "creating the notebook pod"
 
     async def _check_accelerator(self, plan: Plan) -> None:
         acc, count = plan.accelerator, plan.count
@@ -341,7 +342,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         except ApiException as e:
             await self._delete_token_secret()
             raise web.HTTPError(*self._pod_refusal(e)) from None
-        except BaseException:
+        except Exception:
             if getattr(self, "_plan", None) is not None:
                 await self._delete_token_secret()
             raise
@@ -362,13 +363,16 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             await self._delete_token_secret()
 
     async def progress(self):
-        sent = None
+        sent = stage = None
         next_event = 0
         if self.events_enabled:
             await self._start_watching_events()
         while True:
             done = self._start_future is not None and self._start_future.done()
-            messages = [getattr(self, "_stage", None)]
+            messages = []
+            if getattr(self, "_stage", None) != stage:
+                stage = self._stage
+                messages.append(stage)
             events = self.events if self.events_enabled else []
             plan = getattr(self, "_plan", None)
             acc, count = (plan.accelerator, plan.count) if plan else (None, 1)
@@ -378,7 +382,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             for message in messages:
                 if message and message != sent:
                     sent = message
-                    yield {"progress": 50 if "pod" in message else 20, "message": message}
+                    yield {"progress": 20 if message.startswith(("preparing", "waiting")) else 60, "message": message}
             if done:
                 return
             await asyncio.sleep(0.5)

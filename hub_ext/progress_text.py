@@ -41,7 +41,7 @@ def describe(event: dict, acc: Accelerator | None = None, count: int = 1,
     reason, message = event.get("reason") or "", event.get("message") or ""
     capacity = capacity or {}
     if reason == "FailedScheduling":
-        short = set(_INSUFFICIENT.findall(message))
+        short = {r.rstrip(".,;") for r in _INSUFFICIENT.findall(message)}
         if acc is not None and acc.resource in short:
             return f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
         if "cpu" in short or "memory" in short:

@@ -1,0 +1,436 @@
+"""PlatformSpawner against the stand-in: the pod it makes (whole object, and valid for the
+Kubernetes OpenAPI), provisioning, quota, capacity, credentials and datasets, faults, secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import kubernetes_validate
+import pytest
+from tornado import web
+
+from tests.kube.platform_env import (CANARY, GCP_KEY, IMAGE, NODES, dataset_pvc, make_spawner, make_user,
+                                     secret_body)
+
+pytestmark = [pytest.mark.kube, pytest.mark.standin_only]
+
+ALICE = "alice@example.com"
+
+
+@pytest.fixture
+async def cluster(standin):
+    from kubespawner import KubeSpawner
+
+    from hub_ext.kube_spawner import PlatformSpawner
+
+    standin.kubelet(nodes=NODES)
+    yield standin
+    await PlatformSpawner.stop_shared()
+    await KubeSpawner._stop_all_reflectors()
+
+
+def store_items(standin, kind_plural, ns=None, group="", version="v1"):
+    return standin.call(lambda: standin.store.items(standin.store.rt(group, version, kind_plural), ns))
+
+
+def create(standin, body, group="", version="v1", plural=None):
+    plural = plural or {"Secret": "secrets", "PersistentVolumeClaim": "persistentvolumeclaims",
+                        "Pod": "pods"}[body["kind"]]
+    rt = standin.store.rt(group, version, plural)
+    return standin.call(lambda: standin.store.create(rt, body["metadata"].get("namespace"), body))
+
+
+def set_loaded(standin, ns, name, status, reason="", message=""):
+    rt = standin.store.rt("", "v1", "persistentvolumeclaims")
+
+    def write():
+        pvc = standin.store.get(rt, ns, name)
+        cond = {"type": "Loaded", "status": status, "reason": reason, "message": message}
+        return standin.store.replace(rt, ns, name, {**pvc, "status": {"phase": "Bound", "conditions": [cond]}},
+                                     subresource="status")
+    standin.call(write)
+
+
+async def provisioned(standin, user):
+    """A project exists as the hub makes it (used to add credentials/datasets before a spawn)."""
+    sp = make_spawner(standin, user)
+    await sp.provision()
+    return sp
+
+
+def writes(standin, since=0):
+    return [(r.method, r.path) for r in standin.requests()[since:] if r.method in ("POST", "PUT", "PATCH", "DELETE")]
+
+
+def normalised_env(container):
+    out = {}
+    for e in container["env"]:
+        if e["name"].startswith("JUPYTERHUB_") and e["name"] not in ("JUPYTERHUB_API_TOKEN", "JUPYTERHUB_USER"):
+            continue
+        out[e["name"]] = e.get("value", e.get("valueFrom"))
+    return out
+
+
+async def test_pod_is_the_plan_whole_object_and_valid(cluster):
+    alice = make_user(ALICE, ["vision"])
+    await provisioned(cluster, alice)
+    create(cluster, secret_body("vision", "training-sa", "gcp-credential", {"key.json": GCP_KEY}))
+    create(cluster, dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
+    sp = make_spawner(cluster, alice, {"project": "vision", "profile": "mig-1g", "credentials": ["training-sa"],
+                                       "datasets": ["imagenet"]})
+    await sp.start()
+    pod = cluster.get("", "v1", "pods", "vision", sp.pod_name)
+    token_secret = f"{sp.pod_name}-hub-token"
+    (c,) = pod["spec"]["containers"]
+    assert normalised_env(c) == {
+        "JUPYTERHUB_API_TOKEN": {"secretKeyRef": {"name": token_secret, "key": "token"}},
+        "JPY_API_TOKEN": {"secretKeyRef": {"name": token_secret, "key": "token"}},
+        "JUPYTERHUB_USER": ALICE, "JUPYTER_IMAGE": IMAGE, "JUPYTER_IMAGE_SPEC": IMAGE,
+        "CPU_LIMIT": "4.0", "MEM_LIMIT": "17179869184",
+        "GOOGLE_APPLICATION_CREDENTIALS": "/etc/mlplatform/credentials/training-sa/key.json",
+        "MLPLATFORM_DATASETS": json.dumps({"imagenet": "/datasets/imagenet"}),
+        "MLPLATFORM_PROJECT": "vision", "MLPLATFORM_PROFILE": "mig-1g",
+    }
+    c = {k: v for k, v in c.items() if k != "env"}
+    assert c == {
+        "name": "notebook", "image": IMAGE, "imagePullPolicy": "IfNotPresent", "args": ["jupyterhub-singleuser"],
+        "lifecycle": {}, "ports": [{"containerPort": 8888, "name": "notebook-port"}],
+        "resources": {"limits": {"cpu": 4.0, "memory": 17179869184, "nvidia.com/mig-1g.5gb": "1"},
+                      "requests": {"cpu": 4.0, "memory": 17179869184, "nvidia.com/mig-1g.5gb": "1"}},
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "volumeMounts": [
+            {"name": "credential-training-sa", "mountPath": "/etc/mlplatform/credentials/training-sa",
+             "readOnly": True},
+            {"name": "dataset-imagenet", "mountPath": "/datasets/imagenet", "readOnly": True}],
+        **{k: c[k] for k in ("terminationMessagePath", "terminationMessagePolicy") if k in c},
+    }
+    spec = {k: v for k, v in pod["spec"].items() if k not in ("containers", "nodeName")}
+    assert spec == {
+        "automountServiceAccountToken": True, "serviceAccountName": "mlplatform-runner",
+        "imagePullSecrets": [], "restartPolicy": "OnFailure",
+        "securityContext": {"fsGroup": 100},
+        "tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}],
+        "volumes": [{"name": "credential-training-sa", "secret": {"secretName": "training-sa", "defaultMode": 0o440}},
+                    {"name": "dataset-imagenet", "persistentVolumeClaim": {"claimName": "imagenet",
+                                                                          "readOnly": True}}],
+        **{k: spec[k] for k in ("schedulerName", "dnsPolicy", "terminationGracePeriodSeconds", "serviceAccount")
+           if k in spec},
+    }
+    assert pod["spec"]["nodeName"] == "dgx-mig"
+    labels = pod["metadata"]["labels"]
+    assert labels["mlplatform.io/project"] == "vision" and labels["mlplatform.io/profile"] == "mig-1g"
+    assert labels["component"] == "singleuser-server"
+    manifest = {k: v for k, v in pod.items() if k != "status"}
+    manifest["metadata"] = {k: v for k, v in pod["metadata"].items() if k in ("name", "namespace", "labels",
+                                                                              "annotations")}
+    kubernetes_validate.validate(manifest, "1.31.0", strict=True)
+    assert cluster.get("", "v1", "secrets", "vision", token_secret)["data"]["token"]
+    await sp.stop()
+    assert cluster.get("", "v1", "secrets", "vision", token_secret) is None
+
+
+@pytest.mark.parametrize("name", [ALICE, "Very.Long_Name-" + "x" * 55])
+async def test_awkward_names_get_valid_distinct_projects_and_pods(cluster, name):
+    twin = name.upper() if name != ALICE else "alice-example-com"
+    spawners = [make_spawner(cluster, make_user(n, uid=i + 1), {"profile": "cpu"}) for i, n in enumerate([name, twin])]
+    for sp in spawners:
+        await sp.start()
+    namespaces = {sp.namespace for sp in spawners}
+    pods = {(sp.namespace, sp.pod_name) for sp in spawners}
+    assert len(namespaces) == 2 and len(pods) == 2
+    for ns, pod in pods:
+        assert len(ns) <= 63 and len(pod) <= 63 and ns.startswith("user-")
+        assert cluster.get("", "v1", "pods", ns, pod)["status"]["phase"] == "Running"
+    for sp in spawners:
+        await sp.stop()
+
+
+EXPECTED_VISION = {
+    ("Namespace", "vision"), ("ServiceAccount", "mlplatform-runner"), ("Role", "mlplatform-project"),
+    ("RoleBinding", "mlplatform-project"), ("ResourceQuota", "mlplatform-accelerators"),
+    ("ConfigMap", "mlplatform-catalog"),
+}
+
+
+def managed(standin, ns):
+    out = set()
+    for kind, plural, group in (("ServiceAccount", "serviceaccounts", ""), ("ResourceQuota", "resourcequotas", ""),
+                                ("ConfigMap", "configmaps", ""), ("Role", "roles", "rbac.authorization.k8s.io"),
+                                ("RoleBinding", "rolebindings", "rbac.authorization.k8s.io"),
+                                ("Secret", "secrets", ""), ("Pod", "pods", "")):
+        for obj in store_items(standin, plural, ns, group):
+            if ours(obj):
+                out.add((kind, obj["metadata"]["name"]))
+    cluster_ns = standin.get("", "v1", "namespaces", None, ns)
+    if cluster_ns and ours(cluster_ns):
+        out.add(("Namespace", cluster_ns["metadata"]["name"]))
+    return out
+
+
+def ours(obj):
+    return (obj["metadata"].get("labels") or {}).get("app.kubernetes.io/managed-by") == "jupyterhub-mlplatform"
+
+
+async def test_provisioning_is_idempotent_and_leaves_exactly_the_project(cluster):
+    alice = make_user(ALICE, ["vision"])
+    sp = make_spawner(cluster, alice)
+    await sp.provision()
+    assert managed(cluster, "vision") == EXPECTED_VISION
+    personal = "user-alice-example-com---ff8d9819"
+    assert managed(cluster, personal) == (EXPECTED_VISION - {("Namespace", "vision")}) | {("Namespace", personal)}
+    quota = cluster.get("", "v1", "resourcequotas", "vision", "mlplatform-accelerators")
+    assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "0", "requests.nvidia.com/mig-1g.5gb": "2",
+                                     "requests.nvidia.com/mig-3g.20gb": "0"}
+    role = cluster.get("rbac.authorization.k8s.io", "v1", "roles", "vision", "mlplatform-project")
+    assert not any("secrets" in r["resources"] for r in role["rules"])
+    assert not any("pods" in r["resources"] and "create" in r["verbs"] for r in role["rules"])
+    catalog = json.loads(cluster.get("", "v1", "configmaps", "vision", "mlplatform-catalog")["data"]["catalog.json"])
+    assert catalog["project"]["limits"] == {"1g.5gb": 2}
+    assert {p["slug"] for p in catalog["profiles"]} == {"cpu", "mig-1g"}
+    # the same hub process again: no request at all
+    before = len(cluster.requests())
+    await make_spawner(cluster, alice).provision()
+    assert cluster.requests()[before:] == []
+    # a restarted hub (fresh process state): reads only, no writes
+    from hub_ext.kube_spawner import PlatformSpawner
+
+    await PlatformSpawner.stop_shared()
+    before = len(cluster.requests())
+    await make_spawner(cluster, alice).provision()
+    assert writes(cluster, before) == []
+    assert managed(cluster, "vision") == EXPECTED_VISION
+    # a drifted object is put back
+    rt = cluster.store.rt("", "v1", "resourcequotas")
+    cluster.call(lambda: cluster.store.replace(rt, "vision", "mlplatform-accelerators", {
+        **quota, "spec": {"hard": {"requests.nvidia.com/mig-1g.5gb": "9"}}}))
+    await PlatformSpawner.stop_shared()
+    await make_spawner(cluster, alice).provision()
+    assert cluster.get("", "v1", "resourcequotas", "vision", "mlplatform-accelerators")["spec"]["hard"] == \
+        quota["spec"]["hard"]
+
+
+async def test_leaving_a_team_removes_the_members_binding_at_next_login(cluster):
+    traits = {"member_identity_template": "oidc:{username}"}
+    await make_spawner(cluster, make_user(ALICE, ["vision"]), **traits).provision()
+    binding = cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision",
+                          "mlplatform-member-alice-example-com---ff8d9819")
+    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                    "name": f"oidc:{ALICE}"}]
+    await make_spawner(cluster, make_user(ALICE, []), **traits).provision()
+    assert cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision",
+                       "mlplatform-member-alice-example-com---ff8d9819") is None
+    assert cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision", "mlplatform-project")
+    await make_spawner(cluster, make_user(ALICE, ["vision"]), **traits).provision()  # back in the team
+    assert cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision",
+                       "mlplatform-member-alice-example-com---ff8d9819")
+
+
+async def test_quota_holds_for_servers_and_jobs_alike(cluster):
+    alice, carol = make_user(ALICE, ["vision"], uid=1), make_user("carol", ["vision"], uid=2)
+    first = make_spawner(cluster, alice, {"project": "vision", "profile": "mig-1g"})
+    await first.start()
+    # a training job's pod in the project takes the second slice (created as the operator would)
+    job_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-worker-0", "namespace": "vision"},
+               "spec": {"containers": [{"name": "w", "image": "pytorch",
+                                        "resources": {"limits": {"nvidia.com/mig-1g.5gb": "1"}}}],
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+    create(cluster, job_pod)
+    await asyncio.sleep(0.5)
+    second = make_spawner(cluster, carol, {"project": "vision", "profile": "mig-1g"})
+    with pytest.raises(web.HTTPError) as e:
+        await second.start()
+    assert e.value.status_code == 403 and "may use 2 1g.5gb at once and 2 are in use" in e.value.log_message
+    assert cluster.get("", "v1", "pods", "vision", second.pod_name) is None
+    # Kubernetes itself refuses a third slice in the project, whoever asks
+    with pytest.raises(Exception) as quota:
+        create(cluster, {**job_pod, "metadata": {"name": "train-worker-1", "namespace": "vision"}})
+    assert "exceeded quota" in str(quota.value)
+    await first.stop()
+
+
+async def test_a_quota_refusal_from_kubernetes_is_said_in_words(cluster):
+    carol = make_user("carol", ["vision"])
+    sp = make_spawner(cluster, carol, {"project": "vision", "profile": "mig-1g"})
+    await sp.provision()
+    rt = cluster.store.rt("", "v1", "resourcequotas")
+    quota = cluster.get("", "v1", "resourcequotas", "vision", "mlplatform-accelerators")
+    # another hub (or a race) used the quota up after this hub's caches last looked
+    cluster.call(lambda: cluster.store.replace(rt, "vision", "mlplatform-accelerators", {
+        **quota, "spec": {"hard": {"requests.nvidia.com/mig-1g.5gb": "0"}}}))
+    with pytest.raises(web.HTTPError) as e:
+        await sp.start()
+    assert e.value.status_code == 403 and "no accelerator quota left" in e.value.log_message
+    assert cluster.get("", "v1", "secrets", "vision", f"{sp.pod_name}-hub-token") is None
+
+
+async def test_capacity_from_nodes_and_pods_without_api_requests(cluster):
+    sp = make_spawner(cluster, make_user("bob", ["research"]))
+    assert await sp.capacity() == {"a100": (2, 2), "1g.5gb": (2, 2), "3g.20gb": (1, 1)}
+    await asyncio.sleep(0.3)  # the two caches open their watches
+    before = len(cluster.requests())
+    for _ in range(20):
+        await sp.capacity()
+        await sp.get_options_form()
+    assert [r for r in cluster.requests()[before:] if "nodes" in r.path or r.path == "/api/v1/pods"] == []
+    assert sp.shared.view.nodes.lists == 1 and sp.shared.view.pods.lists == 1
+    running = make_spawner(cluster, make_user("bob", ["research"]), {"profile": "gpu"})
+    await running.start()
+    for _ in range(50):
+        if (await sp.capacity())["a100"] == (1, 2):
+            break
+        await asyncio.sleep(0.1)
+    assert await sp.capacity() == {"a100": (1, 2), "1g.5gb": (2, 2), "3g.20gb": (1, 1)}
+    await running.stop()
+
+
+async def test_capacity_unknown_when_the_hub_may_not_read_nodes(cluster):
+    cluster.inject_fault("GET", "^/api/v1/nodes", status=403, count=1000)
+    sp = make_spawner(cluster, make_user("bob", ["research"]))
+    assert await sp.capacity() == {}
+    form = await sp.get_options_form()
+    assert "free capacity unknown" in form
+    cluster.clear_faults()
+
+
+async def test_full_accelerator_is_refused_or_waited_for(cluster):
+    bob = make_user("bob", ["research"])
+    holder = make_spawner(cluster, bob, {"profile": "mig-3g"}, when_full="refuse")
+    await holder.start()
+    dave = make_user("dave", ["research"], uid=2)
+    await asyncio.sleep(0.3)
+    refused = make_spawner(cluster, dave, {"profile": "mig-3g"})
+    with pytest.raises(web.HTTPError) as e:
+        await refused.start()
+    assert e.value.status_code == 409 and "0 of 1 free" in e.value.log_message
+    waiting = make_spawner(cluster, dave, {"profile": "mig-3g"}, when_full="wait", start_timeout=60)
+    waiting.start()
+    messages = []
+
+    async def collect():
+        async for event in waiting.progress():
+            messages.append(event["message"])
+    collector = asyncio.ensure_future(collect())
+    for _ in range(100):
+        if any("waiting for a free 3g.20gb MIG slice" in m for m in messages):
+            break
+        await asyncio.sleep(0.1)
+    assert any("waiting for a free 3g.20gb MIG slice" in m for m in messages), messages
+    await holder.stop()
+    await asyncio.wait_for(waiting._start_future, 30)
+    await asyncio.wait_for(collector, 10)
+    assert "assigned to node dgx-mig" in messages and "starting the notebook server" in messages
+    assert not any("[Warning]" in m or "Insufficient" in m for m in messages)
+    await waiting.stop()
+
+
+async def test_loading_dataset_is_refused_or_waited_for(cluster):
+    alice = make_user(ALICE, ["vision"])
+    await provisioned(cluster, alice)
+    create(cluster, dataset_pvc("vision", "coco", "s3://vision/coco"))
+    set_loaded(cluster, "vision", "coco", "False", "Loading", "copied 40 of 118 GiB")
+    refused = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "datasets": ["coco"]})
+    with pytest.raises(web.HTTPError) as e:
+        await refused.start()
+    assert e.value.status_code == 409 and "datasets[0]" in e.value.log_message and "loading" in e.value.log_message
+    files = await refused.project_files("vision")
+    assert [(d.name, d.state, d.source, d.size) for d in files.datasets] == [("coco", "loading", "s3://vision/coco",
+                                                                             "10Gi")]
+    waiting = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "datasets": ["coco"]},
+                           when_dataset_loading="wait")
+    waiting.start()
+    messages = []
+
+    async def collect():
+        async for event in waiting.progress():
+            messages.append(event["message"])
+    collector = asyncio.ensure_future(collect())
+    await asyncio.sleep(1.0)
+    assert "waiting for the dataset 'coco' to finish loading (copied 40 of 118 GiB)" in messages
+    set_loaded(cluster, "vision", "coco", "True")
+    await asyncio.wait_for(waiting._start_future, 30)
+    await asyncio.wait_for(collector, 10)
+    await waiting.stop()
+    set_loaded(cluster, "vision", "coco", "False", "Failed", "403 from s3")
+    failed = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "datasets": ["coco"]},
+                          when_dataset_loading="wait")
+    with pytest.raises(web.HTTPError) as e:
+        await failed.start()
+    assert e.value.status_code == 409 and "failed: 403 from s3" in e.value.log_message
+
+
+async def test_a_canary_credential_never_leaks(cluster, caplog):
+    caplog.set_level(logging.DEBUG)
+    alice = make_user(ALICE, ["vision"])
+    await provisioned(cluster, alice)
+    create(cluster, secret_body("vision", "canary", "gcp-credential", {"key.json": GCP_KEY}))
+    sp = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "credentials": ["canary"]})
+    form = await sp.get_options_form()
+    await sp.start()
+    pod = cluster.get("", "v1", "pods", "vision", sp.pod_name)
+    events = store_items(cluster, "events", "vision")
+    files = await sp.project_files("vision")
+    seen = json.dumps([pod, events]) + form + repr(files) + caplog.text + json.dumps(sp.get_state())
+    assert CANARY.replace("-", "") not in seen and sp.api_token not in seen
+    await sp.stop()
+
+
+@pytest.mark.parametrize("path", ["/rolebindings$", "/resourcequotas$", "/configmaps$"])
+async def test_failures_while_provisioning_leave_no_half_made_project(cluster, path):
+    cluster.inject_fault("POST", path, status=500, count=100)
+    sp = make_spawner(cluster, make_user(ALICE, ["vision"]), {"project": "vision", "profile": "cpu"})
+    with pytest.raises(web.HTTPError) as e:
+        await sp.start()
+    assert e.value.status_code == 502 and "nothing was left half-made" in e.value.log_message
+    assert "500" in e.value.log_message
+    cluster.clear_faults()
+    await asyncio.sleep(0.2)
+    for ns in ("vision", "user-alice-example-com---ff8d9819"):
+        ns_obj = cluster.get("", "v1", "namespaces", None, ns)
+        assert ns_obj is None or ns_obj["metadata"].get("deletionTimestamp"), ns
+    await sp.provision()  # and it works once the API does
+    assert managed(cluster, "vision") == EXPECTED_VISION
+
+
+async def test_a_conflict_while_provisioning_is_resolved_by_reading(cluster):
+    # a create answering 409 for an object that is then not there: read again, create again
+    cluster.inject_fault("POST", "/roles$", status=409, count=1)
+    await make_spawner(cluster, make_user("carol", [])).provision()
+    assert managed(cluster, "user-carol")
+    # another hub replica made the namespace and a Role at the same moment: compare and fix theirs
+    sp = make_spawner(cluster, make_user(ALICE, ["vision"]))
+    rt = cluster.store.rt("rbac.authorization.k8s.io", "v1", "roles")
+    cluster.inject_fault("POST", "/namespaces/vision/roles$", status=409, count=1)
+    ns_rt = cluster.store.rt("", "v1", "namespaces")
+    cluster.call(lambda: cluster.store.create(ns_rt, None, {"metadata": {"name": "vision"}}))
+    cluster.call(lambda: cluster.store.create(rt, "vision", {"metadata": {"name": "mlplatform-project"},
+                                                             "rules": []}))
+    await sp.provision()
+    role = cluster.get("rbac.authorization.k8s.io", "v1", "roles", "vision", "mlplatform-project")
+    assert role["rules"] and managed(cluster, "vision") == EXPECTED_VISION
+
+
+async def test_credentials_are_added_validated_and_deleted_through_the_hub(cluster):
+    from hub_ext.credentials import files_from_fields
+    from hub_ext.errors import UserInputError
+
+    sp = await provisioned(cluster, make_user(ALICE, ["vision"]))
+    resources = sp.shared.resources
+    creds = files_from_fields("aws-credential", {"aws_access_key_id": "AKIAABCDEFGHIJKLMNOP",
+                                                 "aws_secret_access_key": "x" * 40, "region": "eu-west-1"})
+    await resources.add_credential("vision", "s3-reader", creds, "read the raw bucket", ALICE)
+    (c,) = (await resources.available("vision")).credentials
+    assert (c.name, c.type, c.path, c.config_path, c.description) == (
+        "s3-reader", "aws-credential", "/etc/mlplatform/credentials/s3-reader/credentials",
+        "/etc/mlplatform/credentials/s3-reader/config", "read the raw bucket")
+    with pytest.raises(UserInputError) as e:
+        await resources.add_credential("vision", "s3-reader", creds, "", ALICE)
+    assert e.value.status == 409 and e.value.field == "name"
+    create(cluster, secret_body("vision", "not-a-credential", "Opaque", {"x": "y"}))
+    with pytest.raises(UserInputError) as e:
+        await resources.delete_credential("vision", "not-a-credential")
+    assert e.value.status == 404
+    assert cluster.get("", "v1", "secrets", "vision", "not-a-credential")
+    await resources.delete_credential("vision", "s3-reader")
+    assert (await resources.available("vision")).credentials == ()
