@@ -54,3 +54,16 @@ class UpstreamError(PlatformError):
     def __init__(self, action: str, reason: str):
         self.action, self.reason = action, reason
         super().__init__(f"could not {action}: {reason}")
+
+
+def http_answer(e: PlatformError) -> tuple[int, str]:
+    """(HTTP status, message) for an error at a web boundary; the message is safe to show and is
+    escaped for tornado's `HTTPError(status, log_message)` formatting."""
+    if isinstance(e, UserInputError):
+        status = e.status
+    elif isinstance(e, UpstreamError):
+        status = e.status
+    else:
+        status = 500
+    text = str(e) if status != 500 else "the platform is misconfigured; an administrator has been told"
+    return status, text.replace("%", "%%")

@@ -37,7 +37,7 @@ from traitlets import Bool, Dict, Enum, Float, Unicode, default
 from .cluster import ClusterView, ProjectResources
 from .credentials import MANAGED_BY
 from .entitlements import Project
-from .errors import ConfigError, UpstreamError, UserInputError
+from .errors import ConfigError, UpstreamError, UserInputError, http_answer
 from .form import options_from_form, render_form
 from .kube import Kube, path_of, reason
 from .kube_mounts import MountSettings, volumes
@@ -169,6 +169,12 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
     async def project_files(self, project: str) -> Available:
         return await self.shared.resources.available(project)
 
+    async def add_credential(self, project: str, name: str, creds, description: str, created_by: str) -> None:
+        await self.shared.resources.add_credential(project, name, creds, description, created_by)
+
+    async def delete_credential(self, project: str, name: str) -> None:
+        await self.shared.resources.delete_credential(project, name)
+
     # ---- projects ---------------------------------------------------------------------------------
     def _members(self) -> list[tuple[str, str]]:
         if not self.member_identity_template:
@@ -195,7 +201,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             projects = await self.provision()
             files = {p.name: await self.project_files(p.name) for p in projects}
         except UpstreamError as e:
-            raise web.HTTPError(502, str(e).replace("%", "%%")) from None
+            raise web.HTTPError(*http_answer(e)) from None
         return render_form(projects, self.runtime.profiles, await self.capacity(), files)
 
     def options_from_form(self, formdata):
@@ -224,13 +230,11 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             self._apply(plan, available, creds, datasets)
             if self.api_token_secret:
                 await self._write_token_secret()
-        except UserInputError as e:
-            raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
-        except UpstreamError as e:
-            raise web.HTTPError(502, str(e).replace("%", "%%")) from None
+        except (UserInputError, UpstreamError) as e:
+            raise web.HTTPError(*http_answer(e)) from None
         except ConfigError as e:
             self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
-            raise web.HTTPError(500, "the platform is misconfigured; an administrator has been told") from None
+            raise web.HTTPError(*http_answer(e)) from None
         if not self._stage.startswith("waiting"):
             self._stage = "creating the notebook pod"
 

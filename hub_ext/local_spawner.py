@@ -31,7 +31,7 @@ from tornado import web
 from traitlets import Any as AnyTrait
 from traitlets import Float, Unicode, default
 
-from .errors import ConfigError, UserInputError
+from .errors import ConfigError, UserInputError, http_answer
 from .form import options_from_form, render_form
 from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
 from .local_files import project_files
@@ -135,10 +135,10 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             self._mount_env = select(available, credentials, datasets, plan.project.name)
             return plan
         except UserInputError as e:
-            raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
+            raise web.HTTPError(*http_answer(e)) from None
         except ConfigError as e:
             self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
-            raise web.HTTPError(500, "the platform is misconfigured; an administrator has been told") from None
+            raise web.HTTPError(*http_answer(e)) from None
 
     async def start(self):
         plan = await self.make_plan()
@@ -154,7 +154,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             try:
                 self.runtime.ledger.reserve(plan.project, self.holder, plan.accelerator.name, plan.count)
             except UserInputError as e:
-                raise web.HTTPError(e.status, str(e).replace("%", "%%")) from None
+                raise web.HTTPError(*http_answer(e)) from None
             try:
                 self.devices = await self._take_devices(plan)
             except BaseException:

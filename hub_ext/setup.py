@@ -8,24 +8,29 @@ At the end of ``jupyterhub_config.py`` (or in z2jh's ``hub.extraConfig``)::
 It parses the platform settings found in `c` right away, so an invalid catalogue, profile list
 or entitlement stops the hub before it starts, with every problem and its field path
 (`ConfigError`); registers the platform API handlers and their custom scope; grants every user
-``custom:mlplatform:read`` for themselves; and makes `platform-local` the spawner unless one
+``custom:mlplatform:read`` and ``custom:mlplatform:credentials`` for themselves; adds the
+credentials page's template; and makes `platform-local` the spawner unless one
 is set.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from traitlets.config import Config
 
 from .api import CUSTOM_SCOPES, SCOPE, handlers
+from .credentials_page import SCOPES as CREDENTIAL_SCOPES
+from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
 from .platform import Runtime, kubespawner_traits
 
+TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 _SECTIONS = ("PlatformConfig", "LocalPlatformSpawner", "PlatformSpawner")
 _KEYS = ("accelerators", "profiles", "profile_list", "everyone", "groups")
 
 
-# spawner_class values that mean the Kubernetes runtime (the PlatformSpawner arrives with issue 4)
+# spawner_class values that mean the Kubernetes runtime
 KUBERNETES_SPAWNERS = ("kubespawner.KubeSpawner", "kubespawner.spawner.KubeSpawner", "kubernetes", "platform",
                        "hub_ext.kube_spawner.PlatformSpawner")
 
@@ -58,13 +63,18 @@ def configure(c: Config) -> Runtime:
         c.JupyterHub.spawner_class = "platform-local"
         spawner = "platform-local"
     runtime = Runtime.parse(settings_from_config(c, spawner_section(spawner)), kubespawner_traits())
-    c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers
-    c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES}
+    c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers + api_handlers + \
+        page_handlers
+    c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES,
+                                  **CREDENTIAL_SCOPES}
+    c.JupyterHub.template_paths = list(c.JupyterHub.get("template_paths", [])) + [TEMPLATES]
     roles = list(c.JupyterHub.get("load_roles", []))
     user_role = next((r for r in roles if r.get("name") == "user"), None)
+    mine = [f"{SCOPE}!user", f"{WRITE_SCOPE}!user"]
     if user_role is None:
-        roles.append({"name": "user", "scopes": ["self", f"{SCOPE}!user"]})
-    elif f"{SCOPE}!user" not in user_role.get("scopes", []):
-        user_role["scopes"] = list(user_role.get("scopes", ["self"])) + [f"{SCOPE}!user"]
+        roles.append({"name": "user", "scopes": ["self", *mine]})
+    else:
+        user_role["scopes"] = list(user_role.get("scopes", ["self"])) + \
+            [s for s in mine if s not in user_role.get("scopes", [])]
     c.JupyterHub.load_roles = roles
     return runtime

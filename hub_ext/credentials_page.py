@@ -1,0 +1,145 @@
+"""Managing credentials through the hub: a page, ``/hub/mlplatform/credentials``, and REST,
+``POST /hub/api/mlplatform/users/{name}/projects/{project}/credentials`` and
+``DELETE …/credentials/{credential}``.
+
+Users never need Kubernetes access to Secrets: the hub validates what they submit
+(`hub_ext.credentials`: the field at fault is named; no part of a value is ever repeated back)
+and writes the Secret in a project the user may use. The page shows names, types and
+descriptions only. REST needs the custom scope ``custom:mlplatform:credentials`` for the user
+(every user holds it for themselves); the page uses the hub login and its XSRF check. Faces
+only: the spawner's `add_credential` / `delete_credential` do the work (runtimes that manage
+credentials otherwise, such as the local one's files, answer 501 with where they live).
+"""
+
+from __future__ import annotations
+
+import json
+
+from jupyterhub.apihandlers.base import APIHandler
+from jupyterhub.handlers.base import BaseHandler
+from jupyterhub.scopes import has_scope
+from tornado import web
+
+from .credentials import KINDS, check_description, check_kind, check_name, files_from_fields
+from .errors import PlatformError, UserInputError, http_answer
+from .mounts import metadata
+
+WRITE_SCOPE = "custom:mlplatform:credentials"
+SCOPES = {WRITE_SCOPE: {"description": "Add and delete your ML platform cloud credentials (never read them)."}}
+FIELDS = ("key_json", "aws_access_key_id", "aws_secret_access_key", "aws_session_token", "region")
+
+
+async def add(spawner, user, project: str, body: dict) -> dict:
+    """Validate and store one credential; returns its metadata."""
+    if not isinstance(body, dict):
+        raise UserInputError("body", "must be a JSON object")
+    _project_of(spawner, user, project)
+    name = check_name(body.get("name"))
+    kind = check_kind(body.get("type"))
+    description = check_description(body.get("description"))
+    creds = files_from_fields(kind, {k: body.get(k) for k in FIELDS})
+    await spawner.add_credential(project, name, creds, description, user.name)
+    spawner.log.info("%s added the %s %r to the project %s", user.name, kind, name, project)
+    return {"project": project, "name": name, "type": kind, "description": description}
+
+
+async def delete(spawner, user, project: str, name: str) -> None:
+    _project_of(spawner, user, project)
+    await spawner.delete_credential(project, check_name(name))
+    spawner.log.info("%s deleted the credential %r of the project %s", user.name, name, project)
+
+
+def _project_of(spawner, user, project: str):
+    for p in spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin):
+        if p.name == project:
+            return p
+    raise UserInputError("project", f"you may not use the project {project!r}", 403)
+
+
+def _supports(spawner) -> None:
+    if not hasattr(spawner, "add_credential"):
+        where = getattr(spawner, "projects_dir", "the projects directory")
+        raise web.HTTPError(501, f"this runtime keeps credentials as files under {where}/<project>/credentials")
+
+
+class CredentialsAPIHandler(APIHandler):
+    def _user_spawner(self, user_name: str):
+        if not self.current_user:
+            raise web.HTTPError(403, "Missing or invalid credentials.")
+        if not has_scope(f"{WRITE_SCOPE}!user={user_name}", self.parsed_scopes, db=self.db):
+            if WRITE_SCOPE in self.parsed_scopes:
+                raise web.HTTPError(404, "No access to resources or resources not found")
+            raise web.HTTPError(403, f"Action is not authorized with current scopes; requires [{WRITE_SCOPE}]")
+        user = self.find_user(user_name)
+        if user is None:
+            raise web.HTTPError(404, "No access to resources or resources not found")
+        _supports(user.spawner)
+        return user, user.spawner
+
+    async def post(self, user_name, project):
+        user, spawner = self._user_spawner(user_name)
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise web.HTTPError(400, "body: is not valid JSON") from None
+        try:
+            out = await add(spawner, user, project, body)
+        except PlatformError as e:
+            raise web.HTTPError(*http_answer(e)) from None
+        self.set_status(201)
+        self.write(out)
+
+    async def delete(self, user_name, project, name):
+        user, spawner = self._user_spawner(user_name)
+        try:
+            await delete(spawner, user, project, name)
+        except PlatformError as e:
+            raise web.HTTPError(*http_answer(e)) from None
+        self.set_status(204)
+
+
+class CredentialsPage(BaseHandler):
+    async def _render(self, error: str = "", kept: dict | None = None, status: int = 200):
+        user = self.current_user
+        spawner = user.spawner
+        projects = spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin)
+        listed = []
+        for p in projects:
+            listed.append((p, metadata((await spawner.project_files(p.name)).credentials, p.name)))
+        self.set_status(status)
+        html = await self.render_template("mlplatform-credentials.html", user=user, projects=listed, kinds=KINDS,
+                                          error=error, kept=kept or {}, managed=hasattr(spawner, "add_credential"),
+                                          where=getattr(spawner, "projects_dir", ""))
+        self.finish(html)
+
+    @web.authenticated
+    async def get(self):
+        try:
+            await self._render()
+        except PlatformError as e:
+            raise web.HTTPError(*http_answer(e)) from None
+
+    @web.authenticated
+    async def post(self):
+        user = self.current_user
+        _supports(user.spawner)
+        form = {k: self.get_body_argument(k, "") for k in ("action", "project", "name", "type", "description",
+                                                           *FIELDS)}
+        try:
+            if form["action"] == "delete":
+                await delete(user.spawner, user, form["project"], form["name"])
+            else:
+                await add(user.spawner, user, form["project"], form)
+        except PlatformError as e:
+            status, text = http_answer(e)
+            kept = {k: form[k] for k in ("project", "name", "type", "description", "region")}  # never secrets
+            await self._render(error=text.replace("%%", "%"), kept=kept, status=status)
+            return
+        self.redirect(self.request.path)
+
+
+page_handlers = [(r"/mlplatform/credentials", CredentialsPage)]
+api_handlers = [
+    (r"/api/mlplatform/users/([^/]+)/projects/([^/]+)/credentials", CredentialsAPIHandler),
+    (r"/api/mlplatform/users/([^/]+)/projects/([^/]+)/credentials/([^/]+)", CredentialsAPIHandler),
+]

@@ -1,0 +1,148 @@
+"""Project objects, capacity arithmetic, pod volumes and progress sentences (all pure)."""
+
+import json
+
+import pytest
+
+from hub_ext.capacity import free_capacity, usage
+from hub_ext.catalog import parse_accelerators
+from hub_ext.entitlements import Project
+from hub_ext.errors import UpstreamError, UserInputError, http_answer
+from hub_ext.kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc, volumes
+from hub_ext.progress_text import describe
+from hub_ext.tenancy import project_objects, quota_hard
+
+pytestmark = pytest.mark.unit
+
+ACCS = parse_accelerators({
+    "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
+    "1g.5gb": {"type": "mig", "profile": "1g.5gb"},
+    "3g.20gb-single": {"type": "mig", "profile": "3g.20gb", "strategy": "single", "product": "NVIDIA-A100-SXM4-40GB"},
+})
+TEAM = Project("vision", "Vision", False, frozenset({"cpu"}), {"1g.5gb": 2, "a100": 1})
+ADMIN = Project("user-root", "Personal", True, frozenset({"cpu"}), None)
+
+
+def test_quota_per_resource_adds_up_shared_resources_and_zeroes_the_rest():
+    assert quota_hard(TEAM, ACCS) == {"requests.nvidia.com/gpu": "1", "requests.nvidia.com/mig-1g.5gb": "2"}
+    assert quota_hard(ADMIN, ACCS) == {}
+    both = Project("p", "p", False, frozenset(), {"a100": 1, "3g.20gb-single": 2})
+    assert quota_hard(both, ACCS)["requests.nvidia.com/gpu"] == "3"
+
+
+def test_project_objects_in_order_with_member_bindings():
+    objs = project_objects(TEAM, ACCS, (), [("alice@example.com", "oidc:alice@example.com")])
+    assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
+        ("Namespace", "vision"), ("ServiceAccount", "mlplatform-runner"), ("Role", "mlplatform-project"),
+        ("RoleBinding", "mlplatform-project"), ("RoleBinding", "mlplatform-member-alice-example-com---ff8d9819"),
+        ("ResourceQuota", "mlplatform-accelerators"), ("ConfigMap", "mlplatform-catalog")]
+    assert all(o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "jupyterhub-mlplatform" for o in objs)
+    assert objs[4]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                                    "name": "oidc:alice@example.com"}]
+    verbs = {(g, r): set(rule["verbs"]) for rule in objs[2]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert ("", "secrets") not in verbs and "create" not in verbs[("", "pods")]
+    assert {"create", "delete"} <= verbs[("kubeflow.org", "pytorchjobs")] and verbs[("", "pods/log")] == {"get", "list", "watch"}
+    catalog = json.loads(objs[-1]["data"]["catalog.json"])
+    assert catalog["project"] == {"name": "vision", "display_name": "Vision", "personal": False,
+                                  "limits": {"1g.5gb": 2, "a100": 1}}
+
+
+def node(name, labels, allocatable, ready=True, unschedulable=False):
+    return {"metadata": {"name": name, "labels": labels}, "spec": {"unschedulable": unschedulable},
+            "status": {"allocatable": allocatable, "conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def pod(ns, node_name, resources, phase="Running", selector=None, init=None):
+    spec = {"nodeName": node_name, "containers": [{"resources": r} for r in resources]}
+    if selector:
+        spec["nodeSelector"] = selector
+    if init:
+        spec["initContainers"] = [{"resources": init}]
+    return {"metadata": {"namespace": ns, "name": "p"}, "spec": spec, "status": {"phase": phase}}
+
+
+GPU_LABELS = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+NODES = [
+    node("full-1", GPU_LABELS, {"nvidia.com/gpu": "2"}),
+    node("full-2", GPU_LABELS, {"nvidia.com/gpu": "2"}, ready=False),
+    node("full-3", GPU_LABELS, {"nvidia.com/gpu": "2"}, unschedulable=True),
+    node("mig-1", {}, {"nvidia.com/mig-1g.5gb": "7"}),
+    node("single-1", {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"}, {"nvidia.com/gpu": "2"}),
+]
+
+
+def test_free_capacity_counts_ready_matching_nodes_and_active_bound_pods():
+    pods = [
+        pod("a", "full-1", [{"limits": {"nvidia.com/gpu": "1"}}]),
+        pod("a", "full-1", [{"limits": {"nvidia.com/gpu": "1"}}], phase="Succeeded"),
+        pod("b", "mig-1", [{"requests": {"nvidia.com/mig-1g.5gb": "2"}}, {"limits": {"nvidia.com/mig-1g.5gb": "1"}}]),
+        pod("b", "mig-1", [{}], init={"limits": {"nvidia.com/mig-1g.5gb": "4"}}),
+        pod("c", None, [{"limits": {"nvidia.com/mig-1g.5gb": "1"}}], phase="Pending"),
+        pod("d", "single-1", [{"limits": {"nvidia.com/gpu": "1"}}]),
+    ]
+    assert free_capacity(ACCS, NODES, pods) == {"a100": (1, 2), "1g.5gb": (0, 7), "3g.20gb-single": (1, 2)}
+    assert free_capacity(ACCS, [], []) == {"a100": (0, 0), "1g.5gb": (0, 0), "3g.20gb-single": (0, 0)}
+
+
+def test_usage_attributes_pods_to_the_most_specific_accelerator():
+    pods = [pod("vision", "single-1", [{"limits": {"nvidia.com/gpu": "1"}}],
+                selector={"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"}),
+            pod("vision", "full-1", [{"limits": {"nvidia.com/gpu": "1"}}], selector=GPU_LABELS),
+            pod("vision", "mig-1", [{"limits": {"nvidia.com/mig-1g.5gb": "2"}}]),
+            pod("vision", "mig-1", [{"limits": {"nvidia.com/mig-1g.5gb": "2"}}], phase="Failed"),
+            pod("other", "mig-1", [{"limits": {"nvidia.com/mig-1g.5gb": "1"}}])]
+    assert usage(ACCS, pods, "vision") == {"3g.20gb-single": 1, "a100": 1, "1g.5gb": 2}
+
+
+SETTINGS = MountSettings({"gcp-credential": "gcp-credential", "aws-credential": "example.com/aws"})
+
+
+def test_secrets_pvcs_and_their_volumes():
+    gcp = {"type": "gcp-credential", "metadata": {"name": "sa"}, "data": {"key.json": "e30="}}
+    aws = {"type": "example.com/aws", "metadata": {"name": "s3", "annotations": {"mlplatform.io/description": "raw"}},
+           "data": {"credentials": "x", "config": "y"}}
+    assert credential_from_secret({"type": "Opaque", "metadata": {"name": "x"}}, SETTINGS) is None
+    c1, c2 = credential_from_secret(gcp, SETTINGS), credential_from_secret(aws, SETTINGS)
+    assert (c1.path, c1.config_path) == ("/etc/mlplatform/credentials/sa/key.json", None)
+    assert (c2.type, c2.path, c2.config_path, c2.description) == (
+        "aws-credential", "/etc/mlplatform/credentials/s3/credentials", "/etc/mlplatform/credentials/s3/config", "raw")
+    pvc = {"metadata": {"name": "coco", "annotations": {"mlplatform.io/source": "s3://b/coco"}},
+           "spec": {"resources": {"requests": {"storage": "5Gi"}}},
+           "status": {"capacity": {"storage": "8Gi"},
+                      "conditions": [{"type": "Loaded", "status": "False", "reason": "Loading", "message": "40%"}]}}
+    d = dataset_from_pvc(pvc, SETTINGS)
+    assert (d.path, d.state, d.message, d.source, d.size) == ("/datasets/coco", "loading", "40%", "s3://b/coco", "8Gi")
+    failed = {**pvc, "status": {"conditions": [{"type": "Loaded", "status": "False", "reason": "Failed"}]}}
+    assert dataset_from_pvc(failed, SETTINGS).state == "failed"
+    assert dataset_from_pvc({"metadata": {"name": "plain"}}, SETTINGS).state == "ready"
+    vols, mounts = volumes([c1], [d], SETTINGS)
+    assert vols == [{"name": "credential-sa", "secret": {"secretName": "sa", "defaultMode": 0o440}},
+                    {"name": "dataset-coco", "persistentVolumeClaim": {"claimName": "coco", "readOnly": True}}]
+    assert mounts == [{"name": "credential-sa", "mountPath": "/etc/mlplatform/credentials/sa", "readOnly": True},
+                      {"name": "dataset-coco", "mountPath": "/datasets/coco", "readOnly": True}]
+    assert volumes([c1], [], SETTINGS, run_as_root=True)[0][0]["secret"]["defaultMode"] == 0o400
+
+
+@pytest.mark.parametrize("event, text", [
+    ({"reason": "FailedScheduling", "message": "0/3 nodes are available: 3 Insufficient nvidia.com/mig-1g.5gb."},
+     "waiting for a free 1g.5gb MIG slice (0 of 2 free)"),
+    ({"reason": "FailedScheduling", "message": "0/3 nodes are available: 2 Insufficient cpu, 1 Insufficient memory."},
+     "waiting for a node with enough CPU and memory"),
+    ({"reason": "FailedScheduling", "message": "0/3 nodes are available: 3 node(s) didn't match Pod's node "
+                                               "affinity/selector."}, "no node offers MIG 1g.5gb slice now; waiting"),
+    ({"reason": "Scheduled", "message": "Successfully assigned vision/jupyter-alice to dgx-03"},
+     "assigned to node dgx-03"),
+    ({"reason": "Pulling", "message": 'Pulling image "quay.io/jupyter/pytorch-notebook:cuda12"'},
+     "pulling the image quay.io/jupyter/pytorch-notebook:cuda12 (the first start on a node can take minutes)"),
+    ({"reason": "Started", "message": "Started container notebook"}, "starting the notebook server"),
+    ({"reason": "Created", "message": "Created container notebook"}, None),
+    ({"reason": "FailedMount", "message": "MountVolume.SetUp failed"}, "waiting for a volume to be attached"),
+])
+def test_progress_in_plain_words(event, text):
+    assert describe(event, ACCS["1g.5gb"], 1, {"1g.5gb": (0, 2)}) == text
+
+
+def test_http_answers():
+    assert http_answer(UserInputError("profile", "no 100% slices", 403)) == (403, "profile: no 100%% slices")
+    assert http_answer(UpstreamError("prepare the project 'x'", "Kubernetes answered 500")) == (
+        502, "could not prepare the project 'x': Kubernetes answered 500")
