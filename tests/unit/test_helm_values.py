@@ -1,0 +1,89 @@
+"""helm-values/: valid for the z2jh chart (4.4.0) schema, accepted by `mlplatform check-config`, and
+the hub's ClusterRole covers the project Role it grants and the calls the hub makes."""
+
+import copy
+import io
+import pathlib
+
+import jsonschema
+import pytest
+import yaml
+
+from hub_ext.cli import check_config
+from hub_ext.tenancy import ROLE_RULES
+
+pytestmark = pytest.mark.unit
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+REF = ROOT / "tests" / "reference" / "z2jh"
+VALUES = ROOT / "helm-values" / "values.yaml"
+
+
+def merged(defaults, override):
+    out = copy.deepcopy(defaults)
+    for key, value in (override or {}).items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def chart_values(values):
+    return merged(yaml.safe_load((REF / "values.yaml").read_text()), values)
+
+
+def validator():
+    schema = yaml.safe_load((REF / "values.schema.yaml").read_text())
+    return jsonschema.Draft7Validator(schema)
+
+
+def test_values_validate_against_the_charts_schema():
+    errors = sorted(validator().iter_errors(chart_values(yaml.safe_load(VALUES.read_text()))), key=str)
+    assert errors == []
+
+
+def test_the_schema_check_can_fail():
+    values = yaml.safe_load(VALUES.read_text())
+    values["singleuser"]["fsGid"] = "one hundred"
+    values["hub"]["extraConfgi"] = {}
+    assert len(list(validator().iter_errors(chart_values(values)))) == 2
+
+
+def test_check_config_accepts_the_values():
+    out, err = io.StringIO(), io.StringIO()
+    assert check_config(VALUES, out, err) == 0, err.getvalue()
+    assert "3 accelerator(s), 4 profile(s)" in out.getvalue()
+    assert "nvidia.com/mig-1g.5gb=1" in out.getvalue()
+
+
+def test_values_choose_the_platform_spawner_and_call_configure():
+    hub = yaml.safe_load(VALUES.read_text())["hub"]
+    assert hub["config"]["JupyterHub"]["spawner_class"] == "platform"
+    assert "configure(c)" in hub["extraConfig"]["mlplatform"]
+
+
+def _granted(rules):
+    out = set()
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    out.add((group, resource, verb))
+    return out
+
+
+def test_the_hub_holds_every_permission_it_grants_and_uses():
+    docs = list(yaml.safe_load_all((ROOT / "helm-values" / "hub-rbac.yaml").read_text()))
+    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
+    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    held = _granted(role["rules"])
+    assert _granted(ROLE_RULES) <= held
+    uses = {("", "nodes", "watch"), ("", "pods", "watch"), ("", "pods", "create"), ("", "namespaces", "create"),
+            ("", "namespaces", "delete"), ("", "secrets", "create"), ("", "secrets", "delete"),
+            ("", "serviceaccounts", "create"), ("", "resourcequotas", "update"), ("", "configmaps", "update"),
+            ("", "persistentvolumeclaims", "list"), ("rbac.authorization.k8s.io", "roles", "create"),
+            ("rbac.authorization.k8s.io", "rolebindings", "delete"), ("", "events", "watch")}
+    assert uses <= held
+    assert ("", "secrets", "watch") not in held  # the hub lists credentials per project; it never watches them
