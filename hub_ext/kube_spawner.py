@@ -170,6 +170,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         return await self.shared.resources.available(project)
 
     async def add_credential(self, project: str, name: str, creds, description: str, created_by: str) -> None:
+        await self.provision()  # the project may not exist yet (cached: no request when it does)
         await self.shared.resources.add_credential(project, name, creds, description, created_by)
 
     async def delete_credential(self, project: str, name: str) -> None:

@@ -55,3 +55,34 @@ def dataset_pvc(ns: str, name: str, source: str, size: str = "10Gi") -> dict:
             "metadata": {"name": name, "namespace": ns, "labels": {"mlplatform.io/dataset": "true"},
                          "annotations": {"mlplatform.io/source": source, "mlplatform.io/description": "train split"}},
             "spec": {"accessModes": ["ReadOnlyMany"], "resources": {"requests": {"storage": size}}}}
+
+
+def kube_hub_config(standin, state_dir, demo_secrets, **platform):
+    """The demo hub's ``jupyterhub_config.py`` with PlatformSpawner against `standin` instead of the
+    local runtime (and the platform's `configure(c)` at the end)."""
+    import os
+    import sys
+
+    from hub_ext.demo import demo_config, demo_source
+
+    config = demo_config(demo_secrets, state_dir=state_dir, python=sys.executable, allow_root=os.geteuid() == 0)
+    config.pop("LocalPlatformSpawner")
+    config.pop("SimpleLocalProcessSpawner")
+    config["JupyterHub"]["spawner_class"] = "platform"
+    config["PlatformSpawner"] = {**PLATFORM, "k8s_api_host": standin.url, "image": IMAGE, "ip": "0.0.0.0",
+                                 "start_timeout": 120, "http_timeout": 90, **platform}
+    return demo_source(config)
+
+
+def pod_home(kubelet_workdir, namespace: str, pod: str):
+    """Where the process-mode kubelet puts a pod's home directory (the notebook server's cwd)."""
+    import pathlib
+
+    return pathlib.Path(kubelet_workdir) / "pods" / namespace / pod / "home"
+
+
+def pvc_dir(kubelet_workdir, namespace: str, claim: str):
+    """Where the process-mode kubelet keeps a PVC's files (shared by every pod that mounts it)."""
+    import pathlib
+
+    return pathlib.Path(kubelet_workdir) / "pvcs" / namespace / claim

@@ -11,7 +11,7 @@ one of two modes:
   127.0.0.0/8, with the pod's env. `0.0.0.0` in args and env becomes the pod IP (in a pod it
   means the pod's own interfaces). Secret, ConfigMap, emptyDir, PVC and projected volumes are
   files under a per-pod directory that is substituted for each mount path in args, env and
-  workingDir. stdout/stderr become the pod log; the exit code decides the phase; deleting the pod
+  workingDir (where a value starts with it, or has it after `=`, `:` or a JSON quote). stdout/stderr become the pod log; the exit code decides the phase; deleting the pod
   sends SIGTERM, then SIGKILL after the grace period (capped), then removes it. With no
   `command`, the image's ENTRYPOINT/CMD come from an image table (`images=`; JupyterHub
   single-user images run `jupyterhub-singleuser`), as a container runtime reads them.
@@ -343,7 +343,7 @@ class Kubelet:
             text = _VAR.sub(lambda m: full_env.get(m.group(1), m.group(0)), text)
             text = text.replace("0.0.0.0", ip)
             for mount_path in sorted(mounts, key=len, reverse=True):
-                if text.startswith(mount_path) or f"={mount_path}" in text or f":{mount_path}" in text:
+                if text.startswith(mount_path) or any(f"{sep}{mount_path}" in text for sep in "=:\""):
                     text = text.replace(mount_path, mounts[mount_path])
             return text
 

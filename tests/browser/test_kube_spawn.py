@@ -1,0 +1,105 @@
+"""Chromium through a real JupyterHub running PlatformSpawner against the stand-in (process-mode
+kubelet): alice adds a GCP credential on the hub's page, picks a MIG profile in her team project
+with that credential and a dataset, lands in JupyterLab, and a notebook finds the key file at its
+path, the dataset's files, and no key material in os.environ."""
+
+import json
+import re
+
+import pytest
+
+from hub_ext.demo import DemoSecrets
+from tests.harness.browser import screenshot
+from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, kube_hub_config, pod_home, pvc_dir
+
+pytestmark = [pytest.mark.browser, pytest.mark.standin_only]
+
+CHECK = [
+    "import json, os\n",
+    "path = os.environ['GOOGLE_APPLICATION_CREDENTIALS']\n",
+    "key = json.load(open(path))\n",
+    "datasets = json.loads(os.environ['MLPLATFORM_DATASETS'])\n",
+    f"leaked = any('{CANARY.replace('-', '')}' in v for v in os.environ.values())\n",
+    "print('key:', key['client_email'], path.endswith('/key.json'), oct(os.stat(path).st_mode & 0o777))\n",
+    "print('dataset:', open(os.path.join(datasets['imagenet'], 'README.txt')).read().strip())\n",
+    "print('in environ:', leaked)",
+]
+NOTEBOOK = {"cells": [{"cell_type": "code", "execution_count": None, "id": "check", "metadata": {}, "outputs": [],
+                       "source": CHECK}],
+            "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+            "nbformat": 4, "nbformat_minor": 5}
+
+
+def test_credential_page_then_mig_spawn_with_credential_and_dataset(standin, hub_factory, browser_page, tmp_path):
+    workdir = tmp_path / "kubelet"
+    standin.kubelet("process", nodes=NODES, workdir=workdir)
+    kubeconfig = standin.write_kubeconfig(tmp_path / "kubeconfig")
+    secrets = DemoSecrets.generate()
+    hub = hub_factory(kube_hub_config(standin, tmp_path / "state", secrets), env={"KUBECONFIG": str(kubeconfig)})
+    # a dataset the (future) loader has filled, in the team project
+    standin.call(lambda: standin.store.create(standin.store.rt("", "v1", "namespaces"), None,
+                                              {"metadata": {"name": "vision"}}))
+    standin.call(lambda: standin.store.create(standin.store.rt("", "v1", "persistentvolumeclaims"), "vision",
+                                              dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet")))
+    data = pvc_dir(workdir, "vision", "imagenet")
+    data.mkdir(parents=True)
+    (data / "README.txt").write_text("imagenet train split\n")
+    page = browser_page
+
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", "alice")
+    page.fill("#password_input", secrets.user_password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r"/hub/spawn"), timeout=60_000)
+    page.wait_for_selector("text=Small GPU slice")
+
+    page.goto(f"{hub.url}/hub/mlplatform/credentials")
+    page.select_option("#credential-project", "vision")
+    page.fill("#credential-name", "training-sa")
+    page.fill("#credential-description", "trainer service account")
+    page.fill("#credential-key-json", GCP_KEY.replace("service_account", "authorized_user"))
+    page.click("#add-credential button[type=submit]")
+    page.wait_for_selector("#credential-error")
+    assert "key_json.type" in page.inner_text("#credential-error")
+    assert page.input_value("#credential-key-json") == ""  # never echoed back
+    screenshot(page, "kube-credential-refused")
+    page.fill("#credential-key-json", GCP_KEY)
+    page.click("#add-credential button[type=submit]")
+    page.wait_for_selector("tr[data-credential=training-sa]")
+    assert CANARY.replace("-", "") not in page.content()
+    screenshot(page, "kube-credentials-page")
+
+    page.goto(f"{hub.url}/hub/spawn")
+    page.wait_for_selector("text=Small GPU slice")
+    assert page.locator("#profile-mig-1g-details .mlplatform-capacity").inner_text() == "2 of 2 free"
+    page.get_by_label("Small GPU slice").check()
+    page.get_by_label("Vision team").check()
+    page.check("#credential--vision--training-sa")
+    page.check("#dataset--vision--imagenet")
+    screenshot(page, "kube-spawn-form")
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_url(re.compile(r"/user/alice/"), timeout=120_000)
+    page.wait_for_selector("#jp-main-dock-panel", timeout=120_000)
+
+    pod_name = next(p["metadata"]["name"] for p in standin.call(
+        lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "vision")))
+    (pod_home(workdir, "vision", pod_name) / "check.ipynb").write_text(json.dumps(NOTEBOOK))
+    page.goto(f"{hub.url}/user/alice/lab/tree/check.ipynb")
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
+    output = page.locator(".jp-OutputArea-output").first
+    for _ in range(5):  # Run → Run All Cells, until the output shows (a first run may race kernel start)
+        page.get_by_role("menuitem", name="Run").click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        try:
+            output.wait_for(timeout=20_000)
+            break
+        except Exception:
+            continue
+    text = output.inner_text().strip()
+    assert text.splitlines() == ["key: trainer@vision-training.iam.gserviceaccount.com True 0o440",
+                                 "dataset: imagenet train split", "in environ: False"], text
+    screenshot(page, "kube-notebook-credential-and-dataset")
+    server = hub.api("GET", "/users/alice").json()["servers"][""]
+    assert server["user_options"] == {"project": "vision", "profile": "mig-1g", "credentials": ["training-sa"],
+                                      "datasets": ["imagenet"]}

@@ -1,0 +1,130 @@
+"""A real JupyterHub with PlatformSpawner against the stand-in (process-mode kubelet): credentials
+through the hub's REST API and page, a spawn into the team project with a MIG slice, a credential
+and a dataset, and a canary credential value that never shows up anywhere it should not."""
+
+import json
+import re
+import time
+
+import pytest
+import requests
+
+from hub_ext.demo import DemoSecrets
+from tests.hub.test_hub_harness import form_login
+from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, kube_hub_config
+
+pytestmark = [pytest.mark.hub, pytest.mark.standin_only]
+
+
+@pytest.fixture
+def kube_hub(standin, hub_factory, tmp_path):
+    kubelet = standin.kubelet("process", nodes=NODES, workdir=tmp_path / "kubelet")
+    kubeconfig = standin.write_kubeconfig(tmp_path / "kubeconfig")
+    secrets = DemoSecrets.generate()
+    hub = hub_factory(kube_hub_config(standin, tmp_path / "state", secrets),
+                      env={"KUBECONFIG": str(kubeconfig)})
+    return hub, secrets, kubelet
+
+
+def token_for(hub, user):
+    hub.api("POST", f"/users/{user}")
+    r = hub.api("POST", f"/users/{user}/tokens", json={"note": "kube platform test"})
+    assert r.status_code == 201, r.text
+    return r.json()["token"]
+
+
+def call(hub, method, path, token, **kwargs):
+    return requests.request(method, f"{hub.api_url}{path}", headers={"Authorization": f"token {token}"},
+                            timeout=60, **kwargs)
+
+
+def wait_ready(hub, user, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        server = hub.api("GET", f"/users/{user}").json()["servers"].get("")
+        if server and server["ready"]:
+            return server
+        if server is None:
+            raise AssertionError("the server went away:\n" + hub.log_tail(80))
+        time.sleep(0.5)
+    raise AssertionError("the server did not become ready:\n" + hub.log_tail(80))
+
+
+def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, standin):
+    hub, _, _ = kube_hub
+    alice = token_for(hub, "alice")
+    # a credential goes in through REST (the hub creates the project first if it must)
+    r = call(hub, "GET", "/mlplatform/users/alice/projects", alice)
+    assert r.status_code == 200, r.text
+    assert [p["name"] for p in r.json()["projects"]] == ["user-alice", "vision"], r.text
+    bad = call(hub, "POST", "/mlplatform/users/alice/projects/vision/credentials", alice,
+               json={"name": "training-sa", "type": "gcp-credential", "key_json": GCP_KEY.replace("service_account", "x")})
+    assert bad.status_code == 400 and bad.json()["message"].startswith("key_json.type:"), bad.text
+    other = call(hub, "POST", "/mlplatform/users/alice/projects/research/credentials", alice,
+                 json={"name": "x", "type": "gcp-credential", "key_json": GCP_KEY})
+    assert other.status_code == 403 and other.json()["message"].startswith("project:")
+    ok = call(hub, "POST", "/mlplatform/users/alice/projects/vision/credentials", alice,
+              json={"name": "training-sa", "type": "gcp-credential", "key_json": GCP_KEY,
+                    "description": "trainer service account"})
+    assert ok.status_code == 201, ok.text
+    assert ok.json() == {"project": "vision", "name": "training-sa", "type": "gcp-credential",
+                         "description": "trainer service account"}
+    assert standin.get("", "v1", "secrets", "vision", "training-sa")["type"] == "gcp-credential"
+    standin.call(lambda: standin.store.create(standin.store.rt("", "v1", "persistentvolumeclaims"), "vision",
+                                              dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet")))
+
+    r = call(hub, "POST", "/users/alice/server", alice,
+             json={"project": "vision", "profile": "mig-1g", "credentials": ["training-sa"], "datasets": ["imagenet"]})
+    assert r.status_code in (201, 202), r.text
+    wait_ready(hub, "alice")
+    (pod,) = [p for p in standin.call(lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "vision"))
+              if p["metadata"]["labels"].get("component") == "singleuser-server"]
+    limits = pod["spec"]["containers"][0]["resources"]["limits"]
+    assert limits["nvidia.com/mig-1g.5gb"] == "1" and pod["spec"]["nodeName"] == "dgx-mig"
+
+    answers = [call(hub, "GET", f"/mlplatform/users/alice/{what}", alice)
+               for what in ("credentials", "datasets", "capacity", "projects", "catalog")]
+    assert answers[0].json() == {"credentials": [{"project": "vision", "name": "training-sa", "type": "gcp-credential",
+                                                  "description": "trainer service account"}]}
+    assert answers[1].json()["datasets"][0]["source"] == "gs://vision-data/imagenet"
+    assert answers[2].json()["accelerators"]["1g.5gb"] == {"free": 1, "total": 2}
+    assert {p["name"]: p["in_use"] for p in answers[3].json()["projects"]}["vision"] == {"1g.5gb": 1}
+    events = standin.call(lambda: standin.store.items(standin.store.rt("", "v1", "events"), "vision"))
+    seen = json.dumps([pod, events]) + "".join(a.text for a in answers) + hub.log_text()
+    canary = CANARY.replace("-", "")
+    assert canary not in seen
+    token_env = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "JUPYTERHUB_API_TOKEN"]
+    assert "value" not in token_env[0] and token_env[0]["valueFrom"]["secretKeyRef"]["key"] == "token"
+
+    assert call(hub, "DELETE", "/users/alice/server", alice).status_code in (202, 204)
+    deadline = time.monotonic() + 60
+    while hub.api("GET", "/users/alice").json()["servers"] and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert call(hub, "DELETE", "/mlplatform/users/alice/projects/vision/credentials/training-sa",
+                alice).status_code == 204
+    assert standin.get("", "v1", "secrets", "vision", "training-sa") is None
+
+
+def test_the_credentials_page_adds_and_deletes_without_echoing(kube_hub, standin):
+    hub, secrets, _ = kube_hub
+    session, r = form_login(hub.url, "alice", secrets.user_password)
+    assert r.status_code == 302
+    page = session.get(f"{hub.url}/hub/mlplatform/credentials", timeout=60)
+    assert page.status_code == 200 and "No credentials yet." in page.text
+    xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page.text).group(1)
+    bad_key = json.loads(GCP_KEY)
+    bad_key["client_email"] = "not-an-email"
+    r = session.post(f"{hub.url}/hub/mlplatform/credentials", timeout=60, data={
+        "_xsrf": xsrf, "action": "add", "project": "vision", "name": "sa", "type": "gcp-credential",
+        "key_json": json.dumps(bad_key)})
+    assert r.status_code == 400 and "key_json.client_email" in r.text
+    assert CANARY.replace("-", "") not in r.text and 'value="sa"' in r.text  # the name is kept, the key is not
+    r = session.post(f"{hub.url}/hub/mlplatform/credentials", timeout=60, data={
+        "_xsrf": xsrf, "action": "add", "project": "vision", "name": "sa", "type": "gcp-credential",
+        "key_json": GCP_KEY, "description": "for training"})
+    assert r.status_code == 200 and 'data-credential="sa"' in r.text and "for training" in r.text
+    assert CANARY.replace("-", "") not in r.text
+    r = session.post(f"{hub.url}/hub/mlplatform/credentials", timeout=60, data={
+        "_xsrf": xsrf, "action": "delete", "project": "vision", "name": "sa"})
+    assert r.status_code == 200 and 'data-credential="sa"' not in r.text
+    assert standin.get("", "v1", "secrets", "vision", "sa") is None
