@@ -4,7 +4,7 @@
 #   make test          all tiers (unit, kube, hub, browser), one after another, timed;
 #                      fails if any tier fails or collects no tests
 #   make test-<tier>   one tier: test-unit, test-kube, test-hub, test-browser
-#   make bench         the Kubernetes API stand-in benchmark
+#   make bench         benchmarks: the Kubernetes API stand-in; spawn cost, PlatformSpawner vs KubeSpawner
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
 
@@ -68,3 +68,4 @@ test-browser: $(VENV)/.stamp node_modules/.stamp chromium
 
 bench: $(VENV)/.stamp
 	$(PY) -m tests.kubeapi.bench
+	$(PY) -m tests.bench.spawn --spawns 64

@@ -3,10 +3,12 @@
 - Capacity and usage come from two watch caches, nodes and the non-terminated pods of every
   namespace, started once; page views, API calls and spawns read them and make no API request.
   If the hub may not list nodes (or pods), capacity is unknown (an empty answer), never a guess.
-- `ProjectResources` reads a project's credentials (Secrets of the credential types; their data is
-  dropped as soon as it arrives) and datasets (labelled PVCs), and adds and deletes credentials
-  (validated with `hub_ext.credentials`; a Secret that is not a credential cannot be deleted
-  through it).
+- `ProjectResources` knows every project's credentials (Secrets of the credential types, watched
+  with a ``type=`` field selector each; a Secret's data is dropped as it arrives, only its keys
+  are kept) and datasets (PVCs with the dataset label), also from watch caches, so the form and a
+  spawn read them without a request; where the hub may not watch them cluster-wide it lists
+  the project's instead. It adds and deletes credentials (validated with `hub_ext.credentials`;
+  a Secret that is not a credential cannot be deleted through it).
 """
 
 from __future__ import annotations
@@ -57,9 +59,23 @@ class ClusterView:
         return cap.usage(accelerators, self.pods.items(), namespace)
 
 
+def _without_data(secret: dict) -> dict:
+    keys = sorted((secret.get("data") or {}).keys() | (secret.get("stringData") or {}).keys())
+    return {"type": secret.get("type", ""), "metadata": secret.get("metadata") or {}, "data": dict.fromkeys(keys, "")}
+
+
 class ProjectResources:
     def __init__(self, kube: Kube, settings: MountSettings):
         self.kube, self.settings = kube, settings
+        self.secrets = {t: WatchCache(kube, "/api/v1/secrets", field_selector=f"type={t}", transform=_without_data)
+                        for t in settings.credential_types.values()}
+        self.pvcs = WatchCache(kube, "/api/v1/persistentvolumeclaims", label_selector=settings.dataset_label)
+
+    async def start(self, timeout: float = 10) -> None:
+        await asyncio.gather(self.pvcs.wait_loaded(timeout), *(c.wait_loaded(timeout) for c in self.secrets.values()))
+
+    async def stop(self) -> None:
+        await asyncio.gather(self.pvcs.stop(), *(c.stop() for c in self.secrets.values()))
 
     async def _list(self, kind: str, namespace: str, **query) -> list[dict]:
         try:
@@ -72,16 +88,23 @@ class ProjectResources:
             raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
 
     async def credentials(self, namespace: str) -> tuple[Credential, ...]:
-        out = []
-        for secret in await self._list("Secret", namespace):
-            cred = credential_from_secret(secret, self.settings)
-            secret.clear()  # the data is not kept in the hub
-            if cred is not None:
-                out.append(cred)
-        return tuple(sorted(out, key=lambda c: c.name))
+        await self.start()
+        secrets = []
+        for cache in self.secrets.values():
+            if cache.known:
+                secrets += cache.items(namespace)
+            else:
+                secrets += [_without_data(s) for s in await self._list("Secret", namespace,
+                                                                        fieldSelector=cache.query["fieldSelector"])]
+        found = (credential_from_secret(s, self.settings) for s in secrets)
+        return tuple(sorted((c for c in found if c is not None), key=lambda c: c.name))
 
     async def available(self, namespace: str) -> Available:
-        pvcs = await self._list("PersistentVolumeClaim", namespace, labelSelector=self.settings.dataset_label)
+        await self.start()
+        if self.pvcs.known:
+            pvcs = self.pvcs.items(namespace)
+        else:
+            pvcs = await self._list("PersistentVolumeClaim", namespace, labelSelector=self.settings.dataset_label)
         datasets = tuple(sorted((dataset_from_pvc(p, self.settings) for p in pvcs), key=lambda d: d.name))
         return Available(await self.credentials(namespace), datasets)
 
@@ -90,7 +113,7 @@ class ProjectResources:
         body = secret_manifest(namespace, name, self.settings.credential_types[creds.kind], creds, description,
                                created_by)
         try:
-            await self.kube.create(body)
+            created = await self.kube.create(body)
         except ApiException as e:
             if e.status == 409:
                 raise UserInputError("name", f"the project {namespace!r} already has a secret named {name!r}; "
@@ -98,6 +121,7 @@ class ProjectResources:
             raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
         except (asyncio.TimeoutError, OSError) as e:
             raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
+        self.secrets[body["type"]].put(created or body)
 
     async def delete_credential(self, namespace: str, name: str) -> None:
         path = path_of("Secret", namespace, name)
@@ -110,3 +134,5 @@ class ProjectResources:
             raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
         except (asyncio.TimeoutError, OSError) as e:
             raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
+        for cache in self.secrets.values():
+            cache.remove(namespace, name)

@@ -131,7 +131,9 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
     # ---- shared state ---------------------------------------------------------------------------
     @property
     def runtime(self) -> Runtime:
-        return Runtime.for_config(self.platform_settings())
+        if getattr(self, "_runtime", None) is None:
+            self._runtime = Runtime.for_config(self.platform_settings())
+        return self._runtime
 
     def mount_settings(self) -> MountSettings:
         return MountSettings(dict(self.credential_types), self.credentials_mount_path.rstrip("/"),
@@ -140,17 +142,22 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
 
     @property
     def shared(self) -> _Shared:
+        cached = getattr(self, "_shared", None)
+        if cached is not None and _SHARED.get(self._shared_key) is cached:
+            return cached
         settings = self.mount_settings()
         key = (asyncio.get_running_loop(), self.api.api_client.configuration.host, repr(settings))
         if key not in _SHARED:
             _SHARED[key] = _Shared(Kube(self.api.api_client, timeout=self.k8s_api_request_timeout), settings)
-        return _SHARED[key]
+        self._shared, self._shared_key = _SHARED[key], key
+        return self._shared
 
     @classmethod
     async def stop_shared(cls) -> None:
         """Stop the shared watch caches (tests; the hub's own shutdown ends them with the loop)."""
         for key in list(_SHARED):
-            await _SHARED.pop(key).view.stop()
+            shared = _SHARED.pop(key)
+            await asyncio.gather(shared.view.stop(), shared.resources.stop())
 
     def _groups(self) -> list[str]:
         return [g.name for g in getattr(self.user, "groups", [])]
@@ -186,9 +193,13 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         """Make sure every project of the user exists as it should (idempotent; cached)."""
         rt, shared = self.runtime, self.shared
         projects = self._projects()
+        members = self._members()
         for p in projects:
-            await shared.provisioner.ensure(project_objects(p, rt.accelerators, rt.profiles, self._members()),
-                                            f"prepare the project {p.name!r}")
+            key = (id(rt), p.name, p.display_name, p.personal, tuple(sorted(p.profiles)),
+                   None if p.limits is None else tuple(sorted(p.limits.items())), tuple(members))
+            await shared.provisioner.ensure_once(
+                key, lambda p=p: project_objects(p, rt.accelerators, rt.profiles, members),
+                f"prepare the project {p.name!r}")
         if self.member_identity_template:
             mine = {p.name for p in projects}
             gone = [path_of("RoleBinding", team, member_binding_name(self.user.name))
@@ -275,10 +286,10 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
     def _apply(self, plan: Plan, available: Available, creds: Any, datasets: Any) -> None:
         ns = plan.project.name
         for trait, value in plan.settings.items():
-            if trait in ("extra_resource_limits", "node_selector"):
+            if trait in ("extra_resource_limits", "node_selector", "extra_labels"):
                 value = {**getattr(self, trait), **value}
-            elif trait == "tolerations":
-                value = list(self.tolerations) + [t for t in value if t not in self.tolerations]
+            elif trait in ("tolerations", "volumes", "volume_mounts"):
+                value = _added(getattr(self, trait), value)
             if self.has_trait(trait):
                 setattr(self, trait, value)
         self.namespace = ns
@@ -294,6 +305,10 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         self._platform_env = {**select(available, creds, datasets, ns, allow_loading=True),
                               "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug}
         self._plan = plan
+
+    async def _ensure_namespace(self):
+        """KubeSpawner creates the user namespace on every start (a POST answered 409 after the first);
+        here the project provisioning has made the namespace already, so nothing is requested."""
 
     # ---- the hub token, kept out of the pod spec ------------------------------------------------
     @property
@@ -399,3 +414,9 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         if plan is not None:
             state["mlplatform"] = {"project": plan.project.name, "profile": plan.profile.slug}
         return state
+
+
+def _added(configured: list, extra: list) -> list:
+    """The configured items, then the profile's (a profile adds volumes; it never drops the home volume)."""
+    return list(configured) + [i for i in extra if i not in configured]
+

@@ -37,6 +37,7 @@ from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
 from .local_files import project_files
 from .mounts import Available, select
 from .platform import Plan, PlatformConfig, Runtime
+from .progress_text import wanting
 
 _ALLOCATORS: dict[tuple, DeviceAllocator] = {}
 
@@ -175,10 +176,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
                 self.log.info("%s gets %s %s: %s", self._log_name, count, acc.name, " ".join(devices))
                 return devices
             free, total = len(self.allocator.free(acc)), self.allocator.total(acc)
-            what = f"a free {acc.mig_profile} MIG slice" if acc.type == "mig" else f"a free {acc.display_name}"
-            if count > 1:
-                what = f"{count} free {acc.display_name}"
-            message = f"waiting for {what} ({free} of {total} free)"
+            message = f"waiting for {wanting(acc, count)} ({free} of {total} free)"
             if self.when_full == "refuse" or total < count:
                 raise web.HTTPError(409, f"no {acc.display_name} is free now ({free} of {total} free); "
                                          "try again later or pick another profile")

@@ -48,13 +48,22 @@ class Provisioner:
     def __init__(self, kube: Kube):
         self.kube = kube
         self._applied: set[str] = set()
+        self._applied_keys: set = set()  # callers' keys for sets applied, to skip even building them
         self._absent: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 
     def forget(self) -> None:
         """Re-check everything on next use (e.g. after objects were changed outside the hub)."""
         self._applied.clear()
+        self._applied_keys.clear()
         self._absent.clear()
+
+    async def ensure_once(self, key, build, what: str) -> None:
+        """`ensure(build())`, skipped without building when the set for `key` was applied already."""
+        if key in self._applied_keys:
+            return
+        await self.ensure(build(), what)
+        self._applied_keys.add(key)
 
     async def ensure(self, objects: list[dict], what: str) -> None:
         digest = hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()
@@ -118,6 +127,7 @@ class Provisioner:
             try:
                 if await self.kube.delete(path):
                     self._applied.clear()  # a set that held this object must be checked again
+                    self._applied_keys.clear()
             except ApiException as e:
                 if e.status == 403:  # the hub may not manage that namespace (yet): nothing to remove
                     continue

@@ -5,7 +5,10 @@ a resume cannot fix).
 Readers call `items()` (no API request). `state` is ``"starting"``, ``"ready"``,
 ``"forbidden"`` (the hub may not list this kind: the cache stops and readers treat the data as
 unknown) or ``"retrying"`` (the API failed; the last good data stays until it recovers).
-`on_change` is called (no arguments) after every change, for waiters.
+`on_change` is called (no arguments) after every change, for waiters. `transform` is applied to
+every object before it is kept (e.g. to drop a Secret's data, keeping only its keys). A writer
+that changed an object itself may `put` or `remove` it at once, so its own next read sees the
+change before the watch event arrives.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ log = logging.getLogger("mlplatform.watchcache")
 
 class WatchCache:
     def __init__(self, kube: Kube, path: str, *, label_selector: str = "", field_selector: str = "",
-                 watch_timeout: int = 300, retry_delay: float = 1.0, on_change: Callable[[], None] | None = None):
+                 watch_timeout: int = 300, retry_delay: float = 1.0, on_change: Callable[[], None] | None = None,
+                 transform: Callable[[dict], dict] | None = None):
         self.kube, self.path = kube, path
         self.query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
         self.watch_timeout, self.retry_delay, self.on_change = watch_timeout, retry_delay, on_change
+        self.transform = transform or (lambda obj: obj)
         self.state = "starting"
         self.error = ""
         self._items: dict[str, dict] = {}
@@ -35,8 +40,19 @@ class WatchCache:
         self._loaded = asyncio.Event()
         self.lists = 0  # how many full lists it made (for tests and benchmarks)
 
-    def items(self) -> list[dict]:
-        return list(self._items.values())
+    def items(self, namespace: str | None = None) -> list[dict]:
+        if namespace is None:
+            return list(self._items.values())
+        prefix = f"{namespace}/"
+        return [o for k, o in self._items.items() if k.startswith(prefix)]
+
+    def put(self, obj: dict) -> None:
+        self._items[self._key(obj)] = self.transform(obj)
+        self._changed()
+
+    def remove(self, namespace: str, name: str) -> None:
+        self._items.pop(f"{namespace}/{name}", None)
+        self._changed()
 
     @property
     def known(self) -> bool:
@@ -77,7 +93,7 @@ class WatchCache:
     async def _list(self) -> None:
         body = await self.kube.list(self.path, **self.query)
         self.lists += 1
-        self._items = {self._key(o): o for o in body.get("items") or []}
+        self._items = {self._key(o): self.transform(o) for o in body.get("items") or []}
         self._rv = (body.get("metadata") or {}).get("resourceVersion")
         self.state = "ready"
         self._loaded.set()
@@ -130,6 +146,6 @@ class WatchCache:
             if kind == "DELETED":
                 self._items.pop(self._key(obj), None)
             else:
-                self._items[self._key(obj)] = obj
+                self._items[self._key(obj)] = self.transform(obj)
             self.state = "ready"
             self._changed()

@@ -60,6 +60,25 @@ async def provisioned(standin, user):
     return sp
 
 
+async def seen(spawner, ns, credentials=(), datasets=()):
+    """Wait until the hub's watch caches have the objects a test just created behind its back."""
+    for _ in range(100):
+        files = await spawner.project_files(ns)
+        if set(credentials) <= {c.name for c in files.credentials} and \
+                set(datasets) <= {d.name for d in files.datasets}:
+            return files
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the hub never saw {credentials} {datasets} in {ns}")
+
+
+async def dataset_state(spawner, name, state, ns="vision"):
+    for _ in range(100):
+        if any(d.name == name and d.state == state for d in (await spawner.project_files(ns)).datasets):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"the dataset {name} never became {state}")
+
+
 def writes(standin, since=0):
     return [(r.method, r.path) for r in standin.requests()[since:] if r.method in ("POST", "PUT", "PATCH", "DELETE")]
 
@@ -75,9 +94,10 @@ def normalised_env(container):
 
 async def test_pod_is_the_plan_whole_object_and_valid(cluster):
     alice = make_user(ALICE, ["vision"])
-    await provisioned(cluster, alice)
+    hub = await provisioned(cluster, alice)
     create(cluster, secret_body("vision", "training-sa", "gcp-credential", {"key.json": GCP_KEY}))
     create(cluster, dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
+    await seen(hub, "vision", ["training-sa"], ["imagenet"])
     sp = make_spawner(cluster, alice, {"project": "vision", "profile": "mig-1g", "credentials": ["training-sa"],
                                        "datasets": ["imagenet"]})
     await sp.start()
@@ -327,9 +347,10 @@ async def test_full_accelerator_is_refused_or_waited_for(cluster):
 
 async def test_loading_dataset_is_refused_or_waited_for(cluster):
     alice = make_user(ALICE, ["vision"])
-    await provisioned(cluster, alice)
+    hub = await provisioned(cluster, alice)
     create(cluster, dataset_pvc("vision", "coco", "s3://vision/coco"))
     set_loaded(cluster, "vision", "coco", "False", "Loading", "copied 40 of 118 GiB")
+    await dataset_state(hub, "coco", "loading")
     refused = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "datasets": ["coco"]})
     with pytest.raises(web.HTTPError) as e:
         await refused.start()
@@ -353,6 +374,7 @@ async def test_loading_dataset_is_refused_or_waited_for(cluster):
     await asyncio.wait_for(collector, 10)
     await waiting.stop()
     set_loaded(cluster, "vision", "coco", "False", "Failed", "403 from s3")
+    await dataset_state(hub, "coco", "failed")
     failed = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "datasets": ["coco"]},
                           when_dataset_loading="wait")
     with pytest.raises(web.HTTPError) as e:
@@ -363,16 +385,17 @@ async def test_loading_dataset_is_refused_or_waited_for(cluster):
 async def test_a_canary_credential_never_leaks(cluster, caplog):
     caplog.set_level(logging.DEBUG)
     alice = make_user(ALICE, ["vision"])
-    await provisioned(cluster, alice)
+    hub = await provisioned(cluster, alice)
     create(cluster, secret_body("vision", "canary", "gcp-credential", {"key.json": GCP_KEY}))
+    await seen(hub, "vision", ["canary"])
     sp = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "credentials": ["canary"]})
     form = await sp.get_options_form()
     await sp.start()
     pod = cluster.get("", "v1", "pods", "vision", sp.pod_name)
     events = store_items(cluster, "events", "vision")
     files = await sp.project_files("vision")
-    seen = json.dumps([pod, events]) + form + repr(files) + caplog.text + json.dumps(sp.get_state())
-    assert CANARY.replace("-", "") not in seen and sp.api_token not in seen
+    visible = json.dumps([pod, events]) + form + repr(files) + caplog.text + json.dumps(sp.get_state())
+    assert CANARY.replace("-", "") not in visible and sp.api_token not in visible
     await sp.stop()
 
 
@@ -434,3 +457,35 @@ async def test_credentials_are_added_validated_and_deleted_through_the_hub(clust
     assert cluster.get("", "v1", "secrets", "vision", "not-a-credential")
     await resources.delete_credential("vision", "s3-reader")
     assert (await resources.available("vision")).credentials == ()
+    # the hub's caches hold names and keys, never a credential's data
+    assert all(set(s["data"].values()) <= {""} for c in resources.secrets.values() for s in c.items())
+
+
+async def test_credentials_and_datasets_are_listed_per_project_without_cluster_wide_watch(cluster):
+    cluster.inject_fault("GET", "^/api/v1/secrets", status=403, count=1000)
+    cluster.inject_fault("GET", "^/api/v1/persistentvolumeclaims", status=403, count=1000)
+    sp = await provisioned(cluster, make_user(ALICE, ["vision"]))
+    create(cluster, secret_body("vision", "sa", "gcp-credential", {"key.json": GCP_KEY}))
+    create(cluster, dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
+    files = await sp.project_files("vision")
+    assert [c.name for c in files.credentials] == ["sa"] and [d.name for d in files.datasets] == ["imagenet"]
+    assert sp.shared.resources.pvcs.state == "forbidden"
+    cluster.clear_faults()
+
+
+async def test_a_profile_adds_volumes_and_keeps_the_configured_ones(cluster):
+    home = {"name": "home", "emptyDir": {}}
+    scratch = {"name": "scratch", "emptyDir": {"medium": "Memory"}}
+    profiles = {"cpu": {"display_name": "CPU", "kubespawner_override": {
+        "volumes": [scratch], "volume_mounts": [{"name": "scratch", "mountPath": "/scratch"}],
+        "node_selector": {"pool": "cpu"}}}}
+    sp = make_spawner(cluster, make_user("erin"), {"profile": "cpu"}, profiles=profiles,
+                      accelerators={}, groups={}, everyone=None, volumes=[home],
+                      volume_mounts=[{"name": "home", "mountPath": "/home/jovyan"}],
+                      node_selector={"kubernetes.io/os": "linux"})
+    await sp.load_user_options()
+    assert sp.volumes == [home, scratch]
+    assert [m["mountPath"] for m in sp.volume_mounts] == ["/home/jovyan", "/scratch"]
+    assert sp.node_selector == {"kubernetes.io/os": "linux", "pool": "cpu"}
+    await sp.load_user_options()  # a second start does not add them twice
+    assert sp.volumes == [home, scratch]

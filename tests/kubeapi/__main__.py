@@ -1,6 +1,7 @@
 """Run the stand-in as its own process:
 
     .venv/bin/python -m tests.kubeapi --port 8001 --kubeconfig /tmp/standin.kubeconfig [--kubelet status|process]
+        [--nodes nodes.json]   (a JSON list of {"name", "allocatable", "labels", "taints"} for the kubelet)
 
 It writes a kubeconfig pointing at itself, prints the URL, and serves until SIGINT/SIGTERM.
 Test controls are at /_standin/{faults,requests,cut-watches,compact}.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 
 from aiohttp import web
@@ -20,7 +22,8 @@ from .standin import build, write_kubeconfig
 
 async def main(args) -> None:
     api = await build(bookmark_interval=args.bookmark_interval)
-    kubelet = Kubelet(api.store, api.logs, args.kubelet, workdir=args.workdir) if args.kubelet else None
+    nodes = json.loads(open(args.nodes).read()) if args.nodes else None
+    kubelet = Kubelet(api.store, api.logs, args.kubelet, workdir=args.workdir, nodes=nodes) if args.kubelet else None
     runner = web.AppRunner(api.app(), access_log=None, handle_signals=False, shutdown_timeout=1)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port, reuse_address=True)
@@ -50,6 +53,7 @@ def parse(argv=None):
     p.add_argument("--namespace", default="default", help="the kubeconfig context's namespace")
     p.add_argument("--kubelet", choices=["status", "process"], help="run an emulated kubelet")
     p.add_argument("--workdir", help="process-mode kubelet's pod files (default under /tmp)")
+    p.add_argument("--nodes", help="a JSON file listing the kubelet's nodes (default: one CPU node)")
     p.add_argument("--bookmark-interval", type=float, default=5.0)
     return p.parse_args(argv)
 
