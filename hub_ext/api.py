@@ -23,17 +23,24 @@ CUSTOM_SCOPES = {SCOPE: {"description": "Read your ML platform projects, entitle
                                         "accelerator capacity."}}
 
 
+def scoped_user(handler: APIHandler, scope: str, user_name: str):
+    """The hub user `user_name`, if the caller holds `scope` for them: 403 without credentials or
+    without the scope for anyone, 404 with it for others only (as JupyterHub's own API answers)."""
+    if not handler.current_user:
+        raise web.HTTPError(403, "Missing or invalid credentials.")
+    if not has_scope(f"{scope}!user={user_name}", handler.parsed_scopes, db=handler.db):
+        if scope in handler.parsed_scopes:
+            raise web.HTTPError(404, "No access to resources or resources not found")
+        raise web.HTTPError(403, f"Action is not authorized with current scopes; requires [{scope}]")
+    user = handler.find_user(user_name)
+    if user is None:
+        raise web.HTTPError(404, "No access to resources or resources not found")
+    return user
+
+
 class _PlatformHandler(APIHandler):
     def _spawner_for(self, user_name: str):
-        if not self.current_user:
-            raise web.HTTPError(403, "Missing or invalid credentials.")
-        if not has_scope(f"{SCOPE}!user={user_name}", self.parsed_scopes, db=self.db):
-            if SCOPE in self.parsed_scopes:
-                raise web.HTTPError(404, "No access to resources or resources not found")
-            raise web.HTTPError(403, f"Action is not authorized with current scopes; requires [{SCOPE}]")
-        user = self.find_user(user_name)
-        if user is None:
-            raise web.HTTPError(404, "No access to resources or resources not found")
+        user = scoped_user(self, SCOPE, user_name)
         spawner = user.spawner
         if not hasattr(spawner, "runtime"):
             raise web.HTTPError(404, "this hub's spawner is not a platform spawner")
@@ -47,7 +54,7 @@ class ProjectsHandler(_PlatformHandler):
         groups = [g.name for g in user.groups]
         out = []
         for p in rt.projects(user.name, groups, user.admin):
-            in_use = spawner.usage(p.name)
+            in_use = await spawner.usage(p.name)
             out.append({"name": p.name, "display_name": p.display_name, "personal": p.personal,
                         "profiles": sorted(p.profiles), "limits": p.limits, "in_use": in_use})
         self.write({"projects": out})

@@ -17,9 +17,9 @@ import json
 
 from jupyterhub.apihandlers.base import APIHandler
 from jupyterhub.handlers.base import BaseHandler
-from jupyterhub.scopes import has_scope
 from tornado import web
 
+from .api import scoped_user
 from .credentials import KINDS, check_description, check_kind, check_name, files_from_fields
 from .errors import PlatformError, UserInputError, http_answer
 from .mounts import metadata
@@ -64,15 +64,7 @@ def _supports(spawner) -> None:
 
 class CredentialsAPIHandler(APIHandler):
     def _user_spawner(self, user_name: str):
-        if not self.current_user:
-            raise web.HTTPError(403, "Missing or invalid credentials.")
-        if not has_scope(f"{WRITE_SCOPE}!user={user_name}", self.parsed_scopes, db=self.db):
-            if WRITE_SCOPE in self.parsed_scopes:
-                raise web.HTTPError(404, "No access to resources or resources not found")
-            raise web.HTTPError(403, f"Action is not authorized with current scopes; requires [{WRITE_SCOPE}]")
-        user = self.find_user(user_name)
-        if user is None:
-            raise web.HTTPError(404, "No access to resources or resources not found")
+        user = scoped_user(self, WRITE_SCOPE, user_name)
         _supports(user.spawner)
         return user, user.spawner
 

@@ -170,7 +170,9 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         await view.start()
         return view.capacity(self.runtime.accelerators)
 
-    def usage(self, project: str) -> dict[str, int] | None:
+    async def usage(self, project: str) -> dict[str, int] | None:
+        """Accelerators the project's pods (servers and jobs) hold now; None when unknown."""
+        await self.shared.view.start()
         return self.shared.view.usage(self.runtime.accelerators, project)
 
     async def project_files(self, project: str) -> Available:
@@ -229,7 +231,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
     async def load_user_options(self):
         """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
         self._restore_configured()
-        self._stage = "preparing your project"
+        self._stage, self._capacity_wait = "preparing your project", None
         options = dict(self.user_options or {})
         creds, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
@@ -247,8 +249,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         except ConfigError as e:
             self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
             raise web.HTTPError(*http_answer(e)) from None
-        if not self._stage.startswith("waiting"):
-            self._stage = "creating the notebook pod"
+        self._stage = self._capacity_wait or "creating the notebook pod"
 
     async def _check_accelerator(self, plan: Plan) -> None:
         acc, count = plan.accelerator, plan.count
@@ -270,7 +271,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
                 raise UserInputError("profile", f"no {acc.display_name} is free now ({free} of {total} free); "
                                                 "try again later or pick another profile", 409)
             if free < count:
-                self._stage = f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
+                self._capacity_wait = f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
 
     async def _wait_for_datasets(self, plan: Plan, available: Available, names: Any) -> Available:
         while True:

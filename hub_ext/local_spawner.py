@@ -105,7 +105,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     async def project_files(self, project: str) -> Available:
         return project_files(self.projects_dir, project)
 
-    def usage(self, project: str) -> dict[str, int]:
+    async def usage(self, project: str) -> dict[str, int]:
         return self.runtime.ledger.usage(project)
 
     async def capacity(self) -> dict[str, tuple[int, int]]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from hub_ext.demo import DemoSecrets, demo_config, demo_source
-from tests.harness.browser import screenshot
+from tests.harness.browser import run_notebook, screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -55,19 +55,8 @@ def test_login_pick_a_mig_profile_and_see_the_device(hub_factory, browser_page, 
     page.wait_for_selector("#jp-main-dock-panel", timeout=120_000)
     screenshot(page, "demo-lab")
 
-    page.goto(f"{hub.url}/user/alice/lab/tree/check.ipynb")
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)  # the kernel is up
-    output = page.locator(".jp-OutputArea-output").first
-    for _ in range(5):  # Run → Run All Cells, until the output shows (a first run may race kernel start)
-        page.get_by_role("menuitem", name="Run").click()
-        page.get_by_text("Run All Cells", exact=True).click()
-        try:
-            output.wait_for(timeout=20_000)
-            break
-        except Exception:
-            continue
-    assert re.fullmatch(r"devices: MIG-demo-1g5gb-[01]", output.inner_text().strip())
+    text = run_notebook(page, f"{hub.url}/user/alice/lab/tree/check.ipynb")
+    assert re.fullmatch(r"devices: MIG-demo-1g5gb-[01]", text)
     screenshot(page, "demo-notebook-cuda-visible-devices")
     server = hub.api("GET", "/users/alice").json()["servers"][""]
     assert server["user_options"] == {"project": "vision", "profile": "mig-1g"}

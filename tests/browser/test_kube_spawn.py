@@ -9,7 +9,7 @@ import re
 import pytest
 
 from hub_ext.demo import DemoSecrets
-from tests.harness.browser import screenshot
+from tests.harness.browser import run_notebook, screenshot
 from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, kube_hub_config, pod_home, pvc_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.standin_only]
@@ -84,19 +84,7 @@ def test_credential_page_then_mig_spawn_with_credential_and_dataset(standin, hub
     pod_name = next(p["metadata"]["name"] for p in standin.call(
         lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "vision")))
     (pod_home(workdir, "vision", pod_name) / "check.ipynb").write_text(json.dumps(NOTEBOOK))
-    page.goto(f"{hub.url}/user/alice/lab/tree/check.ipynb")
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
-    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
-    output = page.locator(".jp-OutputArea-output").first
-    for _ in range(5):  # Run → Run All Cells, until the output shows (a first run may race kernel start)
-        page.get_by_role("menuitem", name="Run").click()
-        page.get_by_text("Run All Cells", exact=True).click()
-        try:
-            output.wait_for(timeout=20_000)
-            break
-        except Exception:
-            continue
-    text = output.inner_text().strip()
+    text = run_notebook(page, f"{hub.url}/user/alice/lab/tree/check.ipynb")
     assert text.splitlines() == ["key: trainer@vision-training.iam.gserviceaccount.com True 0o440",
                                  "dataset: imagenet train split", "in environ: False"], text
     screenshot(page, "kube-notebook-credential-and-dataset")

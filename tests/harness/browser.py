@@ -46,3 +46,21 @@ def screenshot(page, name: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def run_notebook(page, url: str) -> str:
+    """Open a notebook in JupyterLab, wait for its kernel, Run All Cells (again, until the first
+    output shows: a first run may race the kernel's start) and return that output's text."""
+    page.goto(url)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=120_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
+    output = page.locator(".jp-OutputArea-output").first
+    for _ in range(5):
+        page.get_by_role("menuitem", name="Run").click()
+        page.get_by_text("Run All Cells", exact=True).click()
+        try:
+            output.wait_for(timeout=20_000)
+            break
+        except Exception:  # Playwright's TimeoutError: run again
+            continue
+    return output.inner_text().strip()

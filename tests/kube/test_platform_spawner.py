@@ -79,6 +79,16 @@ async def dataset_state(spawner, name, state, ns="vision"):
     raise AssertionError(f"the dataset {name} never became {state}")
 
 
+def watch_progress(spawner):
+    """Start collecting a spawn's progress messages: (the list, growing; the collecting task)."""
+    messages = []
+
+    async def collect():
+        async for event in spawner.progress():
+            messages.append(event["message"])
+    return messages, asyncio.ensure_future(collect())
+
+
 def writes(standin, since=0):
     return [(r.method, r.path) for r in standin.requests()[since:] if r.method in ("POST", "PUT", "PATCH", "DELETE")]
 
@@ -326,12 +336,7 @@ async def test_full_accelerator_is_refused_or_waited_for(cluster):
     assert e.value.status_code == 409 and "0 of 1 free" in e.value.log_message
     waiting = make_spawner(cluster, dave, {"profile": "mig-3g"}, when_full="wait", start_timeout=60)
     waiting.start()
-    messages = []
-
-    async def collect():
-        async for event in waiting.progress():
-            messages.append(event["message"])
-    collector = asyncio.ensure_future(collect())
+    messages, collector = watch_progress(waiting)
     for _ in range(100):
         if any("waiting for a free 3g.20gb MIG slice" in m for m in messages):
             break
@@ -361,12 +366,7 @@ async def test_loading_dataset_is_refused_or_waited_for(cluster):
     waiting = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu", "datasets": ["coco"]},
                            when_dataset_loading="wait")
     waiting.start()
-    messages = []
-
-    async def collect():
-        async for event in waiting.progress():
-            messages.append(event["message"])
-    collector = asyncio.ensure_future(collect())
+    messages, collector = watch_progress(waiting)
     await asyncio.sleep(1.0)
     assert "waiting for the dataset 'coco' to finish loading (copied 40 of 118 GiB)" in messages
     set_loaded(cluster, "vision", "coco", "True")
