@@ -15,6 +15,7 @@ from jupyterhub.apihandlers.base import APIHandler
 from jupyterhub.scopes import has_scope
 from tornado import web
 
+from .errors import PlatformError, http_answer
 from .mounts import metadata
 from .publish import accelerator_json, profile_json
 
@@ -82,9 +83,12 @@ class _FilesHandler(_PlatformHandler):
     async def get(self, user_name):
         user, spawner = self._spawner_for(user_name)
         out = []
-        for p in spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin):
-            available = await spawner.project_files(p.name)
-            out += metadata(getattr(available, self.kind), p.name)
+        try:
+            for p in spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin):
+                available = await spawner.project_files(p.name)
+                out += metadata(getattr(available, self.kind), p.name)
+        except PlatformError as e:
+            raise web.HTTPError(*http_answer(e)) from None
         self.write({self.kind: out})
 
 

@@ -74,7 +74,10 @@ def _text(fields: Mapping[str, Any], key: str, required: bool = True) -> str:
         raise UserInputError(key, "must be text")
     if len(value.encode()) > MAX_BYTES:
         raise UserInputError(key, f"is larger than {MAX_BYTES // 1024} KiB")
-    return value.strip()
+    value = value.strip()
+    if key != "key_json" and any(ord(ch) < 32 or ord(ch) == 127 or ch.isspace() for ch in value):
+        raise UserInputError(key, "must be one word: no spaces, line breaks or control characters")
+    return value
 
 
 def files_from_fields(kind: str, fields: Mapping[str, Any]) -> CredentialFiles:
@@ -136,15 +139,27 @@ def _check_gcp(text: str | None, where: str) -> None:
             raise UserInputError(f"{where}.{key_name}", message)
 
 
+_INI_KEYS = {"credentials": {"aws_access_key_id", "aws_secret_access_key", "aws_session_token"},
+             "config": {"region"}}
+
+
 def _read_ini(text: str, where: str) -> Mapping[str, str]:
+    """The [default] profile; any other section or key is refused (an AWS config may run commands:
+    ``credential_process``), and so is a value with spaces or control characters."""
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(text)
     except configparser.Error:
         raise UserInputError(where, "is not a valid INI file") from None
-    if "default" not in parser:
-        raise UserInputError(where, "needs a [default] profile")
-    return parser["default"]
+    if parser.sections() != ["default"]:
+        raise UserInputError(where, "must hold exactly one profile, [default]")
+    profile = parser["default"]
+    for key, value in profile.items():
+        if key not in _INI_KEYS[where]:
+            raise UserInputError(f"{where}.{key}", f"is not allowed (only {', '.join(sorted(_INI_KEYS[where]))})")
+        if not value or any(ord(ch) < 32 or ord(ch) == 127 or ch.isspace() for ch in value):
+            raise UserInputError(f"{where}.{key}", "must be one word: no spaces, line breaks or control characters")
+    return profile
 
 
 def _check_aws(files: Mapping[str, str], prefix: str | None) -> None:

@@ -62,12 +62,14 @@ def _supports(spawner) -> None:
         raise web.HTTPError(501, f"this runtime keeps credentials as files under {where}/<project>/credentials")
 
 
-class CredentialsAPIHandler(APIHandler):
+class _CredentialsAPI(APIHandler):
     def _user_spawner(self, user_name: str):
         user = scoped_user(self, WRITE_SCOPE, user_name)
         _supports(user.spawner)
         return user, user.spawner
 
+
+class CredentialsAPIHandler(_CredentialsAPI):
     async def post(self, user_name, project):
         user, spawner = self._user_spawner(user_name)
         try:
@@ -81,6 +83,8 @@ class CredentialsAPIHandler(APIHandler):
         self.set_status(201)
         self.write(out)
 
+
+class CredentialAPIHandler(_CredentialsAPI):
     async def delete(self, user_name, project, name):
         user, spawner = self._user_spawner(user_name)
         try:
@@ -125,7 +129,10 @@ class CredentialsPage(BaseHandler):
         except PlatformError as e:
             status, text = http_answer(e)
             kept = {k: form[k] for k in ("project", "name", "type", "description", "region")}  # never secrets
-            await self._render(error=text.replace("%%", "%"), kept=kept, status=status)
+            try:
+                await self._render(error=text.replace("%%", "%"), kept=kept, status=status)
+            except PlatformError as again:
+                raise web.HTTPError(*http_answer(again)) from None
             return
         self.redirect(self.request.path)
 
@@ -133,5 +140,5 @@ class CredentialsPage(BaseHandler):
 page_handlers = [(r"/mlplatform/credentials", CredentialsPage)]
 api_handlers = [
     (r"/api/mlplatform/users/([^/]+)/projects/([^/]+)/credentials", CredentialsAPIHandler),
-    (r"/api/mlplatform/users/([^/]+)/projects/([^/]+)/credentials/([^/]+)", CredentialsAPIHandler),
+    (r"/api/mlplatform/users/([^/]+)/projects/([^/]+)/credentials/([^/]+)", CredentialAPIHandler),
 ]

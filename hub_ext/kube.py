@@ -2,8 +2,10 @@
 platform manages by path (plain dicts, as the pure builders make them).
 
 Guarantees: transient failures (429, 5xx, timeouts, dropped connections) are retried a few times
-with a short backoff; any other failure raises `ApiException` at once; `get` and `delete` treat
-404 as "not there". `path_of` knows where each kind the platform manages lives. No request or
+with a short backoff, except that a POST is retried only when the server said it did nothing
+(429, 503), so a create that timed out is never sent twice; any other failure raises
+`ApiException` at once, and a connection that still fails raises `ConnectionError` (an `OSError`);
+`get` and `delete` treat 404 as "not there". `path_of` knows where each kind the platform manages lives. No request or
 response body is ever logged.
 """
 
@@ -18,6 +20,7 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 TRANSIENT = {429, 500, 502, 503, 504}
+NOT_PROCESSED = {429, 503}
 _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ResourceQuota": "resourcequotas",
          "ConfigMap": "configmaps", "Secret": "secrets", "PersistentVolumeClaim": "persistentvolumeclaims",
          "Pod": "pods", "Node": "nodes", "Event": "events"}
@@ -51,6 +54,8 @@ def reason(e: BaseException) -> str:
             return f"Kubernetes answered {e.status} {e.reason}"
     if isinstance(e, asyncio.TimeoutError):
         return "the Kubernetes API did not answer in time"
+    if isinstance(e, ConnectionError) and str(e):
+        return str(e)
     return f"the Kubernetes API could not be reached ({type(e).__name__})"
 
 
@@ -59,20 +64,23 @@ class Kube:
         self.api_client, self.timeout, self.retries, self.backoff = api_client, timeout, retries, backoff
 
     async def request(self, method: str, path: str, body: Any = None, query: dict | None = None,
-                      content_type: str = "application/json") -> Any:
+                      content_type: str = "application/json", timeout: float | None = None) -> Any:
+        retry_on = NOT_PROCESSED if method == "POST" else TRANSIENT
         for attempt in range(self.retries + 1):
             try:
                 return await self.api_client.call_api(
                     path, method, query_params=list((query or {}).items()), body=body,
                     header_params={"Accept": "application/json", "Content-Type": content_type},
                     auth_settings=["BearerToken"], response_types_map={200: "object", 201: "object", 202: "object"},
-                    _return_http_data_only=True, _request_timeout=self.timeout)
+                    _return_http_data_only=True, _request_timeout=timeout or self.timeout)
             except ApiException as e:
-                if e.status not in TRANSIENT or attempt == self.retries:
+                if e.status not in retry_on or attempt == self.retries:
                     raise
-            except (asyncio.TimeoutError, aiohttp.ClientError):
-                if attempt == self.retries:
-                    raise
+            except (asyncio.TimeoutError, aiohttp.ClientError) as e:
+                if method == "POST" or attempt == self.retries:
+                    if isinstance(e, asyncio.TimeoutError):
+                        raise
+                    raise ConnectionError(f"the Kubernetes API could not be reached ({type(e).__name__})") from None
             await asyncio.sleep(self.backoff * (2 ** attempt))
 
     async def get(self, path: str) -> dict | None:
@@ -83,8 +91,8 @@ class Kube:
                 return None
             raise
 
-    async def list(self, path: str, **query) -> dict:
-        return await self.request("GET", path, query=query)
+    async def list(self, path: str, timeout: float | None = None, **query) -> dict:
+        return await self.request("GET", path, query=query, timeout=timeout)
 
     async def create(self, obj: dict) -> dict:
         return await self.request("POST", obj_path(obj, with_name=False), obj)

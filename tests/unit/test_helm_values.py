@@ -87,3 +87,17 @@ def test_the_hub_holds_every_permission_it_grants_and_uses():
             ("rbac.authorization.k8s.io", "rolebindings", "delete"), ("", "events", "watch")}
     assert uses <= held
     assert ("", "secrets", "watch") in held and ("", "persistentvolumeclaims", "watch") in held
+
+
+def test_the_token_policy_covers_every_way_a_pod_refers_to_a_secret():
+    docs = list(yaml.safe_load_all((ROOT / "helm-values" / "hub-token-policy.yaml").read_text()))
+    policy, binding = docs
+    assert (policy["kind"], binding["kind"]) == ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
+    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"] == {
+        "app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
+    text = " ".join(v["expression"] for v in policy["spec"]["variables"])
+    for reference in ("v.secret.secretName", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name",
+                      "initContainers", "ephemeralContainers"):
+        assert reference in text
+    # (the CEL itself is evaluated by a real API server only: the stand-in has no admission policies)
