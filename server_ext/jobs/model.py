@@ -1,0 +1,164 @@
+"""The `ml.v1` training Job: read from a gcloud ``--config`` file or REST JSON, checked by
+Google's rules, kept in the API's own JSON shape. Pure.
+
+- `load_config(text)`: a gcloud ``--config`` file (YAML or JSON) as users have them: a Job-shaped
+  mapping with ``trainingInput:`` at the top (``jobId`` and ``labels`` optional).
+- `parse_job(doc)`: any Job document → `Job`, every field coerced by the discovery document's
+  types (`server_ext.jobs.schema`: unknown fields refused with their path; ``"4"``/``4`` for
+  counts; loose booleans) and then checked:
+  - ``jobId``: ``[A-Za-z][A-Za-z0-9_]*``, at most 128 characters;
+  - labels: keys and values as Google allows (lower-case letters, digits, ``_`` and ``-``,
+    at most 63 characters, keys starting with a letter; at most 64 labels);
+  - ``trainingInput`` is required and ``scaleTier`` defaults to ``BASIC``; ``CUSTOM`` needs
+    ``masterType`` (or a master image); worker and parameter-server counts need their types and
+    types need counts; counts are whole numbers ≥ 0; the other tiers refuse the custom fields;
+  - code: a ``pythonModule`` with ``packageUris``, or a master container image;
+  - output-only fields (``state``, times, ``trainingOutput``, ``errorMessage``, ``etag``) are
+    refused on create (`parse_job(doc, create=True)`), accepted when reading back a stored job.
+- `kubernetes_name(job_id)`: a DNS-1123 label for the Kubernetes objects of a job, collision
+  free: a lower-case id with ``_`` as ``-`` when that is lossless, else with a short hash of the
+  exact jobId appended (``My_Job`` and ``my_job`` never meet); the jobId itself goes in the
+  annotation `JOB_ID_ANNOTATION`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import yaml
+
+from hub_ext.errors import UserInputError
+
+from .schema import coerce
+
+JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+JOB_ID_ANNOTATION = "mlplatform.io/job-id"
+OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "errorMessage", "trainingOutput", "etag",
+               "jobPosition", "predictionOutput")
+TIERS = ("BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "CUSTOM")
+_CUSTOM_ONLY = ("masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
+                "parameterServerCount", "evaluatorCount", "workerConfig", "parameterServerConfig", "evaluatorConfig")
+
+
+@dataclass(frozen=True)
+class Job:
+    doc: Mapping[str, Any]  # the API's JSON shape (int64 as strings)
+
+    @property
+    def job_id(self) -> str:
+        return self.doc["jobId"]
+
+    @property
+    def training(self) -> Mapping[str, Any]:
+        return self.doc["trainingInput"]
+
+    def to_json(self) -> dict:
+        return json.loads(json.dumps(self.doc))
+
+
+def load_config(text: str, source: str = "--config") -> dict:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserInputError(source, f"is not valid YAML or JSON{where}") from None
+    if not isinstance(doc, dict):
+        raise UserInputError(source, "must be a mapping with trainingInput: at the top")
+    return doc
+
+
+def parse_job(doc: Any, create: bool = True) -> Job:
+    if not isinstance(doc, dict):
+        raise UserInputError("job", "must be a JSON object")
+    if create:
+        for key in OUTPUT_ONLY:
+            if key in doc:
+                raise UserInputError(key, "is output only: the service sets it")
+    if "predictionInput" in doc:
+        raise UserInputError("predictionInput", "prediction jobs are not supported; submit a training job")
+    job = coerce(doc, "GoogleCloudMlV1__Job")
+    job_id = job.get("jobId")
+    if not job_id:
+        raise UserInputError("jobId", "is required")
+    if len(job_id) > 128 or not JOB_ID.fullmatch(job_id):
+        raise UserInputError("jobId", "must start with a letter and hold only letters, digits and '_' "
+                                      "(at most 128 characters)")
+    _check_labels(job.get("labels") or {})
+    if "trainingInput" not in job:
+        raise UserInputError("trainingInput", "is required")
+    job["trainingInput"] = _check_training(job["trainingInput"])
+    return Job(job)
+
+
+def _check_labels(labels: Mapping[str, str]) -> None:
+    if len(labels) > 64:
+        raise UserInputError("labels", "at most 64 labels")
+    for key, value in labels.items():
+        if not LABEL_KEY.fullmatch(key):
+            raise UserInputError(f"labels.{key}", "keys must start with a lower-case letter and hold only "
+                                                  "lower-case letters, digits, '_' and '-' (at most 63)")
+        if not LABEL_VALUE.fullmatch(value):
+            raise UserInputError(f"labels.{key}", "values may hold only lower-case letters, digits, '_' and '-' "
+                                                  "(at most 63)")
+
+
+def _check_training(t: dict) -> dict:
+    t = dict(t)
+    tier = t.setdefault("scaleTier", "BASIC")
+    if tier not in TIERS:
+        raise UserInputError("trainingInput.scaleTier", "TPU tiers are not offered on this platform; use "
+                                                        "BASIC_GPU or CUSTOM with GPU accelerators")
+    if tier == "CUSTOM":
+        master_image = (t.get("masterConfig") or {}).get("imageUri")
+        if not t.get("masterType") and not master_image:
+            raise UserInputError("trainingInput.masterType", "is required with scaleTier CUSTOM")
+        for role in ("worker", "parameterServer", "evaluator"):
+            count = int(t.get(f"{role}Count", "0"))
+            if count < 0:
+                raise UserInputError(f"trainingInput.{role}Count", "must be 0 or more")
+            if count and not t.get(f"{role}Type") and not (t.get(f"{role}Config") or {}).get("imageUri"):
+                raise UserInputError(f"trainingInput.{role}Type", f"is required when {role}Count is set")
+            if t.get(f"{role}Type") and not count:
+                raise UserInputError(f"trainingInput.{role}Count", f"is required (at least 1) with {role}Type")
+    else:
+        for key in _CUSTOM_ONLY:
+            if key in t:
+                raise UserInputError(f"trainingInput.{key}", f"needs scaleTier CUSTOM (the job has {tier})")
+    for role in ("master", "worker", "parameterServer", "evaluator"):
+        acc = (t.get(f"{role}Config") or {}).get("acceleratorConfig")
+        if acc is not None:
+            where = f"trainingInput.{role}Config.acceleratorConfig"
+            if str(acc.get("type", "")).startswith("TPU"):
+                raise UserInputError(f"{where}.type", "TPUs are not offered on this platform; use a GPU or a "
+                                                      "MIG slice")
+            if not acc.get("type"):
+                raise UserInputError(f"{where}.type", "is required")
+            if int(acc.get("count", "1")) < 1:
+                raise UserInputError(f"{where}.count", "must be 1 or more")
+    has_image = bool((t.get("masterConfig") or {}).get("imageUri"))
+    if not has_image:
+        if not t.get("pythonModule"):
+            raise UserInputError("trainingInput.pythonModule", "is required (or a custom container: "
+                                                               "masterConfig.imageUri)")
+        if not t.get("packageUris"):
+            raise UserInputError("trainingInput.packageUris", "is required with pythonModule (or use "
+                                                              "--package-path)")
+    return t
+
+
+def kubernetes_name(job_id: str) -> str:
+    """Lossless ids (lower case, no ``__``, not ending in ``_``, short enough) keep their shape and so
+    never contain ``--``; every other id is ``<head>--<hash of the exact id>``."""
+    simple = job_id.lower().replace("_", "-")
+    if job_id == job_id.lower() and "__" not in job_id and not job_id.endswith("_") and len(simple) <= 63:
+        return simple
+    digest = hashlib.sha256(job_id.encode()).hexdigest()[:10]
+    head = re.sub(r"-+", "-", simple)[:50].strip("-")
+    return f"{head}--{digest}"

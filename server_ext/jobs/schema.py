@@ -1,0 +1,134 @@
+"""Google's own `ml.v1` schemas (the bundled discovery document), used to read job documents.
+
+`coerce(value, schema, path)` turns a document as users write it (a gcloud ``--config`` YAML,
+REST JSON) into the API's canonical JSON shape, by the discovery document's field types:
+
+- objects: only the schema's properties; an unknown field is refused with its path
+  (``trainingInput.masterConfig.acceleratorConfig.cuont``) and, when close, the likely name;
+- ``int64`` fields are strings of a whole number (``"4"``), as the API sends them; ``4`` and
+  ``"4"`` are both accepted, ``4.5`` and ``"four"`` are not;
+- booleans accept ``true``/``false`` and YAML-ish spellings (``"yes"``, ``"True"``, ``1``, ``0``);
+- enums must be one of the listed values (case-insensitive on input, ``-`` read as ``_``,
+  upper-case out), except for fields named in `OPEN_ENUMS` (the accelerator type, which the
+  platform extends with MIG slices: the job model checks those against the catalogue);
+- ``google-datetime`` strings must be RFC 3339 timestamps; ``additionalProperties`` maps
+  (labels) must map strings to strings.
+
+Pure; raises `UserInputError` naming the field.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import functools
+import json
+import pathlib
+from typing import Any
+
+from hub_ext.errors import UserInputError
+
+DISCOVERY = pathlib.Path(__file__).parent / "data" / "ml-v1-discovery.json"
+OPEN_ENUMS = ("acceleratorConfig.type",)
+_TRUE = {"true", "yes", "y", "on", "1"}
+_FALSE = {"false", "no", "n", "off", "0"}
+
+
+@functools.cache
+def schemas() -> dict[str, dict]:
+    return json.loads(DISCOVERY.read_text())["schemas"]
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def coerce(value: Any, schema: dict | str, path: str = "") -> Any:
+    if isinstance(schema, str):
+        schema = schemas()[schema]
+    if "$ref" in schema:
+        return coerce(value, schemas()[schema["$ref"]], path)
+    kind = schema.get("type")
+    where = path or "job"
+    if kind == "object" and "properties" in schema:
+        if not isinstance(value, dict):
+            raise UserInputError(where, "must be a mapping of fields")
+        out = {}
+        props = schema["properties"]
+        for key, item in value.items():
+            if key not in props:
+                close = difflib.get_close_matches(str(key), props, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise UserInputError(_join(path, str(key)), f"unknown field{hint}")
+            if item is None:
+                continue
+            out[key] = coerce(item, props[key], _join(path, key))
+        return out
+    if kind == "object":  # a map (labels, webAccessUris)
+        if not isinstance(value, dict):
+            raise UserInputError(where, "must be a mapping")
+        inner = schema.get("additionalProperties") or {"type": "string"}
+        return {str(k): coerce(v, inner, f"{where}.{k}") for k, v in value.items()}
+    if kind == "array":
+        if not isinstance(value, list):
+            raise UserInputError(where, "must be a list")
+        return [coerce(v, schema.get("items") or {}, f"{where}[{i}]") for i, v in enumerate(value)]
+    if kind == "boolean":
+        return _boolean(value, where)
+    if kind == "string" and schema.get("format") in ("int64", "uint64"):
+        return _int64(value, where)
+    if kind == "integer":
+        return int(_int64(value, where))
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise UserInputError(where, "must be a number")
+        try:
+            return float(value)
+        except ValueError:
+            raise UserInputError(where, "must be a number") from None
+    if kind == "string":
+        return _string(value, schema, where)
+    return value
+
+
+def _boolean(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise UserInputError(where, "must be true or false")
+
+
+def _int64(value: Any, where: str) -> str:
+    if isinstance(value, bool):
+        raise UserInputError(where, "must be a whole number")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return str(int(value.strip()))
+    raise UserInputError(where, "must be a whole number")
+
+
+def _string(value: Any, schema: dict, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UserInputError(where, "must be text")
+    text = str(value)
+    enum = schema.get("enum")
+    if enum:
+        upper = text.strip().upper().replace("-", "_").replace(".", "_")
+        if where.endswith(OPEN_ENUMS):
+            return upper
+        if upper not in enum:
+            raise UserInputError(where, f"must be one of {', '.join(e for e in enum if not e.endswith('UNSPECIFIED'))}")
+        return upper
+    if schema.get("format") == "google-datetime":
+        try:
+            datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            raise UserInputError(where, "must be an RFC 3339 timestamp such as 2026-01-31T12:00:00Z") from None
+    return text

@@ -1,0 +1,182 @@
+"""The ml.v1 Job model: gcloud config files and REST JSON in, Google's shape out, validated against
+GoogleCloudMlV1__Job of Google's own discovery document (../shared/reference, bundled in
+server_ext/jobs/data)."""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+from hub_ext.errors import UserInputError
+from server_ext.jobs.model import kubernetes_name, load_config, parse_job
+from server_ext.jobs.schema import schemas
+
+pytestmark = pytest.mark.unit
+
+
+def discovery_to_jsonschema(name: str) -> dict:
+    """A JSON Schema for one discovery schema: types, enums, int64 as digit strings, no extra fields."""
+    defs = {}
+
+    def conv(s):
+        if "$ref" in s:
+            ref = s["$ref"]
+            if ref not in defs:
+                defs[ref] = {}
+                defs[ref] = conv(schemas()[ref])
+            return {"$ref": f"#/definitions/{ref}"}
+        t = s.get("type")
+        if t == "object" and "properties" in s:
+            return {"type": "object", "additionalProperties": False,
+                    "properties": {k: conv(v) for k, v in s["properties"].items()}}
+        if t == "object":
+            return {"type": "object", "additionalProperties": conv(s.get("additionalProperties") or {})}
+        if t == "array":
+            return {"type": "array", "items": conv(s.get("items") or {})}
+        if t == "string" and s.get("format") == "int64":
+            return {"type": "string", "pattern": r"^-?\d+$"}
+        if t == "string":
+            return {"type": "string", **({"enum": s["enum"]} if "enum" in s else {})}
+        if t in ("boolean", "integer", "number"):
+            return {"type": t}
+        return {}
+
+    root = conv(schemas()[name])
+    return {**root, "definitions": defs}
+
+
+JOB_SCHEMA = jsonschema.Draft7Validator(discovery_to_jsonschema("GoogleCloudMlV1__Job"))
+
+GCLOUD_CONFIG = """\
+# a config.yaml as people pass it to `gcloud ai-platform jobs submit training --config`
+jobId: census_v2
+labels:
+  team: vision
+trainingInput:
+  scaleTier: custom
+  masterType: n1-highmem-8
+  masterConfig:
+    acceleratorConfig:
+      count: 1
+      type: nvidia-tesla-v100
+  workerType: n1-highmem-8
+  workerCount: "2"
+  workerConfig:
+    acceleratorConfig: {count: 1, type: NVIDIA_A100_1G_5GB}
+  parameterServerType: standard
+  parameterServerCount: 1
+  pythonModule: trainer.task
+  packageUris: [gs://bucket/trainer-0.1.tar.gz]
+  args: [--epochs=3, --lr, "0.01"]
+  region: europe-west4
+  runtimeVersion: "2.11"
+  pythonVersion: 3.7
+  useChiefInTfConfig: yes
+"""
+
+
+def test_a_gcloud_config_file_reads_into_googles_shape():
+    job = parse_job(load_config(GCLOUD_CONFIG))
+    t = job.training
+    assert t["scaleTier"] == "CUSTOM" and t["workerCount"] == "2" and t["parameterServerCount"] == "1"
+    assert t["masterConfig"]["acceleratorConfig"] == {"count": "1", "type": "NVIDIA_TESLA_V100"}
+    assert t["workerConfig"]["acceleratorConfig"]["type"] == "NVIDIA_A100_1G_5GB"  # the platform's MIG names
+    assert t["pythonVersion"] == "3.7" and t["runtimeVersion"] == "2.11" and t["useChiefInTfConfig"] is True
+    assert t["args"] == ["--epochs=3", "--lr", "0.01"]
+    out = job.to_json()
+    assert list(JOB_SCHEMA.iter_errors({**out, "trainingInput": {
+        **out["trainingInput"], "workerConfig": {}}})) == []  # MIG names are ours, not in Google's enum
+    assert parse_job(out).doc == job.doc  # round trip
+
+
+def test_output_fields_validate_when_read_back():
+    stored = {**parse_job(load_config(GCLOUD_CONFIG)).to_json(), "state": "RUNNING",
+              "createTime": "2026-12-02T10:00:00Z", "startTime": "2026-12-02T10:01:00.5Z",
+              "trainingOutput": {"completedTrialCount": 3, "consumedMLUnits": 1.5}, "etag": "YWJj"}
+    stored["trainingInput"]["workerConfig"] = {}
+    job = parse_job(stored, create=False)
+    assert job.doc["trainingOutput"] == {"completedTrialCount": "3", "consumedMLUnits": 1.5}
+    assert list(JOB_SCHEMA.iter_errors(job.to_json())) == []
+    with pytest.raises(UserInputError) as e:
+        parse_job(stored)
+    assert e.value.field == "state" and "output only" in e.value.message
+
+
+def job(**training):
+    return {"jobId": "j1", "trainingInput": {"pythonModule": "trainer.task", "packageUris": ["gs://b/t.tgz"],
+                                             **training}}
+
+
+@pytest.mark.parametrize("doc, field, message", [
+    ({"trainingInput": {}}, "jobId", "is required"),
+    ({**job(), "jobId": "1st"}, "jobId", "start with a letter"),
+    ({**job(), "jobId": "a-b"}, "jobId", "only letters, digits and '_'"),
+    ({**job(), "jobId": "a" * 129}, "jobId", "at most 128"),
+    ({"jobId": "j"}, "trainingInput", "is required"),
+    (job(scaleTier="CUSTOM"), "trainingInput.masterType", "required with scaleTier CUSTOM"),
+    (job(scaleTier="CUSTOM", masterType="n1-standard-4", workerCount=2), "trainingInput.workerType", "required"),
+    (job(scaleTier="CUSTOM", masterType="n1-standard-4", workerType="n1-standard-4"), "trainingInput.workerCount",
+     "required"),
+    (job(scaleTier="CUSTOM", masterType="m", workerType="m", workerCount=-1), "trainingInput.workerCount", "0 or more"),
+    (job(scaleTier="BASIC", masterType="n1-standard-4"), "trainingInput.masterType", "needs scaleTier CUSTOM"),
+    (job(scaleTier="BASIC_TPU"), "trainingInput.scaleTier", "TPU"),
+    (job(scaleTier="HUGE"), "trainingInput.scaleTier", "must be one of"),
+    (job(scaleTier="CUSTOM", masterType="m", masterConfig={"acceleratorConfig": {"type": "TPU_V3", "count": 8}}),
+     "trainingInput.masterConfig.acceleratorConfig.type", "TPUs are not offered"),
+    (job(scaleTier="CUSTOM", masterType="m", masterConfig={"acceleratorConfig": {"type": "nvidia-tesla-t4",
+                                                                                 "count": 0}}),
+     "trainingInput.masterConfig.acceleratorConfig.count", "1 or more"),
+    (job(scaleTier="CUSTOM", masterType="m", masterConfig={"acceleratorConfig": {"cuont": 1}}),
+     "trainingInput.masterConfig.acceleratorConfig.cuont", "did you mean 'count'"),
+    (job(workerCount="two"), "trainingInput.workerCount", "whole number"),
+    (job(workerCount=2.5), "trainingInput.workerCount", "whole number"),
+    (job(useChiefInTfConfig="maybe"), "trainingInput.useChiefInTfConfig", "true or false"),
+    (job(args="--epochs=3"), "trainingInput.args", "must be a list"),
+    ({"jobId": "j", "trainingInput": {"packageUris": ["gs://b/t"]}}, "trainingInput.pythonModule", "is required"),
+    ({"jobId": "j", "trainingInput": {"pythonModule": "t.task"}}, "trainingInput.packageUris", "is required"),
+    ({**job(), "labels": {"Team": "x"}}, "labels.Team", "lower-case letter"),
+    ({**job(), "labels": {"team": "Vision"}}, "labels.team", "values may hold only"),
+    ({**job(), "predictionInput": {}}, "predictionInput", "not supported"),
+    ({**job(), "createTime": "2026"}, "createTime", "output only"),
+    ({**job(), "trainingInputs": {}}, "trainingInputs", "did you mean 'trainingInput'"),
+])
+def test_bad_jobs_name_the_field(doc, field, message):
+    with pytest.raises(UserInputError) as e:
+        parse_job(doc)
+    assert e.value.field == field and message in e.value.message, str(e.value)
+
+
+def test_a_custom_container_needs_no_python_module():
+    j = parse_job({"jobId": "c", "trainingInput": {"scaleTier": "CUSTOM", "masterConfig": {
+        "imageUri": "ghcr.io/example/train:1", "containerArgs": ["--epochs", "2"]}}})
+    assert j.training["masterConfig"]["imageUri"] == "ghcr.io/example/train:1"
+    assert list(JOB_SCHEMA.iter_errors(j.to_json())) == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("trainingInput: [unclosed", "not valid YAML or JSON at line 1"),
+    ("- a\n- b\n", "must be a mapping"),
+])
+def test_config_files_that_are_not_job_mappings(text, message):
+    with pytest.raises(UserInputError) as e:
+        load_config(text)
+    assert e.value.field == "--config" and message in e.value.message
+
+
+def test_kubernetes_names_are_dns_labels_and_never_collide():
+    ids = ["my_job", "My_Job", "MY_JOB", "my__job", "my_job_", "a" * 128, "a" * 127 + "b", "census_2026_v3", "x"]
+    names = [kubernetes_name(i) for i in ids]
+    assert len(set(names)) == len(ids)
+    assert all(re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", n) and len(n) <= 63 for n in names), names
+    assert kubernetes_name("census_2026_v3") == "census-2026-v3"
+    assert kubernetes_name("My_Job") == kubernetes_name("My_Job")
+
+
+def test_the_bundled_discovery_document_is_googles():
+    from server_ext.jobs.schema import DISCOVERY
+
+    doc = json.loads(DISCOVERY.read_text())
+    assert doc["name"] == "ml" and doc["version"] == "v1" and doc["revision"] == "20251213"
+    methods = doc["resources"]["projects"]["resources"]["jobs"]["methods"]
+    assert {"create", "get", "list", "cancel"} <= set(methods)
