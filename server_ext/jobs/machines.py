@@ -1,0 +1,118 @@
+"""Machines and accelerators of a job: AI Platform's names → what a replica asks the cluster for. Pure.
+
+- Machine types: Compute Engine names (``n1-standard-8``, ``n1-highmem-16``, ``n1-highcpu-32``,
+  ``n2-…``, ``e2-…``, ``a2-highgpu-1g``…) by their published vCPU/memory shape, and AI Platform's
+  legacy names (``standard``, ``large_model``, ``complex_model_m``, ``standard_gpu``,
+  ``complex_model_m_p100``, ``standard_v100``…) with the GPUs they implied. An operator's table
+  (`Machines(extra=…)`) adds or overrides names.
+- Accelerators: Google's spellings (``NVIDIA_TESLA_V100``; gcloud's ``nvidia-tesla-v100`` is
+  normalised by the job model) and the platform's MIG names (``NVIDIA_A100_1G_5GB``), mapped to
+  the platform catalogue: a MIG accelerator of profile ``1g.5gb`` is ``NVIDIA_A100_1G_5GB``; a
+  whole GPU is matched by the model in its product (``A100``, ``V100``…) or by an explicit
+  ``aliases`` table. TPUs are refused by name; an accelerator the catalogue lacks is refused
+  with the list of those it has.
+- Scale tiers: BASIC, STANDARD_1, PREMIUM_1, BASIC_GPU → master/worker/parameter-server shapes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from hub_ext.catalog import Accelerator
+from hub_ext.errors import UserInputError
+
+_GCE = re.compile(r"(?P<family>n1|n2|n2d|e2|c2)-(?P<shape>standard|highmem|highcpu)-(?P<cpus>\d+)")
+_GIB_PER_CPU = {("n1", "standard"): 3.75, ("n1", "highmem"): 6.5, ("n1", "highcpu"): 0.9,
+                ("n2", "standard"): 4, ("n2", "highmem"): 8, ("n2", "highcpu"): 1,
+                ("n2d", "standard"): 4, ("n2d", "highmem"): 8, ("n2d", "highcpu"): 1,
+                ("e2", "standard"): 4, ("e2", "highmem"): 8, ("e2", "highcpu"): 1,
+                ("c2", "standard"): 4}
+_A2 = re.compile(r"a2-highgpu-(?P<gpus>1|2|4|8)g")
+
+
+@dataclass(frozen=True)
+class Machine:
+    cpu: float
+    memory_gib: float
+    accelerator: str | None = None  # Google's accelerator type name
+    count: int = 0
+
+
+LEGACY = {
+    "standard": Machine(4, 15), "large_model": Machine(8, 52), "complex_model_s": Machine(8, 7.2),
+    "complex_model_m": Machine(16, 14.4), "complex_model_l": Machine(32, 28.8),
+    "standard_gpu": Machine(8, 30, "NVIDIA_TESLA_K80", 1), "complex_model_m_gpu": Machine(16, 60, "NVIDIA_TESLA_K80", 4),
+    "complex_model_l_gpu": Machine(32, 120, "NVIDIA_TESLA_K80", 8),
+    "standard_p100": Machine(8, 30, "NVIDIA_TESLA_P100", 1),
+    "complex_model_m_p100": Machine(16, 60, "NVIDIA_TESLA_P100", 4),
+    "standard_v100": Machine(8, 30, "NVIDIA_TESLA_V100", 1), "large_model_v100": Machine(8, 52, "NVIDIA_TESLA_V100", 1),
+    "complex_model_m_v100": Machine(16, 60, "NVIDIA_TESLA_V100", 4),
+    "complex_model_l_v100": Machine(32, 120, "NVIDIA_TESLA_V100", 8),
+}
+TIERS = {
+    "BASIC": {"masterType": "standard"},
+    "BASIC_GPU": {"masterType": "standard_gpu"},
+    "STANDARD_1": {"masterType": "complex_model_m", "workerType": "standard", "workerCount": "4",
+                   "parameterServerType": "standard", "parameterServerCount": "1"},
+    "PREMIUM_1": {"masterType": "complex_model_l", "workerType": "complex_model_m", "workerCount": "19",
+                  "parameterServerType": "complex_model_m", "parameterServerCount": "11"},
+}
+
+
+def mig_name(profile: str) -> str:
+    return "NVIDIA_A100_" + profile.upper().replace(".", "_").replace("+", "_")
+
+
+@dataclass(frozen=True)
+class Machines:
+    accelerators: Mapping[str, Accelerator]  # the platform catalogue
+    extra: Mapping[str, Machine] = field(default_factory=dict)
+    aliases: Mapping[str, str] = field(default_factory=dict)  # Google accelerator name → catalogue name
+    tiers: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: TIERS)
+
+    def machine(self, name: str, where: str) -> Machine:
+        if name in self.extra:
+            return self.extra[name]
+        if name in LEGACY:
+            return LEGACY[name]
+        m = _GCE.fullmatch(name)
+        if m and (m["family"], m["shape"]) in _GIB_PER_CPU:
+            cpus = int(m["cpus"])
+            return Machine(cpus, round(cpus * _GIB_PER_CPU[(m["family"], m["shape"])], 2))
+        m = _A2.fullmatch(name)
+        if m:
+            gpus = int(m["gpus"])
+            return Machine(12 * gpus, 85 * gpus, "NVIDIA_TESLA_A100", gpus)
+        known = [*self.extra, *LEGACY, "n1-standard-4", "n1-highmem-8", "a2-highgpu-1g"]
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise UserInputError(where, f"unknown machine type {name!r}{hint}")
+
+    def accelerator(self, google_name: str, where: str) -> Accelerator:
+        if google_name.startswith("TPU"):
+            raise UserInputError(where, "TPUs are not offered on this platform; use a GPU or a MIG slice")
+        wanted = self.aliases.get(google_name)
+        for acc in self.accelerators.values():
+            if acc.name == wanted or (acc.type == "mig" and mig_name(acc.mig_profile) == google_name):
+                return acc
+        if wanted is None:
+            model = google_name.replace("NVIDIA_TESLA_", "").replace("NVIDIA_", "")
+            for acc in self.accelerators.values():
+                if acc.type == "gpu" and model and model in (acc.product or acc.display_name).upper().replace("-", "_"):
+                    return acc
+        offered = sorted(self.names())
+        raise UserInputError(where, f"no {google_name} on this platform (offered: {', '.join(offered) or 'none'})")
+
+    def names(self) -> set[str]:
+        out = {k for k, v in self.aliases.items() if v in self.accelerators}
+        for acc in self.accelerators.values():
+            if acc.type == "mig":
+                out.add(mig_name(acc.mig_profile))
+            elif acc.product:
+                model = re.search(r"(A100|H100|H200|V100|P100|T4|L4|A10G?|K80)", acc.product.upper())
+                if model:
+                    out.add(f"NVIDIA_TESLA_{model.group(1)}")
+        return out
