@@ -45,16 +45,14 @@ class _PlatformHandler(APIHandler):
         spawner = user.spawner
         if not hasattr(spawner, "runtime"):
             raise web.HTTPError(404, "this hub's spawner is not a platform spawner")
-        return user, spawner
+        return spawner
 
 
 class ProjectsHandler(_PlatformHandler):
     async def get(self, user_name):
-        user, spawner = self._spawner_for(user_name)
-        rt = spawner.runtime
-        groups = [g.name for g in user.groups]
+        spawner = self._spawner_for(user_name)
         out = []
-        for p in rt.projects(user.name, groups, user.admin):
+        for p in spawner.user_projects():
             in_use = await spawner.usage(p.name)
             out.append({"name": p.name, "display_name": p.display_name, "personal": p.personal,
                         "profiles": sorted(p.profiles), "limits": p.limits, "in_use": in_use})
@@ -63,16 +61,16 @@ class ProjectsHandler(_PlatformHandler):
 
 class CatalogHandler(_PlatformHandler):
     async def get(self, user_name):
-        user, spawner = self._spawner_for(user_name)
+        spawner = self._spawner_for(user_name)
         rt = spawner.runtime
-        usable = set().union(*(p.profiles for p in rt.projects(user.name, [g.name for g in user.groups], user.admin)))
+        usable = set().union(*(p.profiles for p in spawner.user_projects()))
         self.write({"accelerators": [accelerator_json(a) for a in rt.accelerators.values()],
                     "profiles": [profile_json(p) for p in rt.profiles if p.slug in usable]})
 
 
 class CapacityHandler(_PlatformHandler):
     async def get(self, user_name):
-        _, spawner = self._spawner_for(user_name)
+        spawner = self._spawner_for(user_name)
         self.write({"accelerators": {name: {"free": free, "total": total}
                                      for name, (free, total) in (await spawner.capacity()).items()}})
 
@@ -81,10 +79,10 @@ class _FilesHandler(_PlatformHandler):
     kind = ""
 
     async def get(self, user_name):
-        user, spawner = self._spawner_for(user_name)
+        spawner = self._spawner_for(user_name)
         out = []
         try:
-            for p in spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin):
+            for p in spawner.user_projects():
                 available = await spawner.project_files(p.name)
                 out += metadata(getattr(available, self.kind), p.name)
         except PlatformError as e:

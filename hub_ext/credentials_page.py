@@ -50,7 +50,7 @@ async def delete(spawner, user, project: str, name: str) -> None:
 
 
 def _project_of(spawner, user, project: str):
-    for p in spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin):
+    for p in spawner.user_projects():
         if p.name == project:
             return p
     raise UserInputError("project", f"you may not use the project {project!r}", 403)
@@ -98,7 +98,7 @@ class CredentialsPage(BaseHandler):
     async def _render(self, error: str = "", kept: dict | None = None, status: int = 200):
         user = self.current_user
         spawner = user.spawner
-        projects = spawner.runtime.projects(user.name, [g.name for g in user.groups], user.admin)
+        projects = spawner.user_projects()
         listed = []
         for p in projects:
             listed.append((p, metadata((await spawner.project_files(p.name)).credentials, p.name)))

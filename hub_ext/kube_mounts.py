@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -35,7 +36,7 @@ class MountSettings:
     source_annotation: str = SOURCE
     description_annotation: str = DESCRIPTION
 
-    @property
+    @functools.cached_property
     def kind_by_type(self) -> dict[str, str]:
         return {secret_type: kind for kind, secret_type in self.credential_types.items()}
 

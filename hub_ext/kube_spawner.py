@@ -39,11 +39,11 @@ from .cluster import ClusterView, ProjectResources
 from .credentials import MANAGED_BY
 from .entitlements import Project
 from .errors import ConfigError, UpstreamError, UserInputError, http_answer
-from .form import options_from_form, render_form
+from .form import render_form
 from .kube import Kube, path_of, reason
 from .kube_mounts import MountSettings, volumes
 from .mounts import Available, select, selected
-from .platform import Plan, PlatformConfig, Runtime
+from .platform import Plan, PlatformConfig
 from .progress_text import describe, free_text, wanting
 from .provision import Provisioner
 from .tenancy import PROJECT_LABEL, SERVICE_ACCOUNT, member_binding_name, project_objects
@@ -131,12 +131,6 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         return PlatformSpawner._options_form
 
     # ---- shared state ---------------------------------------------------------------------------
-    @property
-    def runtime(self) -> Runtime:
-        if getattr(self, "_runtime", None) is None:
-            self._runtime = Runtime.for_config(self.platform_settings())
-        return self._runtime
-
     def mount_settings(self) -> MountSettings:
         return MountSettings(dict(self.credential_types), self.credentials_mount_path.rstrip("/"),
                              self.datasets_mount_path.rstrip("/"), self.dataset_label, self.dataset_source_annotation,
@@ -160,12 +154,6 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         for key in list(_SHARED):
             shared = _SHARED.pop(key)
             await asyncio.gather(shared.view.stop(), shared.resources.stop())
-
-    def _groups(self) -> list[str]:
-        return [g.name for g in getattr(self.user, "groups", [])]
-
-    def _projects(self) -> list[Project]:
-        return self.runtime.projects(self.user.name, self._groups(), self.user.admin)
 
     async def capacity(self) -> dict[str, tuple[int, int]]:
         view = self.shared.view
@@ -196,12 +184,12 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
     async def provision(self) -> list[Project]:
         """Make sure every project of the user exists as it should (idempotent; cached)."""
         rt, shared = self.runtime, self.shared
-        projects = self._projects()
+        projects = self.user_projects()
         members = self._members()
         for p in projects:
             key = (id(rt), p.name, p.display_name, p.personal, tuple(sorted(p.profiles)),
                    None if p.limits is None else tuple(sorted(p.limits.items())), tuple(members))
-            await shared.provisioner.ensure_once(
+            await shared.provisioner.ensure(
                 key, lambda p=p: project_objects(p, rt.accelerators, rt.profiles, members),
                 f"prepare the project {p.name!r}")
         if self.member_identity_template:
@@ -219,9 +207,6 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         except UpstreamError as e:
             raise web.HTTPError(*http_answer(e)) from None
         return render_form(projects, self.runtime.profiles, await self.capacity(), files)
-
-    def options_from_form(self, formdata):
-        return options_from_form(formdata)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:
@@ -242,7 +227,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         options = dict(self.user_options or {})
         creds, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
-            plan = self.runtime.plan(self.user.name, self._groups(), self.user.admin, options)
+            plan = self.user_plan(options)
             await self.provision()
             available = await self.project_files(plan.project.name)
             select(available, creds, datasets, plan.project.name, allow_loading=self.when_dataset_loading == "wait")
@@ -433,15 +418,18 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
                 messages.append(stage)
             plan = getattr(self, "_plan", None)
             if plan is not None and self.events_enabled:  # only once this spawn's pod is decided
-                acc, count = plan.accelerator, plan.count
-                capacity = self.shared.view.capacity(self.runtime.accelerators) if acc else {}
+                fresh = []
                 for ev in self.events:
                     uid = ev["metadata"].get("uid") or ev["metadata"].get("name")
                     when = ev.get("lastTimestamp") or ev.get("eventTime") or ""
                     if uid in seen or ev["metadata"].get("namespace") != self.namespace or when[:19] < self._planned_at:
                         continue  # described already, another namespace's pod of that name, or an earlier pod's
                     seen.add(uid)
-                    messages.append(describe(ev, acc, count, capacity))
+                    fresh.append(ev)
+                if fresh:
+                    acc, count = plan.accelerator, plan.count
+                    capacity = self.shared.view.capacity(self.runtime.accelerators) if acc else {}
+                    messages += [describe(ev, acc, count, capacity) for ev in fresh]
             for message in messages:
                 if message and message != sent:
                     sent = message

@@ -32,11 +32,11 @@ from traitlets import Any as AnyTrait
 from traitlets import Float, Unicode, default
 
 from .errors import ConfigError, UserInputError, http_answer
-from .form import options_from_form, render_form
+from .form import render_form
 from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
 from .local_files import project_files
 from .mounts import Available, select
-from .platform import Plan, PlatformConfig, Runtime
+from .platform import Plan, PlatformConfig
 from .progress_text import wanting
 
 _ALLOCATORS: dict[tuple, DeviceAllocator] = {}
@@ -81,10 +81,6 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
 
     # ---- shared state --------------------------------------------------------------------------
     @property
-    def runtime(self) -> Runtime:
-        return Runtime.for_config(self.platform_settings())
-
-    @property
     def allocator(self) -> DeviceAllocator:
         key = (repr(self.inventory), self.state_dir)
         if key not in _ALLOCATORS:
@@ -99,9 +95,6 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     def holder(self) -> str:
         return f"{self.user.name}/{self.name}"
 
-    def _groups(self) -> list[str]:
-        return [g.name for g in getattr(self.user, "groups", [])]
-
     async def project_files(self, project: str) -> Available:
         return project_files(self.projects_dir, project)
 
@@ -115,7 +108,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     # ---- the form ---------------------------------------------------------------------------------
     async def _options_form(self, spawner=None) -> str:
         rt = self.runtime
-        projects = rt.projects(self.user.name, self._groups(), self.user.admin)
+        projects = self.user_projects()
         files = {p.name: await self.project_files(p.name) for p in projects}
         return render_form(projects, rt.profiles, await self.capacity(), files)
 
@@ -123,15 +116,12 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     def _default_options_form(self):
         return LocalPlatformSpawner._options_form
 
-    def options_from_form(self, formdata):
-        return options_from_form(formdata)
-
     # ---- lifecycle ----------------------------------------------------------------------------------
     async def make_plan(self) -> Plan:
         options = dict(self.user_options or {})
         credentials, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
-            plan = self.runtime.plan(self.user.name, self._groups(), self.user.admin, options)
+            plan = self.user_plan(options)
             available = await self.project_files(plan.project.name)
             self._mount_env = select(available, credentials, datasets, plan.project.name)
             return plan

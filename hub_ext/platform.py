@@ -22,6 +22,7 @@ from traitlets.config import Configurable
 from .catalog import Accelerator, parse_accelerators
 from .entitlements import Entitlements, Ledger, Project, choose, parse_entitlements, projects_for
 from .errors import ConfigError, Problem, UserInputError
+from .form import options_from_form
 from .profiles import Profile, parse_profile_list, parse_profiles, resolve
 
 
@@ -81,6 +82,26 @@ class PlatformConfig(Configurable):
     def platform_settings(self) -> dict[str, Any]:
         return {"accelerators": self.accelerators, "profiles": self.profiles, "profile_list": self.profile_list,
                 "everyone": self.everyone, "groups": self.groups}
+
+    # ---- what every platform spawner (it has `self.user`) asks of the parsed settings ------------
+    @property
+    def runtime(self) -> "Runtime":
+        if getattr(self, "_runtime", None) is None:
+            self._runtime = Runtime.for_config(self.platform_settings())
+        return self._runtime
+
+    def user_projects(self) -> list[Project]:
+        """The projects this spawner's user may use."""
+        return self.runtime.projects(self.user.name, [g.name for g in getattr(self.user, "groups", [])],
+                                     self.user.admin)
+
+    def user_plan(self, user_options: Mapping[str, Any]) -> "Plan":
+        """`Runtime.plan` for this spawner's user."""
+        return self.runtime.plan(self.user.name, [g.name for g in getattr(self.user, "groups", [])],
+                                 self.user.admin, user_options)
+
+    def options_from_form(self, formdata):
+        return options_from_form(formdata)
 
 
 @functools.cache

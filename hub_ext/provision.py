@@ -1,9 +1,10 @@
 """Applying a project's objects (`hub_ext.tenancy`) to the cluster, idempotently, all or nothing.
 
-`Provisioner.ensure(objects)` reads each object and creates what is missing or replaces what
+`Provisioner.ensure(key, build)` reads each object and creates what is missing or replaces what
 differs from the wanted fields (labels are merged, never dropped); an object created by someone
-else meanwhile (409) is read and compared instead. A set of objects already applied by this hub
-process is not requested again (later spawns make no API request for provisioning). If any step
+else meanwhile (409) is read and compared instead. A set already applied by this hub process
+(named by the caller's key) is neither built nor requested again (later spawns make no API
+request for provisioning). If any step
 still fails after the Kubernetes client's retries, every object this call created is deleted
 again (a namespace it created takes its contents with it) and an `UpstreamError` says what
 failed; nothing half-made stays behind.
@@ -15,8 +16,6 @@ a path known to be absent is not requested again.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 
 import aiohttp
@@ -47,31 +46,24 @@ def _updated(current: dict, wanted: dict) -> dict:
 class Provisioner:
     def __init__(self, kube: Kube):
         self.kube = kube
-        self._applied: set[str] = set()
-        self._applied_keys: set = set()  # callers' keys for sets applied, to skip even building them
+        self._applied: set = set()  # callers' keys of the sets applied by this process
         self._absent: set[str] = set()
         self._locks: dict[str, asyncio.Lock] = {}
 
     def forget(self) -> None:
         """Re-check everything on next use (e.g. after objects were changed outside the hub)."""
         self._applied.clear()
-        self._applied_keys.clear()
         self._absent.clear()
 
-    async def ensure_once(self, key, build, what: str) -> None:
-        """`ensure(build())`, skipped without building when the set for `key` was applied already."""
-        if key in self._applied_keys:
+    async def ensure(self, key, build, what: str) -> None:
+        """Apply the objects `build()` returns, unless the set named `key` (hashable; it must change
+        whenever the objects would) was applied already: then nothing is built or requested."""
+        if key in self._applied:
             return
-        await self.ensure(build(), what)
-        self._applied_keys.add(key)
-
-    async def ensure(self, objects: list[dict], what: str) -> None:
-        digest = hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()
-        if digest in self._applied:
-            return
+        objects = build()
         lock = self._locks.setdefault(objects[0]["metadata"]["name"], asyncio.Lock())
         async with lock:
-            if digest in self._applied:
+            if key in self._applied:
                 return
             created: list[dict] = []
             try:
@@ -82,7 +74,7 @@ class Provisioner:
                 await self._undo(created)
                 log.warning("could not %s: %s (undid %d created objects)", what, reason(e), len(created))
                 raise UpstreamError(what, reason(e) + "; nothing was left half-made, try again") from None
-            self._applied.add(digest)
+            self._applied.add(key)
             self._absent.difference_update(obj_path(o) for o in objects)
             if created:
                 log.info("%s: created %s", what, ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in created))
@@ -127,7 +119,6 @@ class Provisioner:
             try:
                 if await self.kube.delete(path):
                     self._applied.clear()  # a set that held this object must be checked again
-                    self._applied_keys.clear()
             except ApiException as e:
                 if e.status == 403:  # the hub may not manage that namespace (yet): nothing to remove
                     continue

@@ -93,8 +93,9 @@ async def control(url: str, method: str, action: str):
 
 
 def is_capacity(r) -> bool:
-    return r["path"] in ("/api/v1/nodes", "/api/v1/pods") and "status.phase" in r["query"].get("fieldSelector", "") \
-        or r["path"] == "/api/v1/nodes"
+    """A request of the capacity view: nodes, or the cluster-wide list/watch of non-terminated pods."""
+    return r["path"] == "/api/v1/nodes" or (
+        r["path"] == "/api/v1/pods" and "status.phase" in r["query"].get("fieldSelector", ""))
 
 
 async def timed_round(spawners):
