@@ -1,9 +1,9 @@
 # Entry points of jupyterhub-mlplatform. `make demo` and `make test` work on a fresh clone.
 #
 #   make demo          local JupyterHub on http://127.0.0.1:$(DEMO_PORT) (prints the password)
-#   make test          all tiers (unit, kube, hub, browser), one after another, timed;
+#   make test          all tiers (unit, local, kube, hub, browser), one after another, timed;
 #                      fails if any tier fails or collects no tests
-#   make test-<tier>   one tier: test-unit, test-kube, test-hub, test-browser
+#   make test-<tier>   one tier: test-unit, test-local, test-kube, test-hub, test-browser
 #   make bench         benchmarks: the Kubernetes API stand-in; spawn cost, PlatformSpawner vs KubeSpawner
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
@@ -12,7 +12,7 @@ SHELL := /bin/bash
 PYTHON3 ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-TIERS := unit kube hub browser
+TIERS := unit local kube hub browser
 DEMO_PORT ?= 8000
 PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -56,6 +56,9 @@ test: $(VENV)/.stamp node_modules/.stamp chromium
 
 test-unit: $(VENV)/.stamp
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+test-local: $(VENV)/.stamp
+	$(PY) -m pytest -m local $(PYTEST_ARGS)
 
 test-kube: $(VENV)/.stamp
 	$(PY) -m pytest -m kube $(PYTEST_ARGS)

@@ -38,7 +38,7 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """Every test belongs to exactly one tier, so `make test` (one run per tier) runs them all."""
-    tiers = {"unit", "kube", "hub", "browser"}
+    tiers = {"unit", "local", "kube", "hub", "browser"}
     real = config.getoption("--kube-context")
     for item in items:
         if real and item.get_closest_marker("standin_only"):

@@ -1,0 +1,51 @@
+"""The one interface the REST API, widgets and CLI use to run jobs; two implementations: the
+Kubernetes backend (Kubeflow Training Operator CRs, `batch/v1` Jobs) and the local backend
+(processes on this machine, state in SQLite).
+
+A job is always answered as the `ml.v1` Job JSON (`GoogleCloudMlV1__Job`: int64 as strings,
+``state`` one of QUEUED, PREPARING, RUNNING, SUCCEEDED, FAILED, CANCELLING, CANCELLED, RFC 3339
+times). Every method is scoped by project; a job of another project is `JobNotFound`.
+
+Log streams are async iterators of `LogLine`: ``seq`` numbers the lines of one task's log from 1,
+so a reader resumes with ``after=<last seq seen>`` (the SSE ``Last-Event-ID``) and never sees a
+line twice or misses one. With ``follow`` the stream ends when the task has ended and every line
+was sent; without it, it ends at the current end of the log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AsyncIterator, Protocol
+
+from .plan import JobPlan
+
+STATES = ("QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED")
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    seq: int  # 1-based line number in this task's log
+    task: str  # e.g. "master-replica-0"
+    text: str  # the line, without its newline
+
+
+class JobBackend(Protocol):
+    async def submit(self, plan: JobPlan) -> dict:
+        """Create the job (all or nothing); `JobExists` if the jobId is taken in the project."""
+
+    async def get(self, project: str, job_id: str) -> dict:
+        """The job; `JobNotFound`."""
+
+    async def list(self, project: str) -> list[dict]:
+        """Every job of the project (from a cache: no API request per call where it can)."""
+
+    async def cancel(self, project: str, job_id: str) -> dict:
+        """Stop every replica; the job goes CANCELLING then CANCELLED. `JobFinished` if it already ended."""
+
+    def logs(self, project: str, job_id: str, task: str = "master-replica-0", *, follow: bool = False,
+             after: int = 0) -> AsyncIterator[LogLine]:
+        """One task's log lines after line `after`."""
+
+    async def close(self) -> None:
+        """Stop watches and background tasks (processes of running local jobs keep running)."""

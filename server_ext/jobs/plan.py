@@ -1,0 +1,200 @@
+"""What a training job will run: an `ml.v1` `Job` turned into a `JobPlan` both backends apply. Pure.
+
+`plan_job(job, settings, project=…, owner=…, mounts=…)` decides, once, for every replica role:
+
+- its shape: the machine type (``masterType``…; or the scale tier's, `machines.TIERS`) → CPU,
+  memory and accelerators (`Machines`); an ``acceleratorConfig`` overrides the machine's GPUs;
+  every accelerator is resolved against the platform catalogue (MIG names included);
+- its image: the replica's ``imageUri`` (a custom container), else the trainer image of
+  ``runtimeVersion``/``pythonVersion`` from `Runtimes` (an unknown pair is refused, naming the
+  field and the versions offered);
+- the framework: a custom container or a runtime says ``tensorflow``, ``pytorch`` or none. One
+  replica and no framework → a plain process (``batch/v1`` Job on Kubernetes); PyTorch →
+  Master/Worker (no parameter servers: refused); TensorFlow, or several replicas without a
+  framework (AI Platform gave every custom container ``TF_CONFIG``) → Chief/Worker/PS/Evaluator;
+- the code: ``pythonModule`` + ``args`` with ``packageUris`` (``gs://``, ``s3://`` or a package
+  shipped with the job), or the container's own entry point (``containerCommand``/``containerArgs``);
+  ``jobDir`` is passed as ``--job-dir`` as AI Platform did;
+- the mounts: the credentials and datasets the job asked for (already checked against the
+  project by `hub_ext.mounts.select`).
+
+Role names are AI Platform's (``master``, ``worker``, ``parameter_server``, ``evaluator``); task
+names are ``<role>-replica-<i>`` as AI Platform's logs had them, and `task_name` also reads the
+short spellings (``worker-1``, ``ps-0``, ``chief-0``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from hub_ext.catalog import Accelerator
+from hub_ext.errors import UserInputError
+from hub_ext.mounts import Credential, Dataset
+
+from .machines import Machines
+from .model import Job, kubernetes_name
+
+ROLES = ("master", "worker", "parameter_server", "evaluator")
+_FIELD = {"master": "master", "worker": "worker", "parameter_server": "parameterServer", "evaluator": "evaluator"}
+_TASK = re.compile(r"(?P<role>master|chief|worker|ps|parameter[_-]server|evaluator)(?:-replica)?-(?P<index>\d+)")
+_ROLE_OF = {"master": "master", "chief": "master", "worker": "worker", "ps": "parameter_server",
+            "parameter_server": "parameter_server", "parameter-server": "parameter_server", "evaluator": "evaluator"}
+FRAMEWORKS = ("tensorflow", "pytorch")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    image: str
+    framework: str | None = None  # "tensorflow" | "pytorch" | None
+
+
+# runtimeVersion → pythonVersion → trainer image. AI Platform's runtime versions were TensorFlow
+# releases; "pytorch-…" entries are this platform's. Operators replace or extend the table.
+DEFAULT_RUNTIMES: dict[str, dict[str, Runtime]] = {
+    **{v: {"3.7": Runtime(f"tensorflow/tensorflow:{v}.0", "tensorflow")}
+       for v in ("2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.11")},
+    "pytorch-2.3": {"3.10": Runtime("pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime", "pytorch")},
+    "pytorch-2.5": {"3.11": Runtime("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime", "pytorch")},
+}
+
+
+@dataclass(frozen=True)
+class Runtimes:
+    table: Mapping[str, Mapping[str, Runtime]] = field(default_factory=lambda: DEFAULT_RUNTIMES)
+    default_version: str = "2.11"
+
+    def pick(self, version: str | None, python: str | None) -> tuple[str, str, Runtime]:
+        version = version or self.default_version
+        pythons = self.table.get(version)
+        if pythons is None:
+            raise UserInputError("trainingInput.runtimeVersion", f"no runtime {version!r} here (offered: "
+                                                                 f"{', '.join(sorted(self.table))})")
+        if python is None:
+            python = sorted(pythons)[-1]
+        if python not in pythons:
+            raise UserInputError("trainingInput.pythonVersion", f"runtime {version} has Python "
+                                                                f"{', '.join(sorted(pythons))}, not {python!r}")
+        return version, python, pythons[python]
+
+
+@dataclass(frozen=True)
+class Replica:
+    role: str  # one of ROLES
+    count: int
+    image: str
+    cpu: float
+    memory_gib: float
+    accelerator: Accelerator | None = None
+    accelerator_count: int = 0
+    command: tuple[str, ...] = ()  # a custom container's command (empty: the plan's module)
+    args: tuple[str, ...] = ()  # a custom container's args
+
+    def task_names(self) -> list[str]:
+        return [f"{self.role}-replica-{i}" for i in range(self.count)]
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    job: Job
+    project: str  # the project (namespace)
+    owner: str  # the JupyterHub user who submitted it
+    name: str  # the Kubernetes name (`model.kubernetes_name`)
+    framework: str | None  # "tensorflow" | "pytorch" | None
+    replicas: tuple[Replica, ...]  # master first
+    python_module: str | None = None
+    args: tuple[str, ...] = ()  # the trainer's arguments (``--job-dir`` included)
+    package_uris: tuple[str, ...] = ()
+    runtime_version: str | None = None
+    python_version: str | None = None
+    credentials: tuple[Credential, ...] = ()
+    datasets: tuple[Dataset, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        """``Job`` (one replica, no framework), ``PyTorchJob`` or ``TFJob``."""
+        if self.framework == "pytorch":
+            return "PyTorchJob"
+        if self.framework == "tensorflow" or self.total_replicas > 1:
+            return "TFJob"
+        return "Job"
+
+    @property
+    def total_replicas(self) -> int:
+        return sum(r.count for r in self.replicas)
+
+    def task_names(self) -> list[str]:
+        return [t for r in self.replicas for t in r.task_names()]
+
+    def replica(self, role: str) -> Replica | None:
+        return next((r for r in self.replicas if r.role == role), None)
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    machines: Machines
+    runtimes: Runtimes = field(default_factory=Runtimes)
+
+
+def task_name(text: str, plan: JobPlan | None = None) -> str:
+    """The canonical task name (``worker-replica-1``) of a user's spelling; with `plan`, it must exist."""
+    m = _TASK.fullmatch(text.strip().lower())
+    if not m:
+        raise UserInputError("task-name", "must look like master-replica-0, worker-1 or ps-0")
+    name = f"{_ROLE_OF[m['role']]}-replica-{int(m['index'])}"
+    if plan is not None and name not in plan.task_names():
+        raise UserInputError("task-name", f"the job has no task {text!r} (it has {', '.join(plan.task_names())})")
+    return name
+
+
+def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, settings: PlanSettings) -> Replica:
+    key = _FIELD[role]
+    config = t.get(f"{key}Config") or {}
+    machine_name = t.get(f"{key}Type")
+    where = f"trainingInput.{key}Type"
+    machine = settings.machines.machine(machine_name, where) if machine_name else None
+    cpu, memory = (machine.cpu, machine.memory_gib) if machine else (4, 15)
+    acc_name, acc_count = (machine.accelerator, machine.count) if machine else (None, 0)
+    acc_config = config.get("acceleratorConfig")
+    acc_where = f"trainingInput.{key}Config.acceleratorConfig.type"
+    if acc_config:
+        acc_name, acc_count = acc_config["type"], int(acc_config.get("count", "1"))
+    else:
+        acc_where = where
+    accelerator = settings.machines.accelerator(acc_name, acc_where) if acc_name else None
+    image = config.get("imageUri") or runtime_image
+    if not image:
+        raise UserInputError(f"trainingInput.{key}Config.imageUri", "is required: the master has a custom "
+                                                                    "container and no runtimeVersion is set")
+    return Replica(role, count, image, cpu, memory, accelerator, acc_count if accelerator else 0,
+                   tuple(config.get("containerCommand") or ()), tuple(config.get("containerArgs") or ()))
+
+
+def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
+             credentials: tuple[Credential, ...] = (), datasets: tuple[Dataset, ...] = ()) -> JobPlan:
+    t = dict(job.training)
+    tier = t.get("scaleTier", "BASIC")
+    if tier != "CUSTOM":
+        t.update(settings.machines.tiers[tier])
+    custom_image = (t.get("masterConfig") or {}).get("imageUri")
+    version = python = None
+    framework = None
+    runtime_image = None
+    if t.get("runtimeVersion") or not custom_image:
+        version, python, runtime = settings.runtimes.pick(t.get("runtimeVersion"), t.get("pythonVersion"))
+        runtime_image, framework = runtime.image, runtime.framework
+    replicas = [_replica(t, "master", 1, runtime_image, settings)]
+    for role in ROLES[1:]:
+        count = int(t.get(f"{_FIELD[role]}Count", "0"))
+        if count:
+            replicas.append(_replica(t, role, count, runtime_image, settings))
+    if framework == "pytorch" and any(r.role in ("parameter_server", "evaluator") for r in replicas):
+        raise UserInputError("trainingInput.parameterServerCount", "PyTorch jobs have a master and workers only")
+    args = list(t.get("args") or ())
+    if t.get("jobDir"):
+        args.append(f"--job-dir={t['jobDir']}")
+    return JobPlan(job=job, project=project, owner=owner, name=kubernetes_name(job.job_id), framework=framework,
+                   replicas=tuple(replicas), python_module=t.get("pythonModule"), args=tuple(args),
+                   package_uris=tuple(t.get("packageUris") or ()), runtime_version=version, python_version=python,
+                   credentials=tuple(credentials), datasets=tuple(datasets))

@@ -1,0 +1,84 @@
+"""The jobs service: what every face (REST, widgets, kubectl plugin) calls. One method per
+`ml.v1` `projects.jobs` verb, each checking that the caller may use the project first.
+
+- `create(user, project, body)`: the body is a Job document as Google's API takes it (REST JSON or a
+  gcloud ``--config`` file already loaded), plus one platform field, ``mounts``
+  (``{"credentials": [names], "datasets": [names]}``), which is checked against what the project
+  has (`hub_ext.mounts.select`) and never echoed back. The job is parsed and validated
+  (`model.parse_job`), planned (`plan.plan_job`) and only then submitted: a bad field raises
+  `UserInputError` naming it before anything is created.
+- `list(user, project, filter, page_size, page_token)`: `listing.page` over the backend's list.
+- `get`, `cancel`, `logs`: the backend's, for that project only.
+
+A project the caller may not use is refused with `UserInputError("project", …, 403)` for every
+verb, so another project's job ids are not even confirmed to exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from hub_ext.errors import UserInputError
+from hub_ext.mounts import Available, select, selected
+
+from .backend import JobBackend, LogLine
+from .listing import page
+from .model import parse_job
+from .plan import PlanSettings, plan_job, task_name
+
+Projects = Callable[[str], Awaitable[list[str]]]  # user → the projects they may use
+Files = Callable[[str], Awaitable[Available]]  # project → its credentials and datasets
+
+
+async def _no_files(project: str) -> Available:
+    return Available()
+
+
+@dataclass
+class JobService:
+    backend: JobBackend
+    settings: PlanSettings
+    projects: Projects
+    files: Files = _no_files
+
+    async def _check(self, user: str, project: str) -> None:
+        if project not in await self.projects(user):
+            raise UserInputError("project", f"{user!r} may not use project {project!r}", 403)
+
+    async def create(self, user: str, project: str, body: Any) -> dict:
+        await self._check(user, project)
+        if not isinstance(body, dict):
+            raise UserInputError("job", "must be a JSON object")
+        body = dict(body)
+        mounts = body.pop("mounts", None) or {}
+        if not isinstance(mounts, dict) or not set(mounts) <= {"credentials", "datasets"}:
+            raise UserInputError("mounts", "must be a mapping with 'credentials' and/or 'datasets' lists")
+        job = parse_job(body)
+        available = await self.files(project) if mounts else Available()
+        select(available, mounts.get("credentials"), mounts.get("datasets"), project)
+        plan = plan_job(job, self.settings, project=project, owner=user,
+                        credentials=tuple(selected(available.credentials, mounts.get("credentials"), "credentials")),
+                        datasets=tuple(selected(available.datasets, mounts.get("datasets"), "datasets")))
+        return await self.backend.submit(plan)
+
+    async def list(self, user: str, project: str, filter: str | None = None, page_size: Any = None,
+                   page_token: str | None = None) -> dict:
+        await self._check(user, project)
+        return page(await self.backend.list(project), page_size, page_token, filter)
+
+    async def get(self, user: str, project: str, job_id: str) -> dict:
+        await self._check(user, project)
+        return await self.backend.get(project, job_id)
+
+    async def cancel(self, user: str, project: str, job_id: str) -> dict:
+        await self._check(user, project)
+        return await self.backend.cancel(project, job_id)
+
+    async def logs(self, user: str, project: str, job_id: str, task: str | None = None, *, follow: bool = False,
+                   after: int = 0) -> AsyncIterator[LogLine]:
+        """Checks run before the first line is asked for, so a refusal is an error, not an empty stream."""
+        await self._check(user, project)
+        await self.backend.get(project, job_id)
+        name = task_name(task) if task else "master-replica-0"
+        return self.backend.logs(project, job_id, name, follow=follow, after=after)

@@ -1,0 +1,188 @@
+"""`ml/v1/projects/{project}/jobs…` under the notebook server's base URL, mirroring `ml.v1`'s
+`projects.jobs`:
+
+    POST   …/jobs                      create (body: a Job; 409 ALREADY_EXISTS for a taken jobId)
+    GET    …/jobs?filter=&pageSize=&pageToken=   list
+    GET    …/jobs/{jobId}              get
+    POST   …/jobs/{jobId}:cancel       cancel (empty body, answers ``{}`` as Google's does)
+    GET    …/jobs/{jobId}/logs?task=&follow=true   Server-Sent Events (see `LogsHandler`)
+
+Every method is authenticated (the server's own identity provider: the hub's OAuth in a
+JupyterHub, a token otherwise) and authorized on the resource ``mlplatform``; the jobs service
+then checks the project. Errors are Google's error JSON (`rest.errors`). Handlers are thin:
+parse, call one service method, render.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.extension.handler import ExtensionHandlerMixin
+from tornado import web
+from tornado.iostream import StreamClosedError
+
+from ..errors import PlatformError, UserInputError
+from .errors import error_body
+
+AUTH_RESOURCE = "mlplatform"
+KEEPALIVE_S = 15.0
+FLUSH_BYTES = 64 * 1024
+
+
+class _Handler(ExtensionHandlerMixin, APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def user(self) -> str:
+        return self.current_user.username
+
+    async def service(self):
+        return await self.extensionapp.job_service()
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        exc = (kwargs.get("exc_info") or (None, None, None))[1]
+        status, body = error_body(status_code, exc)
+        if status >= 500:
+            self.log.error("ml/v1 %s %s failed for %s", self.request.method, self.request.path,
+                           getattr(self.current_user, "username", "-"), exc_info=kwargs.get("exc_info"))
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body))
+
+    def log_exception(self, typ, value, tb) -> None:
+        if isinstance(value, PlatformError):
+            self.log.info("ml/v1 %s %s for %s: %s", self.request.method, self.request.path,
+                          getattr(self.current_user, "username", "-"), value)
+        else:
+            super().log_exception(typ, value, tb)
+
+    def send_error(self, status_code: int = 500, **kwargs: Any) -> None:
+        exc = (kwargs.get("exc_info") or (None, None, None))[1]
+        if isinstance(exc, PlatformError):
+            status_code = error_body(status_code, exc)[0]
+        super().send_error(status_code, **kwargs)
+
+    def json_body(self) -> Any:
+        try:
+            return json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise UserInputError("body", "is not valid JSON") from None
+
+
+class JobsHandler(_Handler):
+    @web.authenticated
+    @authorized("read")
+    async def get(self, project: str):
+        service = await self.service()
+        out = await service.list(self.user, project, self.get_query_argument("filter", None),
+                                 self.get_query_argument("pageSize", None), self.get_query_argument("pageToken", None))
+        self.finish(json.dumps(out))
+
+    @web.authenticated
+    @authorized("write")
+    async def post(self, project: str):
+        service = await self.service()
+        job = await service.create(self.user, project, self.json_body())
+        self.finish(json.dumps(job))
+
+
+class JobHandler(_Handler):
+    @web.authenticated
+    @authorized("read")
+    async def get(self, project: str, job_id: str):
+        service = await self.service()
+        self.finish(json.dumps(await service.get(self.user, project, job_id)))
+
+
+class CancelHandler(_Handler):
+    @web.authenticated
+    @authorized("write")
+    async def post(self, project: str, job_id: str):
+        service = await self.service()
+        await service.cancel(self.user, project, job_id)
+        self.finish("{}")
+
+
+class LogsHandler(_Handler):
+    """One task's log as Server-Sent Events.
+
+    Query: ``task`` (``master-replica-0`` by default; ``worker-1`` and other spellings accepted),
+    ``follow`` (``true``: keep the stream open until the task ends). Resume with the
+    ``Last-Event-ID`` header (or ``after=N``): lines after N are sent.
+
+    Events: ``id: <line number>`` + ``data: {"seq", "task", "text"}`` per line; a comment
+    (``: keepalive``) every 15 s of silence; finally ``event: end`` with ``data: {"state"}`` (the
+    job's state when the stream ended). Errors before the first byte are Google's error JSON.
+    """
+
+    @web.authenticated
+    @authorized("read")
+    async def get(self, project: str, job_id: str):
+        service = await self.service()
+        follow = self.get_query_argument("follow", "false").lower() in ("1", "true", "yes")
+        after_text = self.request.headers.get("Last-Event-ID") or self.get_query_argument("after", "0")
+        try:
+            after = int(after_text)
+        except ValueError:
+            raise UserInputError("Last-Event-ID", "must be the number of a line already received") from None
+        lines = await service.logs(self.user, project, job_id, self.get_query_argument("task", None),
+                                   follow=follow, after=max(after, 0))
+        self.set_header("Content-Type", "text/event-stream")
+        self.set_header("Cache-Control", "no-cache")
+        self.set_header("X-Accel-Buffering", "no")
+        try:
+            await self._stream(lines)
+            job = await service.get(self.user, project, job_id)
+            self.write(f"event: end\ndata: {json.dumps({'state': job.get('state')})}\n\n")
+            await self.flush()
+        except StreamClosedError:
+            return
+        finally:
+            await lines.aclose()
+        self.finish()
+
+    async def _stream(self, lines) -> None:
+        pending = 0
+        iterator = lines.__aiter__()
+        next_line = asyncio.ensure_future(iterator.__anext__())
+        try:
+            while True:
+                done, _ = await asyncio.wait({next_line}, timeout=KEEPALIVE_S if pending == 0 else 0.05)
+                if not done:
+                    if pending:
+                        await self.flush()
+                        pending = 0
+                    else:
+                        self.write(": keepalive\n\n")
+                        await self.flush()
+                    continue
+                try:
+                    line = next_line.result()
+                except StopAsyncIteration:
+                    break
+                chunk = f"id: {line.seq}\ndata: {json.dumps({'seq': line.seq, 'task': line.task, 'text': line.text})}\n\n"
+                self.write(chunk)
+                pending += len(chunk)
+                if pending >= FLUSH_BYTES:
+                    await self.flush()
+                    pending = 0
+                next_line = asyncio.ensure_future(iterator.__anext__())
+        finally:
+            if not next_line.done():
+                next_line.cancel()
+        if pending:
+            await self.flush()
+
+
+_JOBS = r"/ml/v1/projects/(?P<project>[^/]+)/jobs"
+_JOB = _JOBS + r"/(?P<job_id>[A-Za-z][A-Za-z0-9_]*)"
+routes = [
+    (_JOBS, JobsHandler),
+    (_JOB + r":cancel", CancelHandler),
+    (_JOB + r"/logs", LogsHandler),
+    (_JOB, JobHandler),
+]
