@@ -1,0 +1,340 @@
+"""The Kubernetes `JobBackend`: a job is one Kubeflow Training Operator v1 ``PyTorchJob``/``TFJob``
+or one ``batch/v1`` Job (`kubeflow.job_manifest`) in the project's namespace.
+
+Guarantees:
+
+- Reads come from watch caches: one `WatchCache` per (kind, project) for the three kinds, limited
+  to the platform's objects (``app.kubernetes.io/managed-by=jupyterhub-mlplatform``), started on
+  the first use of a project and kept until `close` (one list each, then watches with bookmarks
+  resumed from the last resourceVersion; a re-list only after 410 Gone). `get` and `list` make no
+  API request once a project's caches are loaded.
+- A job is found by its jobId annotation (`model.JOB_ID_ANNOTATION`), never by name alone, and only
+  in its own project's namespace: another project's job is `JobNotFound`.
+- `submit` creates exactly one object (nothing half-made): a jobId already in the cache, or a 409
+  from the API, is `JobExists`; a 403 is `UserInputError(…, 403)` (naming the quota when a quota
+  refused it); any other failure is `UpstreamError` with the API's reason. The created object is
+  put into the cache at once, so a `get` right after `submit` sees it.
+- `cancel` merge-patches `kubeflow.cancel_patch` (the controller suspends the job and deletes its
+  pods): the job reads CANCELLING, then CANCELLED; a job that already ended is `JobFinished`.
+- `logs` reads ``pods/<pod>/log`` of the task's main container (``pytorch``, ``tensorflow`` or
+  ``trainer``): lines numbered from 1 per task, the first `after` skipped. With ``follow`` it
+  waits for the pod to exist and its container to start (ending if the job ends first), streams,
+  reconnects after a dropped stream without repeating a line, and ends when the container has
+  terminated and every line was sent (a pod its controller replaced meanwhile continues the
+  numbering). Without ``follow`` it ends at the current end of the log.
+  A task the job does not have is `UserInputError("task-name", …)`.
+
+Request and response bodies are never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import AsyncIterator
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from hub_ext.credentials import MANAGED_BY
+from hub_ext.errors import UpstreamError, UserInputError
+from hub_ext.kube import TRANSIENT, Kube, reason
+from hub_ext.watchcache import WatchCache
+
+from ..errors import JobExists, JobFinished, JobNotFound
+from .backend import FINAL, LogLine
+from .kubeflow import CONTAINER, KubeSettings, api_version, cancel_patch, job_manifest, pod_selector, resource_path
+from .model import JOB_ID_ANNOTATION
+from .plan import JobPlan, task_name
+from .status import job_json
+
+log = logging.getLogger("mlplatform.jobs.kube")
+
+KINDS = ("PyTorchJob", "TFJob", "Job")
+SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
+MERGE_PATCH = "application/merge-patch+json"
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
+_ROLE_OF_TYPE = {"master": "master", "chief": "master", "worker": "worker", "ps": "parameter_server",
+                 "evaluator": "evaluator"}
+
+
+@dataclass
+class _Project:
+    caches: dict[str, WatchCache]  # kind → cache
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def pulse(self) -> None:
+        self.changed.set()
+        self.changed = asyncio.Event()
+
+
+def _typed(kind: str):
+    """List items may come without kind/apiVersion (built-in kinds do): the cache keeps them typed."""
+    version = api_version(kind)
+    return lambda obj: obj if obj.get("kind") else {**obj, "kind": kind, "apiVersion": version}
+
+
+def _job_id(obj: dict) -> str | None:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(JOB_ID_ANNOTATION)
+
+
+def tasks_of(kind: str, obj: dict) -> list[str]:
+    """The task names (``worker-replica-1``) of a job object, from its replica specs."""
+    if kind == "Job":
+        return ["master-replica-0"]
+    specs = (obj.get("spec") or {}).get(_REPLICA_SPECS[kind]) or {}
+    return [f"{_ROLE_OF_TYPE.get(rtype.lower(), rtype.lower())}-replica-{i}"
+            for rtype, spec in specs.items() for i in range(int(spec.get("replicas", 1)))]
+
+
+def _terminated(pod: dict | None, container: str) -> bool:
+    """True when the container can write no more lines (or the pod is gone or going)."""
+    if pod is None or pod["metadata"].get("deletionTimestamp"):
+        return True
+    status = pod.get("status") or {}
+    if status.get("phase") in ("Succeeded", "Failed"):
+        return True
+    return any(s.get("name") == container and "terminated" in (s.get("state") or {})
+               for s in status.get("containerStatuses") or [])
+
+
+class KubeBackend:
+    def __init__(self, kube: Kube, settings: KubeSettings, *, watch_timeout: int = 300, load_timeout: float = 10,
+                 poll_interval: float = 1.0):
+        self.kube, self.settings = kube, settings
+        self.watch_timeout, self.load_timeout, self.poll_interval = watch_timeout, load_timeout, poll_interval
+        self._projects: dict[str, _Project] = {}
+
+    # ---- caches --------------------------------------------------------------------------------------
+    async def _project(self, project: str) -> _Project:
+        if not _NAMESPACE.fullmatch(project or ""):
+            raise UserInputError("project", f"{project!r} is not a project name (a DNS label)")
+        p = self._projects.get(project)
+        if p is None:
+            caches: dict[str, WatchCache] = {}
+            p = self._projects[project] = _Project(caches)
+            for kind in KINDS:
+                caches[kind] = WatchCache(self.kube, resource_path(kind, project), label_selector=SELECTOR,
+                                          watch_timeout=self.watch_timeout, on_change=p.pulse,
+                                          transform=_typed(kind)).start()
+            log.info("project %s: watching its jobs", project)
+        for kind, cache in p.caches.items():
+            if not await cache.wait_loaded(self.load_timeout):
+                if cache.state == "forbidden" and self._projects.get(project) is p:
+                    del self._projects[project]  # try afresh next time (RBAC may be fixed)
+                    for c in p.caches.values():
+                        await c.stop()
+                raise UpstreamError(f"list the jobs of project {project}",
+                                    cache.error or "the Kubernetes API did not answer in time")
+        return p
+
+    @staticmethod
+    def _find(p: _Project, job_id: str) -> tuple[str, dict] | None:
+        for kind, cache in p.caches.items():
+            for obj in cache.items():
+                if _job_id(obj) == job_id:
+                    return kind, obj
+        return None
+
+    async def _job(self, project: str, job_id: str) -> tuple[_Project, str, dict]:
+        p = await self._project(project)
+        found = self._find(p, job_id)
+        if found is None:
+            raise JobNotFound(project, job_id)
+        return (p, *found)
+
+    # ---- JobBackend ----------------------------------------------------------------------------------
+    async def submit(self, plan: JobPlan) -> dict:
+        project, job_id = plan.project, plan.job.job_id
+        p = await self._project(project)
+        if self._find(p, job_id) is not None:
+            raise JobExists(project, job_id)
+        manifest = job_manifest(plan, self.settings)
+        try:
+            obj = await self.kube.request("POST", resource_path(plan.kind, project), manifest)
+        except ApiException as e:
+            if e.status == 409:
+                raise JobExists(project, job_id) from None
+            if e.status == 403:
+                why = reason(e)
+                if "quota" in why:
+                    raise UserInputError("trainingInput", f"the quota of project {project} does not allow this "
+                                                          f"job ({why})", 403) from None
+                raise UserInputError("project", f"jobs may not be created in project {project} ({why})", 403) from None
+            log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
+            raise UpstreamError(f"create job {job_id}", reason(e)) from None
+        except (ConnectionError, asyncio.TimeoutError) as e:
+            log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
+            raise UpstreamError(f"create job {job_id}", reason(e)) from None
+        p.caches[plan.kind].put(obj)
+        log.info("job %s in %s: created %s %s for %s", job_id, project, plan.kind, plan.name, plan.owner)
+        return job_json(obj)
+
+    async def get(self, project: str, job_id: str) -> dict:
+        _, _, obj = await self._job(project, job_id)
+        return job_json(obj)
+
+    async def list(self, project: str) -> list[dict]:
+        p = await self._project(project)
+        return [job_json(obj) for cache in p.caches.values() for obj in cache.items() if _job_id(obj)]
+
+    async def cancel(self, project: str, job_id: str) -> dict:
+        p, kind, obj = await self._job(project, job_id)
+        job = job_json(obj)
+        if job["state"] in FINAL:
+            raise JobFinished(job_id, job["state"])
+        if job["state"] == "CANCELLING":
+            return job
+        name = obj["metadata"]["name"]
+        when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        try:
+            obj = await self.kube.request("PATCH", resource_path(kind, project, name), cancel_patch(kind, when),
+                                          content_type=MERGE_PATCH)
+        except ApiException as e:
+            if e.status == 404:
+                p.caches[kind].remove(project, name)
+                raise JobNotFound(project, job_id) from None
+            log.warning("job %s in %s: cancel failed: %s", job_id, project, reason(e))
+            raise UpstreamError(f"cancel job {job_id}", reason(e)) from None
+        except (ConnectionError, asyncio.TimeoutError) as e:
+            log.warning("job %s in %s: cancel failed: %s", job_id, project, reason(e))
+            raise UpstreamError(f"cancel job {job_id}", reason(e)) from None
+        p.caches[kind].put(obj)
+        log.info("job %s in %s: cancel requested", job_id, project)
+        return job_json(obj)
+
+    async def close(self) -> None:
+        projects, self._projects = list(self._projects.values()), {}
+        for p in projects:
+            for cache in p.caches.values():
+                await cache.stop()
+
+    # ---- logs ------------------------------------------------------------------------------------------
+    def logs(self, project: str, job_id: str, task: str = "master-replica-0", *, follow: bool = False,
+             after: int = 0) -> AsyncIterator[LogLine]:
+        return self._logs(project, job_id, task, follow, max(0, int(after)))
+
+    async def _logs(self, project: str, job_id: str, task: str, follow: bool, after: int) -> AsyncIterator[LogLine]:
+        p, kind, obj = await self._job(project, job_id)
+        task = task_name(task)
+        tasks = tasks_of(kind, obj)
+        if task not in tasks:
+            raise UserInputError("task-name", f"job {job_id} has no task {task!r} (it has {', '.join(tasks)})")
+        selector, container = pod_selector(kind, obj["metadata"]["name"], task), CONTAINER[kind]
+        pod_name = pod_uid = None
+        base = read = 0  # lines of pods replaced earlier; complete lines of this pod's log read so far
+        while True:
+            if pod_name is None:
+                found = await self._pod_of(project, job_id, selector)
+                if found is None:
+                    if not follow or self._ended(p, job_id):
+                        return
+                    await self._pause(p)
+                    continue
+                if pod_uid is not None and found[1] != pod_uid:  # a controller replaced the pod: a new log
+                    base, read = base + read, 0
+                pod_name, pod_uid = found
+            partial = b""
+            try:
+                async with contextlib.aclosing(self._read(project, pod_name, container, follow)) as lines:
+                    async for raw in lines:
+                        if not raw.endswith(b"\n"):
+                            partial = raw  # the last one: kept only once the container has ended
+                            continue
+                        read += 1
+                        if base + read > after:
+                            yield LogLine(base + read, task, _text(raw))
+            except ApiException as e:
+                waiting = e.status == 400 and "waiting to start" in (e.body or "")  # the container has not started
+                if not (waiting or e.status == 404 or (follow and e.status in TRANSIENT)):
+                    raise UpstreamError(f"read the log of {task} of job {job_id}", reason(e)) from None
+                if not follow or self._ended(p, job_id):
+                    return
+                if e.status == 404:
+                    pod_name = None
+                await self._pause(p)
+                continue
+            except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
+                if not follow:
+                    raise UpstreamError(f"read the log of {task} of job {job_id}", reason(e)) from None
+                log.info("job %s in %s: log stream of %s broke (%s); reconnecting", job_id, project, task,
+                         type(e).__name__)
+                await self._pause(p)
+                continue
+            if not follow and not partial:
+                return
+            pod = await self._get_pod(project, pod_name, job_id)
+            done = _terminated(pod, container)
+            if partial and (done or not follow):
+                read += 1
+                if base + read > after:
+                    yield LogLine(base + read, task, _text(partial))
+            if done or not follow:
+                return
+            if pod is not None and pod["metadata"].get("uid") != pod_uid:
+                pod_name = None  # replaced under the same name: look it up again
+            await self._pause(p)
+
+    async def _pod_of(self, project: str, job_id: str, selector: str) -> tuple[str, str] | None:
+        """(name, uid) of the task's pod (the newest, should a controller replace one), or None."""
+        try:
+            body = await self.kube.list(f"/api/v1/namespaces/{project}/pods", labelSelector=selector)
+        except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+            raise UpstreamError(f"find the pods of job {job_id}", reason(e)) from None
+        pods = [o for o in body.get("items") or [] if not o["metadata"].get("deletionTimestamp")]
+        if not pods:
+            return None
+        meta = max(pods, key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"]["name"]))["metadata"]
+        return meta["name"], meta.get("uid", "")
+
+    async def _get_pod(self, project: str, name: str, job_id: str) -> dict | None:
+        try:
+            return await self.kube.get(f"/api/v1/namespaces/{project}/pods/{name}")
+        except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+            raise UpstreamError(f"read the pod of job {job_id}", reason(e)) from None
+
+    async def _read(self, project: str, pod: str, container: str, follow: bool) -> AsyncIterator[bytes]:
+        """The raw lines of one log request (the last may lack its newline)."""
+        query = [("container", container)] + ([("follow", "true")] if follow else [])
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.kube.timeout,
+                                        sock_read=None if follow else max(self.kube.timeout, 60))
+        resp = await self.kube.api_client.call_api(
+            f"/api/v1/namespaces/{project}/pods/{pod}/log", "GET", query_params=query,
+            header_params={"Accept": "*/*"}, auth_settings=["BearerToken"], _preload_content=False,
+            _request_timeout=timeout)
+        try:
+            if resp.status != 200:
+                error = ApiException(status=resp.status, reason=resp.reason)
+                error.body = await resp.text()
+                raise error
+            pending = b""
+            async for chunk in resp.content.iter_any():  # not readline: a log line may be any length
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line + b"\n"
+            if pending:
+                yield pending
+        finally:
+            resp.release()
+
+    def _ended(self, p: _Project, job_id: str) -> bool:
+        found = self._find(p, job_id)
+        return found is None or job_json(found[1])["state"] in FINAL
+
+    async def _pause(self, p: _Project) -> None:
+        """Until a job of the project changes, or `poll_interval` (pods are not watched)."""
+        try:
+            await asyncio.wait_for(p.changed.wait(), self.poll_interval)
+        except asyncio.TimeoutError:
+            pass
+
+
+def _text(raw: bytes) -> str:
+    text = raw.decode("utf-8", errors="replace")
+    return text[:-1] if text.endswith("\n") else text

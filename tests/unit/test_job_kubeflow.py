@@ -1,0 +1,379 @@
+"""A job plan as Kubernetes objects: whole manifests against golden YAML, every PyTorchJob/TFJob
+against the Training Operator's CRD schema (tests/kubeapi/crds), every batch Job and pod template
+with kubernetes-validate. Regenerate the golden files with ``UPDATE_GOLDEN=1``."""
+
+import copy
+import json
+import os
+import pathlib
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from hub_ext.catalog import parse_accelerators
+from hub_ext.errors import UserInputError
+from hub_ext.kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
+from server_ext.jobs.kubeflow import (CANCEL_ANNOTATION, RUN_MODULE, SPEC_ANNOTATION, KubeSettings, cancel_patch,
+                                      deadline_seconds, job_manifest, pod_selector, replica_type, resource_path)
+from server_ext.jobs.machines import Machines
+from server_ext.jobs.model import JOB_ID_ANNOTATION, parse_job
+from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job
+from tests.kubeapi.schema import prune, validate
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "jobs"
+CRDS = pathlib.Path(__file__).resolve().parents[1] / "kubeapi" / "crds"
+K8S_VERSION = "1.31.0"
+CANARY = "CANARY-7f3a9c-never-in-a-manifest"
+
+CATALOG = parse_accelerators({
+    "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
+    "1g.5gb": {"type": "mig", "profile": "1g.5gb"},
+    "3g.20gb": {"type": "mig", "profile": "3g.20gb", "node_selector": {"mlplatform.io/pool": "dgx"}},
+})
+RUNTIMES = Runtimes({**Runtimes().table, "python-3.11": {"3.11": Runtime("python:3.11-slim")}})
+PLAN_SETTINGS = PlanSettings(Machines(CATALOG, aliases={"NVIDIA_TESLA_V100": "a100"}), RUNTIMES)
+MOUNT_SETTINGS = MountSettings({"gcp-credential": "mlplatform.io/gcp-credential",
+                                "aws-credential": "mlplatform.io/aws-credential"})
+SETTINGS = KubeSettings(MOUNT_SETTINGS)
+
+# credentials as the hub sees them: Secrets whose data hold the canary (the manifest must not)
+GCP_SECRET = {"type": "mlplatform.io/gcp-credential", "metadata": {"name": "training-sa"},
+              "data": {"key.json": CANARY}}
+AWS_SECRET = {"type": "mlplatform.io/aws-credential", "metadata": {"name": "s3-reader"},
+              "data": {"credentials": CANARY, "config": CANARY}}
+GCP = credential_from_secret(GCP_SECRET, MOUNT_SETTINGS)
+AWS = credential_from_secret(AWS_SECRET, MOUNT_SETTINGS)
+IMAGENET = dataset_from_pvc({"metadata": {"name": "imagenet", "labels": {"mlplatform.io/dataset": "true"}},
+                             "spec": {"resources": {"requests": {"storage": "200Gi"}}}}, MOUNT_SETTINGS)
+
+MODULE = {"pythonModule": "trainer.task", "packageUris": ["gs://bucket/trainer-0.1.tar.gz"]}
+JOBS = {
+    # one plain replica: a runtime without a framework → batch/v1 Job
+    "job-python-module": (
+        {"jobId": "census_v2", "labels": {"team": "vision"},
+         "trainingInput": {**MODULE, "runtimeVersion": "python-3.11", "args": ["--epochs=3"],
+                           "jobDir": "s3://bucket/out", "scheduling": {"maxRunningTime": "7200s"}}},
+        {"credentials": (AWS,)}),
+    # PyTorch: a master and two workers on MIG slices, a GCP key and a dataset
+    "pytorchjob-mig": (
+        {"jobId": "resnet_ddp", "trainingInput": {
+            **MODULE, "scaleTier": "CUSTOM", "runtimeVersion": "pytorch-2.5", "masterType": "n1-highmem-8",
+            "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_3G_20GB", "count": 1}},
+            "workerType": "n1-standard-4", "workerCount": 2,
+            "workerConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_1G_5GB", "count": 1}},
+            "args": ["--batch-size", "64"]}},
+        {"credentials": (GCP,), "datasets": (IMAGENET,)}),
+    # TensorFlow: chief, workers and a parameter server, legacy machine names
+    "tfjob-chief-worker-ps": (
+        {"jobId": "Wide_Deep", "trainingInput": {
+            **MODULE, "scaleTier": "CUSTOM", "runtimeVersion": "2.11", "masterType": "complex_model_m",
+            "workerType": "standard_v100", "workerCount": 2, "parameterServerType": "large_model",
+            "parameterServerCount": 1, "evaluatorType": "complex_model_s", "evaluatorCount": 1,
+            "scheduling": {"maxRunningTime": "3600.5s"}}},
+        {}),
+    # a custom container: its own command, the job's args as the container's args
+    "custom-container": (
+        {"jobId": "custom_train", "trainingInput": {
+            "scaleTier": "CUSTOM", "masterType": "a2-highgpu-1g", "args": ["--epochs", "2", "$(rm -rf /)"],
+            "masterConfig": {"imageUri": "ghcr.io/example/train:1.2", "containerCommand": ["/app/train"]}}},
+        {"credentials": (GCP, AWS)}),
+}
+
+
+def make_plan(name: str, job_id: str | None = None):
+    doc, mounts = JOBS[name]
+    doc = {**doc, "jobId": job_id or doc["jobId"]}
+    return plan_job(parse_job(doc), PLAN_SETTINGS, project="vision", owner="alice@example.com", **mounts)
+
+
+def _crd_schema(plural: str) -> dict:
+    crd = yaml.safe_load((CRDS / f"kubeflow.org_{plural}.yaml").read_text())
+    return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+SCHEMAS = {"PyTorchJob": _crd_schema("pytorchjobs"), "TFJob": _crd_schema("tfjobs")}
+
+
+def check_kubernetes(manifest: dict) -> None:
+    """CRD schema with nothing pruned (operator kinds) or kubernetes-validate (batch Jobs), and every
+    pod template with kubernetes-validate."""
+    kind = manifest["kind"]
+    if kind in SCHEMAS:
+        pruned = copy.deepcopy(manifest)
+        assert prune(pruned, SCHEMAS[kind]) == [] and pruned == manifest
+        assert validate(manifest, SCHEMAS[kind]) == []
+        specs = manifest["spec"]["pytorchReplicaSpecs" if kind == "PyTorchJob" else "tfReplicaSpecs"]
+        templates = [s["template"] for s in specs.values()]
+    else:
+        kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
+        templates = [manifest["spec"]["template"]]
+    for template in templates:
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
+                                      "metadata": {"name": manifest["metadata"]["name"]}, "template": template},
+                                     K8S_VERSION, strict=True)
+
+
+class _GoldenDumper(yaml.SafeDumper):
+    """Multi-line strings (the run script) as literal blocks, so the golden files read like the script."""
+
+
+_GoldenDumper.add_representer(str, lambda dumper, s: dumper.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_manifests_match_the_golden_files(name):
+    manifest = job_manifest(make_plan(name), SETTINGS)
+    path = GOLDEN / f"{name}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = f"# {name}: generated by UPDATE_GOLDEN=1 pytest {pathlib.Path(__file__).name}; review the diff\n"
+        path.write_text(header + yaml.dump(manifest, Dumper=_GoldenDumper, sort_keys=False, width=100))
+    assert manifest == yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_manifests_are_valid_kubernetes_objects(name):
+    check_kubernetes(job_manifest(make_plan(name), SETTINGS))
+
+
+@pytest.mark.parametrize("training, kind", [
+    ({**MODULE, "scaleTier": "STANDARD_1"}, "TFJob"),
+    ({**MODULE, "scaleTier": "BASIC_GPU"}, "TFJob"),
+    ({**MODULE, "runtimeVersion": "pytorch-2.3"}, "PyTorchJob"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerType": "n1-standard-4", "workerCount": 1,
+      "masterConfig": {"imageUri": "ghcr.io/x/y:1", "containerArgs": ["a"]},
+      "workerConfig": {"imageUri": "ghcr.io/x/y:1"}}, "TFJob"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"imageUri": "ghcr.io/x/y:1"}}, "Job"),
+])
+def test_every_kind_validates(training, kind):
+    plan = plan_job(parse_job({"jobId": "j", "trainingInput": training}),
+                    PlanSettings(Machines(CATALOG, aliases={"NVIDIA_TESLA_K80": "1g.5gb"}), RUNTIMES),
+                    project="team-a", owner="Bob", credentials=(GCP, AWS), datasets=(IMAGENET,))
+    manifest = job_manifest(plan, SETTINGS)
+    assert manifest["kind"] == kind
+    check_kubernetes(manifest)
+    cancelled = _merge(manifest, cancel_patch(kind, "2026-12-02T10:00:00Z"))
+    check_kubernetes(cancelled)
+
+
+def _merge(target, patch):
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = _merge(out.get(k), v)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(JOBS))
+def test_secret_values_never_appear_only_paths(name):
+    manifest = job_manifest(make_plan(name), SETTINGS)
+    text = json.dumps(manifest)
+    assert CANARY not in text
+    for pod in _pod_specs(manifest):
+        for c in pod["containers"] + pod.get("initContainers", []):
+            env = {e["name"]: e for e in c.get("env", [])}
+            assert all(set(e) == {"name", "value"} for e in env.values())  # no valueFrom secretKeyRef
+            for var in ("GOOGLE_APPLICATION_CREDENTIALS", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+                if var in env:
+                    path = env[var]["value"]
+                    assert path.startswith("/etc/mlplatform/credentials/")
+                    mounts = [m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+                    assert len(mounts) == 1 and mounts[0]["readOnly"] is True
+
+
+def _pod_specs(manifest):
+    if manifest["kind"] == "Job":
+        return [manifest["spec"]["template"]["spec"]]
+    specs = manifest["spec"]["pytorchReplicaSpecs" if manifest["kind"] == "PyTorchJob" else "tfReplicaSpecs"]
+    return [s["template"]["spec"] for s in specs.values()]
+
+
+def test_the_job_can_be_rebuilt_from_its_annotations():
+    plan = make_plan("pytorchjob-mig", job_id="ResNet__DDP")
+    meta = job_manifest(plan, SETTINGS)["metadata"]
+    assert meta["name"] == plan.name != "ResNet__DDP"
+    assert meta["annotations"][JOB_ID_ANNOTATION] == "ResNet__DDP"
+    assert meta["annotations"]["mlplatform.io/owner"] == "alice@example.com"
+    assert meta["labels"]["mlplatform.io/owner"] == "alice-example-com---ff8d9819"
+    spec = meta["annotations"][SPEC_ANNOTATION]
+    assert json.loads(spec) == {k: plan.job.doc[k] for k in ("jobId", "trainingInput")}
+    assert " " not in spec.replace("--batch-size", "")  # compact
+
+
+def kubernetes_expand(word: str, env: dict[str, str]) -> str:
+    """What the kubelet makes of a command word: ``$(VAR)`` of a defined variable is replaced, ``$$`` is
+    ``$``, anything else is kept."""
+    out, i = [], 0
+    while i < len(word):
+        if word[i] == "$" and i + 1 < len(word):
+            if word[i + 1] == "$":
+                out.append("$")
+                i += 2
+                continue
+            end = word.find(")", i + 2)
+            if word[i + 1] == "(" and end != -1:
+                name = word[i + 2:end]
+                out.append(env.get(name, word[i:end + 1]))
+                i = end + 1
+                continue
+        out.append(word[i])
+        i += 1
+    return "".join(out)
+
+
+NASTY = ["--name=$(touch /tmp/pwned)", "`id`", "a'b\"c", "; exit 1", "$(CLOUD_ML_JOB_ID)", "$$", "100$"]
+
+
+def test_module_arguments_are_never_part_of_the_shell_script():
+    doc = {"jobId": "j", "trainingInput": {**MODULE, "pythonModule": "trainer.task;id", "args": NASTY,
+                                           "jobDir": "s3://b/o", "runtimeVersion": "python-3.11"}}
+    plan = plan_job(parse_job(doc), PLAN_SETTINGS, project="p", owner="o")
+    (pod,) = _pod_specs(job_manifest(plan, SETTINGS))
+    (main,) = pod["containers"]
+    assert main["command"] == ["sh", "-c", RUN_MODULE]
+    env = {e["name"]: e["value"] for e in main["env"]}
+    argv = [kubernetes_expand(w, env) for w in main["command"] + main["args"]]
+    assert argv == ["sh", "-c", RUN_MODULE, "trainer.task;id", *NASTY, "--job-dir=s3://b/o"]
+    assert "$(" not in RUN_MODULE and "$$" not in RUN_MODULE
+    assert 'exec "$py" -m "$0" "$@"' in RUN_MODULE and "--no-deps" in RUN_MODULE
+    assert '--target "$code/site"' in RUN_MODULE
+    (fetch,) = pod["initContainers"]
+    assert fetch["command"] == ["python", "-m", "server_ext.jobs.fetch", "--job", "j", "--dest", "/mlplatform/code",
+                                "gs://bucket/trainer-0.1.tar.gz"]
+
+
+def test_a_custom_image_may_bring_the_module_itself():
+    doc = {"jobId": "j", "trainingInput": {"scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+                                           "pythonModule": "trainer.task", "args": ["--x"],
+                                           "masterConfig": {"imageUri": "ghcr.io/x/y:1"}}}
+    plan = plan_job(parse_job(doc), PLAN_SETTINGS, project="p", owner="o")
+    (pod,) = _pod_specs(job_manifest(plan, SETTINGS))
+    assert "initContainers" not in pod and {"name": "code", "emptyDir": {}} in pod["volumes"]
+    assert pod["containers"][0]["args"] == ["trainer.task", "--x"]
+    check_kubernetes(job_manifest(plan, SETTINGS))
+
+
+def test_custom_container_words_reach_the_process_as_written():
+    doc = {"jobId": "j", "trainingInput": {"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {
+        "imageUri": "ghcr.io/x/y:1", "containerCommand": ["sh", "-c", 'echo "$0 $(CLOUD_ML_JOB_ID)"'],
+        "containerArgs": NASTY}}}
+    plan = plan_job(parse_job(doc), PLAN_SETTINGS, project="p", owner="o")
+    ((main,),) = [p["containers"] for p in _pod_specs(job_manifest(plan, SETTINGS))]
+    env = {e["name"]: e["value"] for e in main["env"]}
+    assert [kubernetes_expand(w, env) for w in main["command"] + main["args"]] == [
+        "sh", "-c", 'echo "$0 $(CLOUD_ML_JOB_ID)"', *NASTY]
+
+
+@pytest.mark.parametrize("container_args, expected", [
+    ((), ["--epochs", "2"]),  # the job's args go to the ENTRYPOINT
+    (["--lr", "0.1"], ["--lr", "0.1"]),
+])
+def test_custom_container_args(container_args, expected):
+    doc = {"jobId": "j", "trainingInput": {"scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+                                           "args": ["--epochs", "2"],
+                                           "masterConfig": {"imageUri": "ghcr.io/x/y:1",
+                                                            "containerArgs": list(container_args)}}}
+    plan = plan_job(parse_job(doc), PLAN_SETTINGS, project="p", owner="o")
+    (pod,) = _pod_specs(job_manifest(plan, SETTINGS))
+    assert "command" not in pod["containers"][0] and "initContainers" not in pod
+    assert pod["containers"][0]["args"] == expected
+
+
+def test_settings_choose_account_image_code_dir_and_fs_group():
+    settings = KubeSettings(MOUNT_SETTINGS, service_account="runner", fetcher_image="registry.local/tools:2",
+                            code_dir="/code", fs_group=None)
+    (pod,) = _pod_specs(job_manifest(make_plan("job-python-module"), settings))
+    assert pod["serviceAccountName"] == "runner" and "securityContext" not in pod
+    assert pod["initContainers"][0]["image"] == "registry.local/tools:2"
+    assert {"name": "MLPLATFORM_CODE_DIR", "value": "/code"} in pod["containers"][0]["env"]
+    assert [v["secret"]["defaultMode"] for v in pod["volumes"] if "secret" in v] == [0o400]  # root reads it
+
+
+def test_the_plan_is_not_changed():
+    plan = make_plan("tfjob-chief-worker-ps")
+    before = copy.deepcopy(plan.job.doc)
+    assert job_manifest(plan, SETTINGS) == job_manifest(plan, SETTINGS)
+    assert plan.job.doc == before
+
+
+@pytest.mark.parametrize("duration, seconds", [("7200s", 7200), ("1.5s", 2), ("0.000000001s", 1), ("60s", 60)])
+def test_max_running_time(duration, seconds):
+    assert deadline_seconds(duration) == seconds
+
+
+@pytest.mark.parametrize("duration", ["0s", "2h", "-5s", "1.0000000001s", ""])
+def test_bad_max_running_time(duration):
+    with pytest.raises(UserInputError) as e:
+        deadline_seconds(duration)
+    assert e.value.field == "trainingInput.scheduling.maxRunningTime"
+
+
+@pytest.mark.parametrize("kind, role, expected", [
+    ("PyTorchJob", "master", "Master"), ("PyTorchJob", "worker", "Worker"), ("TFJob", "master", "Chief"),
+    ("TFJob", "worker", "Worker"), ("TFJob", "parameter_server", "PS"), ("TFJob", "evaluator", "Evaluator"),
+])
+def test_replica_types(kind, role, expected):
+    assert replica_type(kind, role) == expected
+
+
+@pytest.mark.parametrize("kind, role", [("PyTorchJob", "parameter_server"), ("Job", "master")])
+def test_roles_a_kind_lacks(kind, role):
+    with pytest.raises(ValueError):
+        replica_type(kind, role)
+
+
+def _operator_selector(replica: str, index: int) -> str:
+    return (f"training.kubeflow.org/job-name=resnet,training.kubeflow.org/replica-type={replica},"
+            f"training.kubeflow.org/replica-index={index}")
+
+
+@pytest.mark.parametrize("kind, task, selector", [
+    ("PyTorchJob", "master-replica-0", _operator_selector("master", 0)),
+    ("PyTorchJob", "worker-1", _operator_selector("worker", 1)),
+    ("TFJob", "master-replica-0", _operator_selector("chief", 0)),
+    ("TFJob", "ps-0", _operator_selector("ps", 0)),
+    ("TFJob", "evaluator-replica-2", _operator_selector("evaluator", 2)),
+    ("Job", "master-replica-0", "batch.kubernetes.io/job-name=resnet"),
+])
+def test_pod_selectors(kind, task, selector):
+    assert pod_selector(kind, "resnet", task) == selector
+
+
+@pytest.mark.parametrize("kind, task", [("Job", "worker-0"), ("PyTorchJob", "ps-0"), ("TFJob", "launcher-0")])
+def test_pod_selectors_of_tasks_a_kind_lacks(kind, task):
+    with pytest.raises(UserInputError) as e:
+        pod_selector(kind, "resnet", task)
+    assert e.value.field == "task-name"
+
+
+@pytest.mark.parametrize("kind, name, path", [
+    ("PyTorchJob", "resnet", "/apis/kubeflow.org/v1/namespaces/vision/pytorchjobs/resnet"),
+    ("TFJob", None, "/apis/kubeflow.org/v1/namespaces/vision/tfjobs"),
+    ("Job", "census", "/apis/batch/v1/namespaces/vision/jobs/census"),
+])
+def test_resource_paths(kind, name, path):
+    assert resource_path(kind, "vision", name) == path
+
+
+@pytest.mark.parametrize("kind, spec", [
+    ("PyTorchJob", {"runPolicy": {"suspend": True}}), ("TFJob", {"runPolicy": {"suspend": True}}),
+    ("Job", {"suspend": True}),
+])
+def test_cancel_patches_suspend_and_record_the_request(kind, spec):
+    assert cancel_patch(kind, "2026-12-02T10:00:00Z") == {
+        "metadata": {"annotations": {CANCEL_ANNOTATION: "2026-12-02T10:00:00Z"}}, "spec": spec}
+
+
+def test_the_crds_have_the_fields_we_patch():
+    for schema in SCHEMAS.values():
+        run_policy = schema["properties"]["spec"]["properties"]["runPolicy"]["properties"]
+        assert {"suspend", "backoffLimit", "cleanPodPolicy", "activeDeadlineSeconds"} <= set(run_policy)

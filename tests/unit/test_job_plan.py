@@ -1,0 +1,230 @@
+"""What a training job will run: `plan_job` decides shapes, accelerators, images, framework and code
+once, from AI Platform's fields and the platform catalogue."""
+
+import pytest
+
+from hub_ext.catalog import parse_accelerators
+from hub_ext.errors import UserInputError
+from hub_ext.mounts import Credential, Dataset
+from server_ext.jobs.machines import Machine, Machines
+from server_ext.jobs.model import kubernetes_name, parse_job
+from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job, task_name
+
+pytestmark = pytest.mark.unit
+
+CATALOG = parse_accelerators({
+    "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
+    "1g.5gb": {"type": "mig", "profile": "1g.5gb"},
+    "3g.20gb": {"type": "mig", "profile": "3g.20gb"},
+})
+# old configs' K80/P100/V100 machines run on whole A100s here
+ALIASES = {"NVIDIA_TESLA_K80": "a100", "NVIDIA_TESLA_P100": "a100", "NVIDIA_TESLA_V100": "a100"}
+SETTINGS = PlanSettings(Machines(CATALOG, aliases=ALIASES))
+MODULE = {"pythonModule": "trainer.task", "packageUris": ["gs://bucket/trainer-0.1.tar.gz"]}
+
+
+def plan(training: dict, settings: PlanSettings = SETTINGS, job_id: str = "census_v2", **kw):
+    return plan_job(parse_job({"jobId": job_id, "trainingInput": training}), settings, project="vision",
+                    owner="alice@example.com", **kw)
+
+
+def shapes(p) -> list[tuple]:
+    return [(r.role, r.count, r.cpu, r.memory_gib, r.accelerator.name if r.accelerator else None, r.accelerator_count)
+            for r in p.replicas]
+
+
+@pytest.mark.parametrize("training, expected", [
+    ({}, [("master", 1, 4, 15, None, 0)]),
+    ({"scaleTier": "BASIC"}, [("master", 1, 4, 15, None, 0)]),
+    ({"scaleTier": "BASIC_GPU"}, [("master", 1, 8, 30, "a100", 1)]),
+    ({"scaleTier": "STANDARD_1"}, [("master", 1, 16, 14.4, None, 0), ("worker", 4, 4, 15, None, 0),
+                                   ("parameter_server", 1, 4, 15, None, 0)]),
+    ({"scaleTier": "PREMIUM_1"}, [("master", 1, 32, 28.8, None, 0), ("worker", 19, 16, 14.4, None, 0),
+                                  ("parameter_server", 11, 16, 14.4, None, 0)]),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-highmem-8"}, [("master", 1, 8, 52, None, 0)]),
+    ({"scaleTier": "CUSTOM", "masterType": "a2-highgpu-2g"}, [("master", 1, 24, 170, "a100", 2)]),
+])
+def test_scale_tiers_and_machine_types(training, expected):
+    assert shapes(plan({**MODULE, **training})) == expected
+
+
+@pytest.mark.parametrize("machine, accelerator, count", [
+    ("standard_gpu", "a100", 1), ("complex_model_m_gpu", "a100", 4), ("complex_model_l_gpu", "a100", 8),
+    ("standard_p100", "a100", 1), ("complex_model_m_p100", "a100", 4),
+    ("standard_v100", "a100", 1), ("large_model_v100", "a100", 1), ("complex_model_l_v100", "a100", 8),
+    ("standard", None, 0), ("large_model", None, 0),
+])
+def test_legacy_machine_names_bring_their_gpus(machine, accelerator, count):
+    (master,) = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": machine}).replicas
+    assert (master.accelerator.name if master.accelerator else None, master.accelerator_count) == (accelerator,
+                                                                                                   count)
+
+
+def test_a_legacy_gpu_the_platform_lacks_names_the_machine_type_field():
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "scaleTier": "BASIC_GPU"}, PlanSettings(Machines(CATALOG)))
+    assert e.value.field == "trainingInput.masterType" and "no NVIDIA_TESLA_K80 on this platform" in e.value.message
+
+
+@pytest.mark.parametrize("acc, name, count", [
+    ({"type": "NVIDIA_A100_1G_5GB", "count": 2}, "1g.5gb", 2),
+    ({"type": "nvidia-a100-3g-20gb"}, "3g.20gb", 1),
+    ({"type": "NVIDIA_TESLA_A100", "count": 4}, "a100", 4),
+    ({"type": "nvidia-tesla-v100", "count": 1}, "a100", 1),  # by alias
+])
+def test_accelerator_config_overrides_the_machine_gpus(acc, name, count):
+    p = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard_v100", "workerType": "n1-standard-8",
+              "workerCount": 2, "workerConfig": {"acceleratorConfig": acc}})
+    master, workers = p.replicas
+    assert (master.accelerator.name, master.accelerator_count) == ("a100", 1)
+    assert (workers.accelerator.name, workers.accelerator_count, workers.cpu) == (name, count, 8)
+
+
+@pytest.mark.parametrize("acc, field, message", [
+    ({"type": "NVIDIA_A100_2G_10GB"}, "trainingInput.workerConfig.acceleratorConfig.type",
+     "no NVIDIA_A100_2G_10GB on this platform (offered: "),
+    ({"type": "NVIDIA_L4"}, "trainingInput.workerConfig.acceleratorConfig.type", "no NVIDIA_L4"),
+])
+def test_unknown_accelerators_name_the_field(acc, field, message):
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard", "workerCount": 1,
+              "workerConfig": {"acceleratorConfig": acc}})
+    assert e.value.field == field and message in e.value.message
+
+
+def test_an_unknown_machine_type_names_the_role_field():
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard", "evaluatorType": "n1-standrd-4",
+              "evaluatorCount": 1})
+    assert e.value.field == "trainingInput.evaluatorType" and "did you mean 'n1-standard-4'" in e.value.message
+
+
+@pytest.mark.parametrize("training, version, python, image, framework", [
+    ({}, "2.11", "3.7", "tensorflow/tensorflow:2.11.0", "tensorflow"),
+    ({"runtimeVersion": "2.8", "pythonVersion": "3.7"}, "2.8", "3.7", "tensorflow/tensorflow:2.8.0", "tensorflow"),
+    ({"runtimeVersion": "pytorch-2.5"}, "pytorch-2.5", "3.11", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime",
+     "pytorch"),
+])
+def test_runtime_versions_pick_the_trainer_image(training, version, python, image, framework):
+    p = plan({**MODULE, **training})
+    assert (p.runtime_version, p.python_version, p.replicas[0].image, p.framework) == (version, python, image,
+                                                                                        framework)
+
+
+@pytest.mark.parametrize("training, field, message", [
+    ({"runtimeVersion": "1.15"}, "trainingInput.runtimeVersion", "no runtime '1.15' here (offered: 2.1, "),
+    ({"runtimeVersion": "2.11", "pythonVersion": "3.9"}, "trainingInput.pythonVersion",
+     "runtime 2.11 has Python 3.7, not '3.9'"),
+    ({"runtimeVersion": "pytorch-2.5", "pythonVersion": "2.7"}, "trainingInput.pythonVersion", "has Python 3.11"),
+])
+def test_runtime_table_errors_name_the_field(training, field, message):
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, **training})
+    assert e.value.field == field and message in e.value.message, str(e.value)
+
+
+def test_an_operator_runtime_table_replaces_the_default():
+    settings = PlanSettings(SETTINGS.machines, Runtimes({"py311": {"3.11": Runtime("python:3.11-slim")}}, "py311"))
+    p = plan(MODULE, settings)
+    assert (p.runtime_version, p.framework, p.kind, p.replicas[0].image) == ("py311", None, "Job", "python:3.11-slim")
+
+
+def test_a_custom_container_runs_its_own_entry_point():
+    p = plan({"scaleTier": "CUSTOM", "masterConfig": {"imageUri": "ghcr.io/example/train:1",
+                                                      "containerCommand": ["python", "-m", "train"],
+                                                      "containerArgs": ["--epochs", "2"]}})
+    (master,) = p.replicas
+    assert (master.image, master.command, master.args) == ("ghcr.io/example/train:1", ("python", "-m", "train"),
+                                                           ("--epochs", "2"))
+    assert (p.framework, p.runtime_version, p.python_module, p.kind) == (None, None, None, "Job")
+    assert (master.cpu, master.memory_gib) == (4, 15)  # no masterType: the BASIC shape
+
+
+def test_custom_containers_on_several_replicas_get_tf_config_and_workers_need_an_image():
+    image = {"imageUri": "ghcr.io/example/train:1"}
+    p = plan({"scaleTier": "CUSTOM", "masterType": "n1-standard-8", "masterConfig": image,
+              "workerType": "n1-standard-8", "workerCount": 2, "workerConfig": image, "args": ["--lr=0.1"]})
+    assert p.kind == "TFJob" and p.framework is None and p.args == ("--lr=0.1",)
+    with pytest.raises(UserInputError) as e:
+        plan({"scaleTier": "CUSTOM", "masterType": "n1-standard-8", "masterConfig": image,
+              "workerType": "n1-standard-8", "workerCount": 2})
+    assert e.value.field == "trainingInput.workerConfig.imageUri"
+
+
+def test_a_custom_container_with_a_runtime_version_takes_its_framework():
+    p = plan({"scaleTier": "CUSTOM", "masterType": "n1-standard-8", "runtimeVersion": "pytorch-2.5",
+              "masterConfig": {"imageUri": "ghcr.io/example/torch:1"}, "workerType": "n1-standard-8",
+              "workerCount": 1})
+    assert p.kind == "PyTorchJob" and [r.image for r in p.replicas] == [
+        "ghcr.io/example/torch:1", "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime"]
+
+
+@pytest.mark.parametrize("extra", [
+    {"parameterServerType": "standard", "parameterServerCount": 1},
+    {"evaluatorType": "standard", "evaluatorCount": 1},
+])
+def test_pytorch_has_no_parameter_servers(extra):
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "runtimeVersion": "pytorch-2.5", "scaleTier": "CUSTOM", "masterType": "standard", **extra})
+    assert e.value.field == "trainingInput.parameterServerCount" and "master and workers only" in e.value.message
+
+
+@pytest.mark.parametrize("training, kind", [
+    ({"runtimeVersion": "pytorch-2.5"}, "PyTorchJob"),
+    ({"runtimeVersion": "pytorch-2.5", "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard",
+      "workerCount": 3}, "PyTorchJob"),
+    ({"runtimeVersion": "2.11"}, "TFJob"),
+    ({"scaleTier": "STANDARD_1"}, "TFJob"),
+])
+def test_kind_follows_the_framework(training, kind):
+    assert plan({**MODULE, **training}).kind == kind
+
+
+def test_args_job_dir_mounts_and_names():
+    cred = Credential("training-sa", "gcp-credential", "/etc/mlplatform/credentials/training-sa/key.json")
+    ds = Dataset("imagenet", "/datasets/imagenet")
+    p = plan({**MODULE, "args": ["--epochs=3", "--lr", "0.01"], "jobDir": "gs://bucket/out"}, job_id="My_Job",
+             credentials=(cred,), datasets=(ds,))
+    assert p.args == ("--epochs=3", "--lr", "0.01", "--job-dir=gs://bucket/out")
+    assert p.package_uris == ("gs://bucket/trainer-0.1.tar.gz",) and p.python_module == "trainer.task"
+    assert (p.name, p.project, p.owner) == (kubernetes_name("My_Job"), "vision", "alice@example.com")
+    assert (p.credentials, p.datasets) == ((cred,), (ds,))
+
+
+def test_task_names_of_a_plan():
+    p = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard",
+              "workerCount": 2, "parameterServerType": "standard", "parameterServerCount": 1})
+    assert p.task_names() == ["master-replica-0", "worker-replica-0", "worker-replica-1",
+                              "parameter_server-replica-0"]
+    assert p.replica("worker").count == 2 and p.replica("evaluator") is None and p.total_replicas == 4
+
+
+@pytest.mark.parametrize("text, name", [
+    ("master-replica-0", "master-replica-0"), ("chief-0", "master-replica-0"), ("Worker-Replica-1", "worker-replica-1"),
+    ("worker-1", "worker-replica-1"), ("ps-0", "parameter_server-replica-0"),
+    ("parameter-server-0", "parameter_server-replica-0"), ("evaluator-replica-03", "evaluator-replica-3"),
+    (" worker-0 ", "worker-replica-0"),
+])
+def test_task_name_spellings(text, name):
+    assert task_name(text) == name
+
+
+@pytest.mark.parametrize("text", ["worker", "worker-replica-x", "launcher-0", "worker-1; rm -rf /", ""])
+def test_task_names_that_are_not_tasks(text):
+    with pytest.raises(UserInputError) as e:
+        task_name(text)
+    assert e.value.field == "task-name" and "master-replica-0" in e.value.message
+
+
+def test_a_task_the_plan_lacks_lists_those_it_has():
+    p = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard", "workerCount": 1})
+    assert task_name("worker-0", p) == "worker-replica-0"
+    with pytest.raises(UserInputError) as e:
+        task_name("worker-1", p)
+    assert "it has master-replica-0, worker-replica-0" in e.value.message
+
+
+def test_an_operator_machine_table_can_bring_mig_slices():
+    machines = Machines(CATALOG, extra={"dgx-1g": Machine(4, 16, "NVIDIA_A100_1G_5GB", 1)})
+    (master,) = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "dgx-1g"}, PlanSettings(machines)).replicas
+    assert (master.accelerator.resource, master.accelerator_count) == ("nvidia.com/mig-1g.5gb", 1)
