@@ -24,7 +24,8 @@ from traitlets import Dict, Enum, List, Unicode, default
 from hub_ext.catalog import parse_accelerators
 from hub_ext.entitlements import personal_project_name
 
-from .config import DEFAULT_ACCELERATORS, default_state_dir
+from .config import default_state_dir
+from .jobs.defaults import DEFAULT_ACCELERATORS
 from .jobs.machines import Machines
 from .jobs.plan import PlanSettings
 from .jobs.service import JobService
@@ -78,7 +79,7 @@ class MLPlatformApp(ExtensionApp):
             return self._service
 
     async def _make_service(self) -> JobService:
-        accelerators = parse_accelerators(self.accelerators or DEFAULT_ACCELERATORS)
+        accelerators = parse_accelerators(self.accelerators) if self.accelerators else DEFAULT_ACCELERATORS
         settings = PlanSettings(Machines(accelerators))
         if self.backend == "local":
             from .jobs.local_backend import LocalBackend
