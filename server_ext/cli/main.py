@@ -1,8 +1,224 @@
-"""Entry point of the `kubectl-ai_platform` console script (work in progress)."""
+"""Entry point of ``kubectl ai-platform`` (the ``kubectl-ai_platform`` console script, so kubectl
+finds it as a plugin)::
 
+    kubectl ai-platform jobs submit training JOB [gcloud's flags…] [-- USER_ARGS…]
+    kubectl ai-platform jobs list|describe|get|stream-logs|cancel …
+    kubectl ai-platform local train --module-name M [--package-path DIR] [-- USER_ARGS…]
+
+Guarantees:
+
+- Exit codes as gcloud's: 0 ok; 1 the operation failed (no such job, the backend failed, a job
+  streamed with ``--stream-logs`` or run by ``local train`` did not succeed); 2 a usage error or an
+  invalid argument, in which case nothing was created.
+- Every expected error (`UsageError`, the `hub_ext.errors`/`server_ext.errors` tree) is translated
+  here, once, into one line on stderr in gcloud's shape, ``ERROR: (kubectl ai-platform.jobs.submit.training)
+  Invalid value for [--master-accelerator]: …``, naming the flag or field; never a traceback.
+- ``--dry-run`` needs no cluster and no backend: it validates and plans the job with the built-in
+  catalogue (`server_ext.jobs.defaults.DEFAULT_ACCELERATORS`) and prints only YAML documents on stdout
+  (the Kubernetes objects of `server_ext.jobs.kubeflow.job_manifest`; with ``--local``, the Job).
+- `backend_for(args)` picks the backend: ``--local``, ``MLPLATFORM_LOCAL=1`` or ``local train`` →
+  `LocalBackend` on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``); otherwise
+  the Kubernetes backend, which is not wired in yet (`BackendUnavailable`, exit 1).
+- The project is ``--project``/``--namespace``/``-n``, else ``$MLPLATFORM_PROJECT``, else the
+  caller's personal project (`hub_ext.entitlements.personal_project_name`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import getpass
+import logging
+import os
 import sys
+from typing import Mapping, TextIO
+
+from hub_ext.entitlements import personal_project_name
+from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
+from server_ext.errors import JobExists, JobFinished, JobNotFound
+from server_ext.jobs.backend import JobBackend
+from server_ext.jobs.model import parse_job
+from server_ext.jobs.defaults import DEFAULT_CREDENTIAL_TYPES, default_plan_settings
+from server_ext.jobs.plan import plan_job
+from server_ext.jobs.service import JobService
+
+from . import commands, output
+from .flags import (PACKAGE_PLACEHOLDER, PROG, UsageError, command_path, flag_for, flags_to_job, local_train_job,
+                    mounts_from_flags, parse_args)
+
+_TRUE = ("1", "true", "yes", "on")
 
 
-def main(argv: list[str] | None = None) -> int:
-    print("kubectl ai-platform: not yet implemented", file=sys.stderr)
-    return 2
+class BackendUnavailable(PlatformError):
+    """The runtime asked for cannot be reached from this command (exit 1)."""
+
+
+def is_local(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> bool:
+    return bool(args.local) or args.command == "local-train" or env.get("MLPLATFORM_LOCAL", "").lower() in _TRUE
+
+
+def user_name(env: Mapping[str, str] = os.environ) -> str:
+    return env.get("JUPYTERHUB_USER") or getpass.getuser()
+
+
+def project_of(args: argparse.Namespace, user: str, env: Mapping[str, str] = os.environ) -> str:
+    return args.project or env.get("MLPLATFORM_PROJECT") or personal_project_name(user)
+
+
+def backend_for(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> JobBackend:
+    """The backend the command runs against (constructed, not started)."""
+    if is_local(args, env):
+        import pathlib
+
+        from server_ext.config import default_state_dir
+
+        try:
+            from server_ext.jobs.local_backend import LocalBackend
+        except ImportError as e:
+            raise BackendUnavailable(f"the local runtime cannot be loaded ({e})") from None
+
+        state = pathlib.Path(env["MLPLATFORM_STATE_DIR"]).expanduser() if env.get("MLPLATFORM_STATE_DIR") \
+            else default_state_dir()
+        return LocalBackend(state)
+    raise BackendUnavailable("the Kubernetes backend is not available in kubectl ai-platform yet; run with --local "
+                             "(or MLPLATFORM_LOCAL=1) to use this machine's local runtime")
+
+
+def command_of(args: argparse.Namespace | None) -> str:
+    if args is None:
+        return PROG
+    words = [getattr(args, name, None) for name in ("group", "verb", "kind")]
+    return command_path(" ".join([PROG, *(w for w in words if w)]))
+
+
+def error_message(e: BaseException) -> tuple[int, str]:
+    """(exit code, message) of an expected error; the caller prefixes ``ERROR: (command)``."""
+    if isinstance(e, UsageError):
+        return 2, e.message
+    if isinstance(e, UserInputError):
+        if e.status == 403:
+            return 1, f"PERMISSION_DENIED: {e.message}"
+        return 2, f"Invalid value for [{e.field}]: {e.message}"
+    if isinstance(e, JobNotFound):
+        return 1, f"NOT_FOUND: {e}"
+    if isinstance(e, JobExists):
+        return 1, f"ALREADY_EXISTS: {e}"
+    if isinstance(e, JobFinished):
+        return 1, f"FAILED_PRECONDITION: {e}"
+    if isinstance(e, UpstreamError):
+        return 1, f"UNAVAILABLE: {e}"
+    if isinstance(e, ConfigError):
+        return 1, "invalid platform configuration: " + "; ".join(str(p) for p in e.problems)
+    return 1, str(e)
+
+
+def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None, user: str, project: str, out: TextIO,
+            err: TextIO) -> int:
+    """Plan the job (`flags_to_job`'s) offline; print what would be created, as YAML documents."""
+    import yaml
+
+    check = dict(doc, trainingInput=dict(doc["trainingInput"]))
+    if package_path:
+        check["trainingInput"]["packageUris"] = [*(check["trainingInput"].get("packageUris") or []),
+                                                 PACKAGE_PLACEHOLDER]
+    job = parse_job(check)
+    try:
+        plan = plan_job(job, default_plan_settings(), project=project, owner=user)
+    except UserInputError as e:
+        raise UserInputError(flag_for(e.field, args), e.message, e.status) from None
+    if mounts_from_flags(args):
+        err.write("note: --credentials and --datasets are checked against the project, and mounted, only when "
+                  "the job is submitted\n")
+    if package_path:
+        err.write(f"note: {PACKAGE_PLACEHOLDER} stands for the package built from {package_path}\n")
+    if args.local:
+        out.write(output.to_yaml(job.to_json()))
+        return 0
+    try:
+        from hub_ext.kube_mounts import MountSettings
+        from server_ext.jobs.kubeflow import KubeSettings, job_manifest
+    except ImportError as e:
+        raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
+
+    manifest = job_manifest(plan, KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES)))
+    docs = manifest if isinstance(manifest, list) else [manifest]
+    out.write(yaml.safe_dump_all(docs, default_flow_style=False, sort_keys=False))
+    return 0
+
+
+def local_job_id(now: datetime.datetime) -> str:
+    return f"local_train_{now:%Y%m%d_%H%M%S}"
+
+
+async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[str, str] = os.environ) -> int:
+    """Everything that can be checked without a backend is checked first (exit 2 before any
+    connection); then the command runs against `backend_for(args)`."""
+    user = user_name(env)
+    project = project_of(args, user, env)
+    doc, package_path = None, None
+    if args.command == "submit":
+        doc, package_path = flags_to_job(args)
+        if args.dry_run:
+            return dry_run(args, doc, package_path, user, project, out, err)
+    elif args.command == "local-train":
+        now = datetime.datetime.now(datetime.timezone.utc)
+        doc = local_train_job(args, local_job_id(now), os.getcwd())
+    elif args.command == "list":
+        output.jobs_listing([], args.format)
+    backend = backend_for(args, env)
+    start = getattr(backend, "start", None)
+    if start is not None:
+        await start()
+    try:
+        async def projects(caller: str) -> list[str]:
+            return [project]  # Kubernetes RBAC gates projects; the local runtime trusts its users
+
+        service = JobService(backend, default_plan_settings(), projects)
+        scope = f" --project {args.project}" if args.project else ""
+        ctx = commands.Context(service, user, project, out, err, scope=scope, settle=is_local(args, env))
+        if args.command == "submit":
+            return await commands.submit_training(ctx, args, doc, package_path)
+        if args.command == "local-train":
+            return await commands.local_train(ctx, doc)
+        return await commands.COMMANDS[args.command](ctx, args)
+    finally:
+        await backend.close()
+
+
+def _quiet_logs(env: Mapping[str, str], err: TextIO) -> None:
+    """The platform's own log lines (meant for server logs) stay off the terminal unless
+    ``MLPLATFORM_DEBUG=1``; what the user needs is printed by the commands."""
+    for name in ("hub_ext", "server_ext"):
+        logger = logging.getLogger(name)
+        if env.get("MLPLATFORM_DEBUG", "").lower() in _TRUE:
+            if not logger.handlers:
+                logger.addHandler(logging.StreamHandler(err))
+            logger.setLevel(logging.DEBUG)
+        elif not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+
+
+def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+         env: Mapping[str, str] | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    env = os.environ if env is None else env
+    _quiet_logs(env, err)
+    args = None
+    try:
+        args = parse_args(list(sys.argv[1:] if argv is None else argv))
+        return asyncio.run(run(args, out, err, env))
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else 0
+    except KeyboardInterrupt:
+        err.write("Received keyboard interrupt.\n")
+        return 130
+    except (UsageError, PlatformError) as e:
+        code, message = error_message(e)
+        where = e.command if isinstance(e, UsageError) else command_of(args)
+        err.write(f"ERROR: ({where}) {message}\n")
+        return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,227 @@
+"""The commands of `kubectl ai-platform`, each thin: parsed arguments in, one `JobService` call (or
+a few, for streaming), text out through `server_ext.cli.output`. Results go to `Context.out`,
+status messages to `Context.err`; each returns the exit code (0 ok, 1 the operation or the job
+failed). Errors are raised, never printed here: `main` translates them once.
+
+- ``jobs submit training``: gcloud's submitted block on stderr and ``jobId``/``state`` on stdout
+  (with `Context.settle`, only once the job has left QUEUED/PREPARING);
+  with ``--stream-logs`` every task's log on stderr until the job ends, then the job's status, and
+  exit 1 unless it SUCCEEDED (as gcloud).
+- ``jobs list``: every page of the project's jobs (newest first), ``--filter`` applied by the
+  service, then ``--sort-by``, ``--limit``; "Listed 0 items." on stderr when there are none.
+- ``jobs describe``/``get``, ``jobs stream-logs`` (all tasks, or ``--task-name``; follows until the
+  job ends), ``jobs cancel`` (silent, like gcloud, and a job that already ended is not an error).
+- ``local train``: the job runs in the foreground; the master's output is copied to stdout as
+  is, and the exit code is 0 only if the job SUCCEEDED.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import pathlib
+from dataclasses import dataclass, field
+from typing import Callable, TextIO
+
+from hub_ext.errors import UserInputError
+from server_ext.errors import JobFinished
+from server_ext.jobs.backend import FINAL
+from server_ext.jobs.machines import TIERS
+from server_ext.jobs.plan import ROLES, task_name
+from server_ext.jobs.service import JobService
+
+from . import output
+from .flags import flag_for, mounts_from_flags
+
+_COUNT_FIELD = {"worker": "workerCount", "parameter_server": "parameterServerCount", "evaluator": "evaluatorCount"}
+_LIST_FIELDS = {"pageSize": "--page-size", "filter": "--filter", "pageToken": "--page-size"}
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def file_package(path: str) -> str:
+    """Until packaging is wired in: the ``--package-path`` directory itself, as a ``file://`` URI
+    (what the local backend can run from)."""
+    return pathlib.Path(path).expanduser().resolve().as_uri()
+
+
+@dataclass
+class Context:
+    service: JobService
+    user: str
+    project: str
+    out: TextIO
+    err: TextIO
+    scope: str = ""  # flags to repeat in suggested commands, e.g. " --project team"
+    tz: datetime.tzinfo | None = None
+    now: Callable[[], datetime.datetime] = field(default=_utcnow)
+    package: Callable[[str], str] = field(default=file_package)
+    settle: bool = False  # wait until a submitted job has started before returning (the local runtime
+                          # prepares jobs in this process: exiting earlier would fail them)
+
+
+def task_names(job: dict) -> list[str]:
+    """Every task of a job, master first (the scale tier's replicas when the tier is not CUSTOM)."""
+    t = dict(job.get("trainingInput") or {})
+    tier = t.get("scaleTier", "BASIC")
+    if tier != "CUSTOM":
+        t.update(TIERS.get(tier, {}))
+    names = ["master-replica-0"]
+    for role in ROLES[1:]:
+        names += [f"{role}-replica-{i}" for i in range(int(t.get(_COUNT_FIELD[role], "0") or 0))]
+    return names
+
+
+def _when(line: object, ctx: Context) -> datetime.datetime:
+    stamp = getattr(line, "time", None)
+    if isinstance(stamp, datetime.datetime):
+        return stamp
+    if isinstance(stamp, str):
+        try:
+            return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            pass
+    return ctx.now()
+
+
+async def stream_logs(ctx: Context, job_id: str, tasks: list[str], dest: TextIO, *, raw: bool = False,
+                      allow_multiline: bool = False) -> None:
+    """Follow the tasks' logs until the job ends, printing lines as they come (gcloud's records, or
+    the bare text with `raw`)."""
+
+    async def pump(task: str) -> None:
+        lines = await ctx.service.logs(ctx.user, ctx.project, job_id, task, follow=True)
+        async for line in lines:
+            if raw:
+                dest.write(line.text + "\n")
+            else:
+                for text in output.split_multiline(line.text, allow_multiline):
+                    dest.write(output.log_record(line.task, text, _when(line, ctx),
+                                                 getattr(line, "severity", None) or "INFO", tz=ctx.tz) + "\n")
+            dest.flush()
+
+    async with asyncio.TaskGroup() as group:
+        for task in tasks:
+            group.create_task(pump(task))
+
+
+async def _wait_final(ctx: Context, job_id: str, poll: float = 0.5) -> dict:
+    """The job once it has ended (the log streams end with their tasks; the state may lag)."""
+    while True:
+        job = await ctx.service.get(ctx.user, ctx.project, job_id)
+        if job.get("state") in FINAL:
+            return job
+        await asyncio.sleep(poll)
+
+
+async def _wait_started(ctx: Context, job_id: str, poll: float = 0.2) -> None:
+    while (await ctx.service.get(ctx.user, ctx.project, job_id)).get("state") in ("QUEUED", "PREPARING"):
+        await asyncio.sleep(poll)
+
+
+async def submit_training(ctx: Context, args: argparse.Namespace, doc: dict, package_path: str | None) -> int:
+    """Submit `doc` (`flags_to_job`'s, already validated), with the package built from `package_path`."""
+    if args.async_:
+        ctx.err.write("WARNING: The --async flag is deprecated, as the default behavior is to submit the job "
+                      "asynchronously; it can be omitted. For synchronous behavior, please pass --stream-logs.\n\n")
+    if package_path:
+        training = doc["trainingInput"] = dict(doc["trainingInput"])
+        training["packageUris"] = [*(training.get("packageUris") or []), ctx.package(package_path)]
+    mounts = mounts_from_flags(args)
+    try:
+        job = await ctx.service.create(ctx.user, ctx.project, {**doc, "mounts": mounts} if mounts else doc)
+    except UserInputError as e:
+        raise UserInputError(flag_for(e.field, args), e.message, e.status) from None
+    job_id = job["jobId"]
+    if not args.stream_logs:
+        if ctx.settle:
+            await _wait_started(ctx, job_id)
+        ctx.err.write(output.submitted(job_id, True, ctx.scope))
+        ctx.out.write(output.job_status(job, ctx.tz))
+        return 0
+    ctx.err.write(output.submitted(job_id, False))
+    ctx.err.flush()
+    await stream_logs(ctx, job_id, task_names(job), ctx.err)
+    job = await _wait_final(ctx, job_id)
+    ctx.out.write(output.job_status(job, ctx.tz))
+    return 0 if job.get("state") == "SUCCEEDED" else 1
+
+
+async def list_jobs(ctx: Context, args: argparse.Namespace) -> int:
+    jobs: list[dict] = []
+    token = None
+    try:
+        while True:
+            page = await ctx.service.list(ctx.user, ctx.project, args.filter, min(args.page_size or 100, 100), token)
+            jobs += page.get("jobs", [])
+            token = page.get("nextPageToken")
+            if not token or (args.limit and not args.sort_by and len(jobs) >= args.limit):
+                break
+    except UserInputError as e:
+        if e.field in _LIST_FIELDS:
+            raise UserInputError(_LIST_FIELDS[e.field], e.message, e.status) from None
+        raise
+    jobs = output.sort_jobs(jobs, args.sort_by)[: args.limit or None]
+    text = output.jobs_listing(jobs, args.format, ctx.tz)
+    ctx.out.write(text)
+    if not jobs:
+        ctx.err.write(output.EMPTY_LIST + "\n")
+    return 0
+
+
+async def describe_job(ctx: Context, args: argparse.Namespace) -> int:
+    job = await ctx.service.get(ctx.user, ctx.project, args.job)
+    if args.summarize:
+        if args.format:
+            ctx.err.write("WARNING: --format is ignored with --summarize\n")
+        ctx.out.write(output.summary(job, ctx.tz))
+    else:
+        ctx.out.write(output.describe(job, args.format))
+    return 0
+
+
+async def stream_job_logs(ctx: Context, args: argparse.Namespace) -> int:
+    job = await ctx.service.get(ctx.user, ctx.project, args.job)
+    if args.task_name:
+        try:
+            tasks = [task_name(args.task_name)]
+        except UserInputError as e:
+            raise UserInputError("--task-name", e.message) from None
+    else:
+        tasks = task_names(job)
+    await stream_logs(ctx, args.job, tasks, ctx.out, allow_multiline=args.allow_multiline_logs)
+    return 0
+
+
+async def cancel_job(ctx: Context, args: argparse.Namespace) -> int:
+    try:
+        await ctx.service.cancel(ctx.user, ctx.project, args.job)
+    except JobFinished:
+        pass  # gcloud: "If the job is already finished, the command will not perform an operation"
+    return 0
+
+
+async def local_train(ctx: Context, doc: dict) -> int:
+    """Run `doc` (`local_train_job`'s) in the foreground."""
+    job = await ctx.service.create(ctx.user, ctx.project, doc)
+    job_id = job["jobId"]
+    try:
+        await stream_logs(ctx, job_id, ["master-replica-0"], ctx.out, raw=True)
+        job = await _wait_final(ctx, job_id)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        try:
+            await asyncio.shield(ctx.service.cancel(ctx.user, ctx.project, job_id))
+        except JobFinished:
+            pass
+        raise
+    if job.get("state") != "SUCCEEDED":
+        reason = f": {job['errorMessage']}" if job.get("errorMessage") else ""
+        ctx.err.write(f"ERROR: (kubectl ai-platform.local.train) job {job_id} {job.get('state')}{reason}\n")
+        return 1
+    return 0
+
+
+COMMANDS = {"list": list_jobs, "describe": describe_job, "stream-logs": stream_job_logs, "cancel": cancel_job}

@@ -1,0 +1,373 @@
+"""`kubectl ai-platform` arguments: gcloud's ``ai-platform jobs …`` and ``ai-platform local train``
+flags (same names, same value syntax), and their conversion to an ``ml.v1`` Job document. Pure: no
+I/O except reading the ``--config`` file through the `read` callable `flags_to_job` is given.
+
+Guarantees:
+
+- `build_parser()` accepts exactly gcloud's flags of each command (plus the platform's own:
+  ``--credentials``, ``--datasets``, ``--project``/``--namespace``/``-n``, ``--context``,
+  ``--local``, ``--dry-run``), anywhere on the line, with no abbreviations; a bad flag or value
+  raises `UsageError` naming the flag (the caller exits 2). ``--`` ends the flags: everything after
+  it is the trainer's arguments (`split_user_args`).
+- `flags_to_job(args)` returns ``(job, package_path)``: the Job in Google's canonical JSON shape
+  (int64 as strings, upper-case enums, as `server_ext.jobs.model.parse_job` makes it) and the
+  ``--package-path`` directory (or None), which the caller packages and appends to
+  ``trainingInput.packageUris``. As gcloud does, the ``--config`` file (YAML or JSON, a Job with
+  ``trainingInput:`` at the top) is read first and every flag given overrides its field (``--labels``
+  replaces all labels; an accelerator flag replaces that replica's ``acceleratorConfig``). Unlike
+  gcloud (which leaves it to the server to refuse), a job with custom-tier fields (machine types,
+  counts) and no scale tier anywhere gets ``scaleTier: CUSTOM``. The whole job is validated by
+  `parse_job` (with a stand-in URI for the package still to be built), and a problem is reported as
+  `UserInputError` naming the flag that set the field, else ``<field> in --config``.
+- `local_train_job(args, job_id, cwd)`: the Job that ``local train`` runs through the local backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import pathlib
+import re
+from typing import Any, Callable, NoReturn
+
+from hub_ext.errors import UserInputError
+from server_ext.jobs.model import load_config, parse_job
+
+from .argtypes import (SCALE_TIERS, accelerator, at_least_one, boolean, bucket, csv_list, labels, non_negative,
+                       scale_tier)
+
+PROG = "kubectl ai-platform"
+PACKAGE_PLACEHOLDER = "mlplatform-package://to-be-built"
+CUSTOM_FIELDS = ("masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
+                 "parameterServerCount", "evaluatorCount")
+_KMS = re.compile(r"projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+")
+
+# args attribute → (flag as the user wrote it, the Job field it sets)
+FLAG_FIELDS: dict[str, tuple[str, str]] = {
+    "job": ("JOB", "jobId"),
+    "labels": ("--labels", "labels"),
+    "module_name": ("--module-name", "trainingInput.pythonModule"),
+    "packages": ("--packages", "trainingInput.packageUris"),
+    "user_args": ("USER_ARGS", "trainingInput.args"),
+    "region": ("--region", "trainingInput.region"),
+    "job_dir": ("--job-dir", "trainingInput.jobDir"),
+    "scale_tier": ("--scale-tier", "trainingInput.scaleTier"),
+    "runtime_version": ("--runtime-version", "trainingInput.runtimeVersion"),
+    "python_version": ("--python-version", "trainingInput.pythonVersion"),
+    "network": ("--network", "trainingInput.network"),
+    "service_account": ("--service-account", "trainingInput.serviceAccount"),
+    "enable_web_access": ("--enable-web-access", "trainingInput.enableWebAccess"),
+    "use_chief_in_tf_config": ("--use-chief-in-tf-config", "trainingInput.useChiefInTfConfig"),
+    "kms_key_name": ("--kms-key", "trainingInput.encryptionConfig.kmsKeyName"),
+    "master_machine_type": ("--master-machine-type", "trainingInput.masterType"),
+    "master_image_uri": ("--master-image-uri", "trainingInput.masterConfig.imageUri"),
+    "master_accelerator": ("--master-accelerator", "trainingInput.masterConfig.acceleratorConfig"),
+    "worker_machine_type": ("--worker-machine-type", "trainingInput.workerType"),
+    "worker_count": ("--worker-count", "trainingInput.workerCount"),
+    "worker_image_uri": ("--worker-image-uri", "trainingInput.workerConfig.imageUri"),
+    "worker_accelerator": ("--worker-accelerator", "trainingInput.workerConfig.acceleratorConfig"),
+    "parameter_server_machine_type": ("--parameter-server-machine-type", "trainingInput.parameterServerType"),
+    "parameter_server_count": ("--parameter-server-count", "trainingInput.parameterServerCount"),
+    "parameter_server_image_uri": ("--parameter-server-image-uri", "trainingInput.parameterServerConfig.imageUri"),
+    "parameter_server_accelerator": ("--parameter-server-accelerator",
+                                     "trainingInput.parameterServerConfig.acceleratorConfig"),
+}
+
+
+class UsageError(Exception):
+    """A command line argparse could not read; `command` is the command's path (``jobs.list``)."""
+
+    def __init__(self, command: str, message: str):
+        self.command, self.message = command, message
+        super().__init__(message)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(command_path(self.prog), message)
+
+
+def command_path(prog: str) -> str:
+    """``kubectl ai-platform jobs list`` → ``kubectl ai-platform.jobs.list`` (gcloud's ERROR prefix)."""
+    rest = prog[len(PROG):].split() if prog.startswith(PROG) else prog.split()[1:]
+    return ".".join([PROG, *rest])
+
+
+# ---------------------------------------------------------------- the parser tree
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    """Flags every command takes, before or after the command words (SUPPRESS: the last one wins)."""
+    g = parser.add_argument_group("platform flags")
+    g.add_argument("--project", "--namespace", "-n", dest="project", default=argparse.SUPPRESS,
+                   help="the project (Kubernetes namespace); default: the context's namespace, or your own project")
+    g.add_argument("--context", default=argparse.SUPPRESS, help="the kubeconfig context to use")
+    g.add_argument("--local", action="store_true", default=argparse.SUPPRESS,
+                   help="use the local runtime on this machine (also MLPLATFORM_LOCAL=1)")
+
+
+def _training_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("job", metavar="JOB", help="Name of the job.")
+    p.add_argument("--config", help="Path to a job configuration file (YAML or JSON) holding a Job resource; "
+                                    "flags override its fields.")
+    p.add_argument("--package-path", help="Path to a local Python package directory to build and ship.")
+    p.add_argument("--packages", type=csv_list, metavar="PACKAGE,…", help="Python archives used for training.")
+    p.add_argument("--module-name", help="Name of the module to run.")
+    p.add_argument("--job-dir", help="Path in which to store training outputs, passed to the trainer as --job-dir.")
+    p.add_argument("--labels", type=labels, metavar="KEY=VALUE,…", help="Labels of the job.")
+    p.add_argument("--region", help="Region to run the job in.")
+    p.add_argument("--runtime-version", help="Runtime version of the job (the trainer image).")
+    p.add_argument("--python-version", help="Python version of the runtime.")
+    p.add_argument("--scale-tier", type=scale_tier, metavar="SCALE_TIER",
+                   help=f"One of {', '.join(SCALE_TIERS)} (upper case also accepted).")
+    p.add_argument("--staging-bucket", type=bucket, help="Bucket in which to stage training archives.")
+    p.add_argument("--service-account", help="Service account the job runs as.")
+    p.add_argument("--network", help="Network the job is peered with.")
+    p.add_argument("--enable-web-access", action="store_true", default=None,
+                   help="Enable interactive shell access to the training containers.")
+    p.add_argument("--use-chief-in-tf-config", type=boolean, metavar="USE_CHIEF_IN_TF_CONFIG",
+                   help='Use the "chief" role in TF_CONFIG instead of "master".')
+    for role, what in (("master", "master worker"), ("worker", "worker nodes"),
+                       ("parameter-server", "parameter servers")):
+        if role != "master":
+            p.add_argument(f"--{role}-count", type=at_least_one, help=f"Number of {what}.")
+        p.add_argument(f"--{role}-machine-type", help=f"Machine type of the {what}.")
+        p.add_argument(f"--{role}-accelerator", type=accelerator, metavar="type=TYPE,count=COUNT",
+                       help=f"Accelerators of each of the {what}, e.g. type=nvidia-tesla-a100,count=1 "
+                            f"or type=nvidia-a100-1g.5gb,count=1.")
+        p.add_argument(f"--{role}-image-uri", help=f"Container image of the {what}.")
+    for part in ("key", "keyring", "location", "project"):
+        p.add_argument(f"--kms-{part}", help=f"Customer-managed encryption key: the {part}.")
+    sync = p.add_mutually_exclusive_group()
+    sync.add_argument("--async", dest="async_", action="store_true",
+                      help="(DEPRECATED) Return once the job is submitted; the default.")
+    sync.add_argument("--stream-logs", action="store_true", help="Block until the job ends, streaming its logs.")
+    p.add_argument("--credentials", type=csv_list, metavar="NAME,…", help="Credentials of the project to mount.")
+    p.add_argument("--datasets", type=csv_list, metavar="NAME,…", help="Datasets of the project to mount.")
+    p.add_argument("--dry-run", action="store_true",
+                   help="Print the objects that would be created, as YAML, and create nothing.")
+
+
+def build_parser() -> Parser:
+    common = Parser(add_help=False, allow_abbrev=False)
+    _common(common)
+    kw: dict[str, Any] = {"parents": [common], "allow_abbrev": False}
+    root = Parser(prog=PROG, description="AI Platform Training commands for this platform", **kw)
+    groups = root.add_subparsers(dest="group", metavar="GROUP", required=True, parser_class=Parser)
+    jobs = groups.add_parser("jobs", help="Submit, watch and cancel training jobs.", **kw)
+    verbs = jobs.add_subparsers(dest="verb", metavar="COMMAND", required=True, parser_class=Parser)
+    submit = verbs.add_parser("submit", help="Submit a job.", **kw)
+    kinds = submit.add_subparsers(dest="kind", metavar="KIND", required=True, parser_class=Parser)
+    training = kinds.add_parser("training", help="Submit a training job.", **kw)
+    _training_flags(training)
+    training.set_defaults(command="submit")
+
+    listing = verbs.add_parser("list", help="List the project's jobs, newest first.", **kw)
+    listing.add_argument("--filter", help="Keep jobs matching this expression, e.g. state=RUNNING or jobId:census*.")
+    listing.add_argument("--limit", type=at_least_one, help="Show at most this many jobs.")
+    listing.add_argument("--page-size", type=at_least_one, help="Jobs fetched per request.")
+    listing.add_argument("--sort-by", type=csv_list, metavar="FIELD,…", help="Sort by these fields; ~FIELD: descending.")
+    listing.add_argument("--format", help="table (default), json, yaml, value(FIELD,…) or table(FIELD,…).")
+    listing.set_defaults(command="list")
+
+    for name, help_text in (("describe", "Describe a job."), ("get", "Describe a job (alias of describe).")):
+        describe = verbs.add_parser(name, help=help_text, **kw)
+        describe.add_argument("job", metavar="JOB", help="Name of the job.")
+        describe.add_argument("--summarize", action="store_true", help="Summarize the job in tables.")
+        describe.add_argument("--format", help="yaml (default) or json.")
+        describe.set_defaults(command="describe")
+
+    logs = verbs.add_parser("stream-logs", help="Show the logs of a job, following them while it runs.", **kw)
+    logs.add_argument("job", metavar="JOB", help="Name of the job.")
+    logs.add_argument("--task-name", help="Show only this task's logs, e.g. master-replica-0 or worker-1.")
+    logs.add_argument("--allow-multiline-logs", action="store_true", help="Print multi-line messages as one record.")
+    logs.add_argument("--polling-interval", type=at_least_one, default=60,
+                      help="Seconds between polls for new log lines.")
+    logs.set_defaults(command="stream-logs")
+
+    cancel = verbs.add_parser("cancel", help="Cancel a running job.", **kw)
+    cancel.add_argument("job", metavar="JOB", help="Name of the job.")
+    cancel.set_defaults(command="cancel")
+
+    local = groups.add_parser("local", help="Run training on this machine.", **kw)
+    local_verbs = local.add_subparsers(dest="verb", metavar="COMMAND", required=True, parser_class=Parser)
+    train = local_verbs.add_parser("train", help="Run a trainer locally, in the foreground.", **kw)
+    train.add_argument("--module-name", required=True, help="Name of the module to run.")
+    train.add_argument("--package-path", help="Path to the Python package directory of the module.")
+    train.add_argument("--job-dir", help="Directory for training outputs, passed to the trainer as --job-dir.")
+    train.add_argument("--distributed", action="store_true", help="Run a master, workers and parameter servers.")
+    train.add_argument("--parameter-server-count", type=non_negative, help="With --distributed; default 2.")
+    train.add_argument("--worker-count", type=non_negative, help="With --distributed; default 2.")
+    train.add_argument("--evaluator-count", type=non_negative, help="With --distributed; default 0.")
+    train.add_argument("--start-port", type=at_least_one, default=27182, help="First port of the local cluster.")
+    train.set_defaults(command="local-train")
+    return root
+
+
+def split_user_args(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """(the flags, the words after ``--``, or None when there is no ``--``)."""
+    if "--" not in argv:
+        return list(argv), None
+    i = argv.index("--")
+    return list(argv[:i]), list(argv[i + 1:])
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    flags, user_args = split_user_args(argv)
+    args, extra = build_parser().parse_known_args(flags)
+    words = [w for w in (args.group, getattr(args, "verb", None), getattr(args, "kind", None)) if w]
+    if extra:
+        raise UsageError(command_path(" ".join([PROG, *words])), f"unrecognized arguments: {' '.join(extra)}")
+    if user_args is not None and args.command not in ("submit", "local-train"):
+        raise UsageError(command_path(" ".join([PROG, *words])),
+                         f"unrecognized arguments: -- {' '.join(user_args)}".rstrip())
+    args.user_args = user_args
+    for name, default in (("project", None), ("context", None), ("local", False)):
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    return args
+
+
+# ---------------------------------------------------------------- flags → Job
+
+def kms_key_name(args: argparse.Namespace) -> str | None:
+    key, ring, location, project = (getattr(args, f"kms_{p}", None) for p in ("key", "keyring", "location", "project"))
+    if key and _KMS.fullmatch(key):
+        return key
+    if key and ring and location and project:
+        return f"projects/{project}/locations/{location}/keyRings/{ring}/cryptoKeys/{key}"
+    if key or ring or location or project:
+        raise UserInputError("--kms-key", "Encryption key not fully specified.")
+    return None
+
+
+def _set(doc: dict, path: str, value: Any) -> None:
+    *parents, last = path.split(".")
+    for part in parents:
+        if not isinstance(doc.get(part), dict):
+            doc[part] = {}
+        doc = doc[part]
+    doc[last] = value
+
+
+def _get(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(doc, dict) or part not in doc:
+            return None
+        doc = doc[part]
+    return doc
+
+
+def _check_groups(args: argparse.Namespace) -> None:
+    """gcloud's rules between flags (before any field is looked at)."""
+    if args.master_image_uri and args.runtime_version:
+        raise UserInputError("--master-image-uri", "Only one of --master-image-uri, --runtime-version can be set.")
+    for role in ("worker", "parameter_server"):
+        count, machine = getattr(args, f"{role}_count"), getattr(args, f"{role}_machine_type")
+        flag = role.replace("_", "-")
+        if count is not None and not machine:
+            raise UserInputError(f"--{flag}-machine-type", f"must be specified with --{flag}-count")
+        if machine and count is None:
+            raise UserInputError(f"--{flag}-count", f"must be specified with --{flag}-machine-type")
+
+
+def _blame(field: str, given: dict[str, str], config: dict) -> str:
+    """The flag that set `field` (or a field above it), else the field as named in the config file."""
+    best = None
+    for flag, path in given.items():
+        if field == path or field.startswith(path + "."):
+            if best is None or len(path) > len(given[best]):
+                best = flag
+    if best:
+        return best
+    if _get(config, field) is not None:
+        return f"{field} in --config"
+    for flag, path in FLAG_FIELDS.values():
+        if field == path or field.startswith(path + "."):
+            return flag
+    return field
+
+
+def flag_for(field: str, args: argparse.Namespace) -> str:
+    """The flag the user gave that set `field` (for errors found after `flags_to_job`: planning,
+    mounts), else the field itself."""
+    given = {flag: path for attr, (flag, path) in FLAG_FIELDS.items() if getattr(args, attr, None) is not None}
+    for name in ("credentials", "datasets"):
+        if getattr(args, name, None):
+            given[f"--{name}"] = name
+    if field.split("[")[0] in ("credentials", "datasets"):
+        field = field.split("[")[0]
+    best = _blame(field, given, {})
+    return best if best in given else field
+
+
+def _read(path: str) -> str:
+    try:
+        return pathlib.Path(path).read_text()
+    except OSError as e:
+        raise UserInputError("--config", f"cannot read {path}: {e.strerror or e}") from None
+
+
+def flags_to_job(args: argparse.Namespace, read: Callable[[str], str] = _read) -> tuple[dict, str | None]:
+    _check_groups(args)
+    config = load_config(read(args.config), "--config") if args.config else {}
+    doc = copy.deepcopy(config)
+    if not isinstance(doc.get("trainingInput", {}), dict):
+        raise UserInputError("trainingInput in --config", "must be a mapping of fields")
+    doc.setdefault("trainingInput", {})
+    values = {attr: getattr(args, attr, None) for attr in FLAG_FIELDS}
+    values["kms_key_name"] = kms_key_name(args)
+    given: dict[str, str] = {}
+    for attr, (flag, path) in FLAG_FIELDS.items():
+        value = values[attr]
+        if value is None:
+            continue
+        given[flag] = path
+        _set(doc, path, copy.deepcopy(value))
+    training = doc["trainingInput"]
+    if "scaleTier" not in training and any(key in training for key in CUSTOM_FIELDS):
+        training["scaleTier"] = "CUSTOM"
+    check = copy.deepcopy(doc)
+    if args.package_path:
+        check["trainingInput"]["packageUris"] = [*(check["trainingInput"].get("packageUris") or []),
+                                                 PACKAGE_PLACEHOLDER]
+    try:
+        job = parse_job(check).to_json()
+    except UserInputError as e:
+        raise UserInputError(_blame(e.field, given, config), e.message, e.status) from None
+    uris = [u for u in job["trainingInput"].get("packageUris", []) if u != PACKAGE_PLACEHOLDER]
+    job["trainingInput"].pop("packageUris", None)
+    if uris:
+        job["trainingInput"]["packageUris"] = uris
+    return job, args.package_path or None
+
+
+def mounts_from_flags(args: argparse.Namespace) -> dict[str, list[str]]:
+    """The platform's ``mounts`` field of a create request (`JobService.create`); empty when none."""
+    out = {}
+    for name in ("credentials", "datasets"):
+        if getattr(args, name, None):
+            out[name] = list(getattr(args, name))
+    return out
+
+
+def local_train_job(args: argparse.Namespace, job_id: str, cwd: str) -> dict:
+    """The Job ``local train`` runs: the module from ``--package-path`` (or the working directory) as
+    a ``file://`` package; with ``--distributed``, gcloud's defaults of 2 parameter servers, 2
+    workers and no evaluators (as CUSTOM-tier ``standard`` machines)."""
+    package = os.path.abspath(os.path.join(cwd, args.package_path or "."))
+    training: dict[str, Any] = {"pythonModule": args.module_name, "packageUris": [pathlib.Path(package).as_uri()]}
+    if args.user_args:
+        training["args"] = list(args.user_args)
+    if args.job_dir:
+        training["jobDir"] = args.job_dir
+    if args.distributed:
+        training.update(scaleTier="CUSTOM", masterType="standard")
+        counts = {"worker": args.worker_count, "parameterServer": args.parameter_server_count,
+                  "evaluator": args.evaluator_count}
+        for role, default in (("worker", 2), ("parameterServer", 2), ("evaluator", 0)):
+            count = default if counts[role] is None else counts[role]
+            if count:
+                training[f"{role}Type"] = "standard"
+                training[f"{role}Count"] = str(count)
+    return parse_job({"jobId": job_id, "trainingInput": training}).to_json()

@@ -1,0 +1,246 @@
+"""What `kubectl ai-platform` prints (exact strings, gcloud's shapes), and the commands run against an
+in-memory backend injected through `JobService`."""
+
+import datetime
+import io
+import types
+
+import pytest
+
+from hub_ext.errors import UpstreamError, UserInputError
+from server_ext.cli import commands, output
+from server_ext.cli.flags import UsageError, parse_args
+from server_ext.cli.main import error_message
+from server_ext.errors import JobExists, JobFinished, JobNotFound
+from server_ext.jobs.backend import LogLine
+from server_ext.jobs.defaults import default_plan_settings
+from server_ext.jobs.service import JobService
+
+pytestmark = pytest.mark.unit
+UTC = datetime.timezone.utc
+JOBS = [
+    {"jobId": "census_2", "state": "RUNNING", "createTime": "2026-01-31T12:05:00Z", "labels": {"team": "nlp"},
+     "trainingInput": {"scaleTier": "BASIC", "pythonModule": "t.task", "packageUris": ["gs://b/t.tgz"]}},
+    {"jobId": "a_much_longer_job_id", "state": "SUCCEEDED", "createTime": "2026-01-30T08:00:00Z",
+     "startTime": "2026-01-30T08:01:00Z", "endTime": "2026-01-30T09:00:00Z",
+     "trainingInput": {"scaleTier": "CUSTOM", "masterType": "n1-standard-8", "region": "eu",
+                       "pythonModule": "t.task", "packageUris": ["gs://b/t.tgz"], "args": ["--a", "1"]},
+     "trainingOutput": {"consumedMLUnits": 1.5}},
+]
+
+
+def test_submitted_block_and_status_are_gclouds():
+    assert output.submitted("j1", True, " --project team") == (
+        "Job [j1] submitted successfully.\n"
+        "Your job is still active. You may view the status of your job with the command\n\n"
+        "  $ kubectl ai-platform jobs describe j1 --project team\n\n"
+        "or continue streaming the logs with the command\n\n"
+        "  $ kubectl ai-platform jobs stream-logs j1 --project team\n")
+    assert output.submitted("j1", False) == "Job [j1] submitted successfully.\n"
+    assert output.job_status({"jobId": "j1", "state": "QUEUED", "createTime": "x"}) == "jobId: j1\nstate: QUEUED\n"
+    assert output.job_status(JOBS[1], UTC) == ("endTime: '2026-01-30T09:00:00'\njobId: a_much_longer_job_id\n"
+                                               "startTime: '2026-01-30T08:01:00'\nstate: SUCCEEDED\n")
+
+
+def test_describe_yaml_and_json():
+    assert output.describe(JOBS[0]) == (
+        "createTime: '2026-01-31T12:05:00Z'\njobId: census_2\nlabels:\n  team: nlp\nstate: RUNNING\n"
+        "trainingInput:\n  packageUris:\n  - gs://b/t.tgz\n  pythonModule: t.task\n  scaleTier: BASIC\n")
+    assert output.describe({"jobId": "j", "state": "QUEUED"}, "json") == (
+        '{\n  "jobId": "j",\n  "state": "QUEUED"\n}\n')
+    with pytest.raises(UserInputError) as e:
+        output.describe(JOBS[0], "csv")
+    assert e.value.field == "--format"
+
+
+def test_summary_tables():
+    assert output.summary(JOBS[1], UTC) == """\
+┌────────────────────────────────────────────────────────────────────────────────────────────────────┐
+│                                            Job Overview                                            │
+├──────────────────────┬─────────────────────┬─────────────────────┬─────────────────────┬───────────┤
+│ JOB_ID               │ CREATE_TIME         │ START_TIME          │ END_TIME            │ STATE     │
+├──────────────────────┼─────────────────────┼─────────────────────┼─────────────────────┼───────────┤
+│ a_much_longer_job_id │ 2026-01-30T08:00:00 │ 2026-01-30T08:01:00 │ 2026-01-30T09:00:00 │ SUCCEEDED │
+└──────────────────────┴─────────────────────┴─────────────────────┴─────────────────────┴───────────┘
+┌─────────────────────────────────────────────────────┐
+│                Training Input Summary               │
+├────────┬────────────┬───────────────┬───────────────┤
+│ REGION │ SCALE_TIER │ PYTHON_MODULE │ MASTER_TYPE   │
+├────────┼────────────┼───────────────┼───────────────┤
+│ eu     │ CUSTOM     │ t.task        │ n1-standard-8 │
+└────────┴────────────┴───────────────┴───────────────┘
+┌─────────────────────────┐
+│ Training Output Summary │
+├─────────────────────────┤
+│ ML_UNITS                │
+├─────────────────────────┤
+│ 1.5                     │
+└─────────────────────────┘
+"""
+
+
+def test_list_table_is_gclouds():
+    assert output.jobs_listing(JOBS, None, UTC) == (
+        "JOB_ID                STATUS     CREATED\n"
+        "census_2              RUNNING    2026-01-31T12:05:00\n"
+        "a_much_longer_job_id  SUCCEEDED  2026-01-30T08:00:00\n")
+    assert output.jobs_listing([], "table") == ""
+
+
+@pytest.mark.parametrize("fmt, text", [
+    ("value(jobId,state)", "census_2\tRUNNING\na_much_longer_job_id\tSUCCEEDED\n"),
+    ("table(jobId, labels.team:label=TEAM, trainingInput.scaleTier)",
+     "JOB_ID                TEAM  SCALE_TIER\ncensus_2              nlp   BASIC\na_much_longer_job_id        CUSTOM\n"),
+    ("json", None), ("yaml", None),
+])
+def test_list_formats(fmt, text):
+    got = output.jobs_listing(JOBS, fmt, UTC)
+    if fmt == "json":
+        assert got.startswith('[\n  {\n    "createTime": "2026-01-31T12:05:00Z",')
+    elif fmt == "yaml":
+        assert got.count("---\n") == 1 and got.startswith("createTime: '2026-01-31T12:05:00Z'\njobId: census_2\n")
+    else:
+        assert got == text
+
+
+@pytest.mark.parametrize("fmt", ["csv", "value()", "table(jobId:width=3)"])
+def test_bad_list_formats(fmt):
+    with pytest.raises(UserInputError) as e:
+        output.jobs_listing(JOBS, fmt)
+    assert e.value.field == "--format"
+
+
+def test_sort_by():
+    assert [j["jobId"] for j in output.sort_jobs(JOBS, ["createTime"])] == ["a_much_longer_job_id", "census_2"]
+    assert [j["jobId"] for j in output.sort_jobs(JOBS, ["~jobId"])] == ["census_2", "a_much_longer_job_id"]
+    assert [j["jobId"] for j in output.sort_jobs(JOBS, ["labels.team"])] == ["a_much_longer_job_id", "census_2"]
+
+
+def test_log_records_are_gclouds():
+    when = datetime.datetime(2026, 1, 31, 12, 0, 5, tzinfo=UTC)
+    assert output.log_record("master-replica-0", "loss=0.1", when, tz=UTC) == \
+        "INFO\t2026-01-31 12:00:05 +0000\tmaster-replica-0\t\tloss=0.1"
+    assert output.log_record("worker-replica-1", "x", when, "ERROR", "3", tz=UTC) == \
+        "ERROR\t2026-01-31 12:00:05 +0000\tworker-replica-1\t3\tx"
+    assert output.split_multiline("a\nb") == ["a", "b"] and output.split_multiline("a\nb", True) == ["a\nb"]
+
+
+@pytest.mark.parametrize("error, code, text", [
+    (UsageError("kubectl ai-platform.jobs", "unrecognized arguments: -x"), 2, "unrecognized arguments: -x"),
+    (UserInputError("--labels", "bad"), 2, "Invalid value for [--labels]: bad"),
+    (UserInputError("project", "'bob' may not use project 'x'", 403), 1, "PERMISSION_DENIED: 'bob' may not use "
+                                                                          "project 'x'"),
+    (JobNotFound("p", "j"), 1, "NOT_FOUND: Job projects/p/jobs/j not found"),
+    (JobExists("p", "j"), 1, "ALREADY_EXISTS: Job projects/p/jobs/j already exists"),
+    (JobFinished("j", "SUCCEEDED"), 1, "FAILED_PRECONDITION: Job j is SUCCEEDED; only a running or queued job can "
+                                       "be cancelled"),
+    (UpstreamError("create the job", "quota exceeded"), 1, "UNAVAILABLE: could not create the job: quota exceeded"),
+])
+def test_error_translation(error, code, text):
+    assert error_message(error) == (code, text)
+
+
+@pytest.mark.parametrize("training, tasks", [
+    ({}, ["master-replica-0"]),
+    ({"scaleTier": "STANDARD_1"}, ["master-replica-0", *(f"worker-replica-{i}" for i in range(4)),
+                                   "parameter_server-replica-0"]),
+    ({"scaleTier": "CUSTOM", "workerCount": "2", "evaluatorCount": "1"},
+     ["master-replica-0", "worker-replica-0", "worker-replica-1", "evaluator-replica-0"]),
+])
+def test_task_names(training, tasks):
+    assert commands.task_names({"trainingInput": training}) == tasks
+
+
+class FakeBackend:
+    """In-memory `JobBackend`: jobs end at once with the state `final`; each task logs two lines."""
+
+    def __init__(self, final="SUCCEEDED"):
+        self.final, self.jobs, self.plans = final, {}, []
+
+    async def submit(self, plan):
+        key = (plan.project, plan.job.job_id)
+        if key in self.jobs:
+            raise JobExists(*key)
+        self.plans.append(plan)
+        self.jobs[key] = {**plan.job.to_json(), "state": self.final, "createTime": "2026-01-31T12:00:00Z"}
+        return {**self.jobs[key], "state": "QUEUED"}
+
+    async def get(self, project, job_id):
+        if (project, job_id) not in self.jobs:
+            raise JobNotFound(project, job_id)
+        return self.jobs[(project, job_id)]
+
+    async def list(self, project):
+        return [j for (p, _), j in self.jobs.items() if p == project]
+
+    async def cancel(self, project, job_id):
+        job = await self.get(project, job_id)
+        raise JobFinished(job_id, job["state"])
+
+    def logs(self, project, job_id, task="master-replica-0", *, follow=False, after=0):
+        async def lines():
+            for i, text in enumerate([f"{task} starts", "done"], 1):
+                yield types.SimpleNamespace(seq=i, task=task, text=text, time="2026-01-31T12:00:01Z")
+        return lines()
+
+    async def close(self):
+        pass
+
+
+def context(backend):
+    async def projects(user):
+        return ["team"]
+    service = JobService(backend, default_plan_settings(), projects)
+    return commands.Context(service, "alice", "team", io.StringIO(), io.StringIO(), tz=UTC,
+                            package=lambda path: f"file:///pkg/{path}")
+
+
+async def submit(ctx, argv):
+    from server_ext.cli.flags import flags_to_job
+    args = parse_args(["jobs", "submit", "training", *argv])
+    doc, package_path = flags_to_job(args)
+    return await commands.submit_training(ctx, args, doc, package_path)
+
+
+async def test_submit_prints_gclouds_block_and_status():
+    backend = FakeBackend()
+    ctx = context(backend)
+    assert await submit(ctx, ["j1", "--module-name", "t.task", "--package-path", "trainer"]) == 0
+    assert ctx.out.getvalue() == "jobId: j1\nstate: QUEUED\n"
+    assert ctx.err.getvalue() == output.submitted("j1")
+    assert backend.plans[0].package_uris == ("file:///pkg/trainer",) and backend.plans[0].owner == "alice"
+
+
+@pytest.mark.parametrize("final, code", [("SUCCEEDED", 0), ("FAILED", 1)])
+async def test_submit_with_stream_logs_exits_with_the_jobs_result(final, code):
+    ctx = context(FakeBackend(final))
+    assert await submit(ctx, ["j1", "--module-name", "t", "--packages", "gs://b/t.tgz", "--stream-logs"]) == code
+    assert ctx.err.getvalue() == ("Job [j1] submitted successfully.\n"
+                                  "INFO\t2026-01-31 12:00:01 +0000\tmaster-replica-0\t\tmaster-replica-0 starts\n"
+                                  "INFO\t2026-01-31 12:00:01 +0000\tmaster-replica-0\t\tdone\n")
+    assert ctx.out.getvalue() == f"jobId: j1\nstate: {final}\n"
+
+
+async def test_list_describe_logs_and_cancel():
+    backend = FakeBackend()
+    ctx = context(backend)
+    await submit(ctx, ["j1", "--module-name", "t", "--packages", "gs://b/t.tgz"])
+    ctx.out.seek(0), ctx.out.truncate()
+    assert await commands.list_jobs(ctx, parse_args(["jobs", "list", "--filter", "state=SUCCEEDED"])) == 0
+    assert ctx.out.getvalue() == "JOB_ID  STATUS     CREATED\nj1      SUCCEEDED  2026-01-31T12:00:00\n"
+    ctx.out.seek(0), ctx.out.truncate()
+    ctx.err.seek(0), ctx.err.truncate()
+    assert await commands.list_jobs(ctx, parse_args(["jobs", "list", "--filter", "state=FAILED"])) == 0
+    assert (ctx.out.getvalue(), ctx.err.getvalue()) == ("", "Listed 0 items.\n")
+    with pytest.raises(UserInputError) as e:
+        await commands.list_jobs(ctx, parse_args(["jobs", "list", "--filter", "state="]))
+    assert e.value.field == "--filter"
+    ctx.out.seek(0), ctx.out.truncate()
+    assert await commands.stream_job_logs(ctx, parse_args(["jobs", "stream-logs", "j1", "--task-name", "chief-0"])) == 0
+    assert ctx.out.getvalue().splitlines()[0] == "INFO\t2026-01-31 12:00:01 +0000\tmaster-replica-0\t\tmaster-replica-0 starts"
+    assert await commands.cancel_job(ctx, parse_args(["jobs", "cancel", "j1"])) == 0  # already ended: not an error
+    with pytest.raises(JobNotFound):
+        await commands.describe_job(ctx, parse_args(["jobs", "describe", "nope"]))
+    ctx.out.seek(0), ctx.out.truncate()
+    assert await commands.describe_job(ctx, parse_args(["jobs", "get", "j1", "--format", "json"])) == 0
+    assert ctx.out.getvalue().startswith('{\n  "createTime": "2026-01-31T12:00:00Z",\n  "jobId": "j1",')
