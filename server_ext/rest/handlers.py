@@ -182,7 +182,7 @@ _JOBS = r"/ml/v1/projects/(?P<project>[^/]+)/jobs"
 _JOB = _JOBS + r"/(?P<job_id>[A-Za-z][A-Za-z0-9_]*)"
 routes = [
     (_JOBS, JobsHandler),
-    (_JOB + r":cancel", CancelHandler),
+    (_JOB + r"(?::|%3[Aa])cancel", CancelHandler),  # some clients percent-encode the colon
     (_JOB + r"/logs", LogsHandler),
     (_JOB, JobHandler),
 ]

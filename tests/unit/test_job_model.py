@@ -48,6 +48,17 @@ def discovery_to_jsonschema(name: str) -> dict:
 
 JOB_SCHEMA = jsonschema.Draft7Validator(discovery_to_jsonschema("GoogleCloudMlV1__Job"))
 
+
+def _platform_job_schema() -> jsonschema.Draft7Validator:
+    """Google's Job schema with the platform's one extension: ``acceleratorConfig.type`` also takes
+    the MIG names (``NVIDIA_A100_1G_5GB``), so it is open."""
+    schema = discovery_to_jsonschema("GoogleCloudMlV1__Job")
+    schema["definitions"]["GoogleCloudMlV1__AcceleratorConfig"]["properties"]["type"].pop("enum")
+    return jsonschema.Draft7Validator(schema)
+
+
+PLATFORM_JOB_SCHEMA = _platform_job_schema()
+
 GCLOUD_CONFIG = """\
 # a config.yaml as people pass it to `gcloud ai-platform jobs submit training --config`
 jobId: census_v2

@@ -5,7 +5,6 @@ import base64
 import copy
 import re
 
-import jsonschema
 import pytest
 
 from server_ext.jobs.backend import STATES
@@ -13,19 +12,11 @@ from server_ext.jobs.kubeflow import CANCEL_ANNOTATION, SPEC_ANNOTATION, job_man
 from server_ext.jobs.model import JOB_ID_ANNOTATION
 from server_ext.jobs.status import job_json, rfc3339
 from tests.unit.test_job_kubeflow import SETTINGS, make_plan
-from tests.unit.test_job_model import discovery_to_jsonschema
+from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
 
 pytestmark = pytest.mark.unit
 
 
-def _job_schema() -> jsonschema.Draft7Validator:
-    """Google's Job schema; ``acceleratorConfig.type`` is open (the platform adds MIG names)."""
-    schema = discovery_to_jsonschema("GoogleCloudMlV1__Job")
-    schema["definitions"]["GoogleCloudMlV1__AcceleratorConfig"]["properties"]["type"].pop("enum")
-    return jsonschema.Draft7Validator(schema)
-
-
-JOB_SCHEMA = _job_schema()
 RFC3339_Z = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
 CREATED, STARTED, ENDED = "2026-12-02T10:00:00Z", "2026-12-02T10:01:30Z", "2026-12-02T11:00:00Z"
 

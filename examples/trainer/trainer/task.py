@@ -1,0 +1,199 @@
+"""A small, CPU-only training task in AI Platform's shape: ``python -m trainer.task --name=value …``.
+
+It fits a linear regression on a fixed-seed synthetic dataset by minibatch SGD (pure Python, no
+numpy) and reports, after every epoch:
+
+- one log line on stdout: ``epoch 3/10 loss=0.0123 rmse=0.1109`` — the ``name=value`` pairs are
+  what Katib's stdout metrics collector reads;
+- one hyperparameter-tuning report in the format of Google's ``cloudml-hypertune``: the file named
+  by ``CLOUD_ML_HP_METRIC_FILE`` (default ``/tmp/hypertune/output.metrics``) holds one JSON object
+  per line (keys sorted; at most the last 100 reports), with ``timestamp`` (seconds), ``trial``
+  (``CLOUD_ML_TRIAL_ID``, default ``"0"``), ``global_step`` and the metric tag
+  (``CLOUD_ML_HP_METRIC_TAG``, default ``rmse``), every value but the timestamp as a string.
+
+Distributed runs: the role comes from ``TF_CONFIG`` (task type and index, as AI Platform and
+``gcloud ai-platform local train --distributed`` set it) or from ``RANK``/``WORLD_SIZE`` (PyTorch);
+it is logged first. Every role trains; only the primary (``master``/``chief``, rank 0, or a lone
+process) writes ``model.json`` under ``--job-dir`` (local paths only). A parameter server does what
+TensorFlow's does: it serves until it is terminated.
+
+Hyperparameters (``--name=value`` or ``--name value``; unknown ones are logged and ignored):
+``--learning_rate`` (0.1), ``--epochs`` (10), ``--batch_size`` (16), ``--sleep`` seconds after each
+epoch (0.1), ``--fail_at_epoch`` (exit with status 1 at that epoch; 0 never), ``--job-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import random
+import sys
+import time
+
+DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"
+DEFAULT_METRIC_TAG = "rmse"
+TRUE_WEIGHTS = (2.0, -3.0, 0.5)
+TRUE_BIAS = 1.0
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="trainer.task", description=__doc__.splitlines()[0])
+    parser.add_argument("--learning_rate", "--learning-rate", type=float, default=0.1)
+    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--batch_size", "--batch-size", type=int, default=16)
+    parser.add_argument("--sleep", type=float, default=0.1, help="seconds to wait after each epoch")
+    parser.add_argument("--fail_at_epoch", "--fail-at-epoch", type=int, default=0)
+    parser.add_argument("--job-dir", "--job_dir", dest="job_dir", default=None)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        log(f"ignoring unknown arguments: {' '.join(unknown)}")
+    if args.epochs < 1 or args.batch_size < 1:
+        parser.error("--epochs and --batch_size must be at least 1")
+    return args
+
+
+class Role:
+    """Who this process is in the job."""
+
+    def __init__(self, kind: str, index: int, size: int, primary: bool, source: str):
+        self.kind, self.index, self.size, self.primary, self.source = kind, index, size, primary, source
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.index} of {self.size} ({self.source})"
+
+
+def detect_role(env: dict) -> Role:
+    tf_config = env.get("TF_CONFIG")
+    if tf_config:
+        config = json.loads(tf_config)
+        task = config.get("task") or {}
+        cluster = config.get("cluster") or {}
+        size = sum(len(addresses) for addresses in cluster.values()) or 1
+        kind = task.get("type") or "master"
+        index = int(task.get("index") or 0)
+        shape = ", ".join(f"{name}={len(addresses)}" for name, addresses in sorted(cluster.items()))
+        return Role(kind, index, size, kind in ("master", "chief") and index == 0,
+                    f"TF_CONFIG cluster {shape or 'empty'}")
+    if "RANK" in env and "WORLD_SIZE" in env:
+        rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
+        master = f"{env.get('MASTER_ADDR', '?')}:{env.get('MASTER_PORT', '?')}"
+        return Role("rank", rank, world, rank == 0, f"torch.distributed WORLD_SIZE={world} MASTER={master}")
+    return Role("standalone", 0, 1, True, "no TF_CONFIG or RANK")
+
+
+def make_data(n: int = 400, seed: int = 7) -> tuple[list, list]:
+    """(train, test) lists of (features, target) from a fixed linear model plus noise."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        x = [rng.uniform(-1.0, 1.0) for _ in TRUE_WEIGHTS]
+        y = sum(w * xi for w, xi in zip(TRUE_WEIGHTS, x)) + TRUE_BIAS + rng.gauss(0.0, 0.1)
+        rows.append((x, y))
+    cut = n * 4 // 5
+    return rows[:cut], rows[cut:]
+
+
+def mse(weights: list, bias: float, rows: list) -> float:
+    total = 0.0
+    for x, y in rows:
+        err = sum(w * xi for w, xi in zip(weights, x)) + bias - y
+        total += err * err
+    return total / len(rows)
+
+
+def sgd_epoch(weights: list, bias: float, rows: list, lr: float, batch_size: int, rng: random.Random) -> float:
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    for start in range(0, len(order), batch_size):
+        batch = [rows[i] for i in order[start:start + batch_size]]
+        grad_w = [0.0] * len(weights)
+        grad_b = 0.0
+        for x, y in batch:
+            err = sum(w * xi for w, xi in zip(weights, x)) + bias - y
+            for j, xi in enumerate(x):
+                grad_w[j] += 2.0 * err * xi / len(batch)
+            grad_b += 2.0 * err / len(batch)
+        for j in range(len(weights)):
+            weights[j] -= lr * grad_w[j]
+        bias -= lr * grad_b
+    return bias
+
+
+class HyperTuneReporter:
+    """Reports a metric as ``cloudml-hypertune`` does (see the module docstring)."""
+
+    def __init__(self, env: dict):
+        self.path = env.get("CLOUD_ML_HP_METRIC_FILE") or DEFAULT_METRIC_FILE
+        self.trial = str(env.get("CLOUD_ML_TRIAL_ID", "0"))
+        self.reports: collections.deque = collections.deque(maxlen=100)
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+
+    def report(self, tag: str, value: float, global_step: int) -> None:
+        self.reports.append({"timestamp": time.time(), "trial": self.trial, tag: str(float(value)),
+                             "global_step": str(int(global_step))})
+        with open(self.path, "w") as f:
+            for entry in self.reports:
+                f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def write_result(job_dir: str, result: dict) -> None:
+    if "://" in job_dir:
+        log(f"not writing model.json: {job_dir} is not a local directory")
+        return
+    os.makedirs(job_dir, exist_ok=True)
+    path = os.path.join(job_dir, "model.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f, indent=2, sort_keys=True)
+    os.replace(path + ".tmp", path)
+    log(f"wrote {path}")
+
+
+def serve_forever(role: Role) -> None:
+    log(f"{role.kind} {role.index}: serving until terminated")
+    while True:
+        time.sleep(3600)
+
+
+def main(argv: list[str] | None = None, env: dict | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    env = dict(os.environ if env is None else env)
+    role = detect_role(env)
+    log(f"role: {role}; primary={role.primary}")
+    log(f"hyperparameters: learning_rate={args.learning_rate} epochs={args.epochs} "
+        f"batch_size={args.batch_size}")
+    if role.kind == "ps":
+        serve_forever(role)
+    tag = env.get("CLOUD_ML_HP_METRIC_TAG") or DEFAULT_METRIC_TAG
+    reporter = HyperTuneReporter(env)
+    train, test = make_data()
+    rng = random.Random(1000 + role.index)
+    weights, bias = [0.0] * len(TRUE_WEIGHTS), 0.0
+    steps_per_epoch = math.ceil(len(train) / args.batch_size)
+    rmse = float("nan")
+    for epoch in range(1, args.epochs + 1):
+        if epoch == args.fail_at_epoch:
+            print(f"error: failing at epoch {epoch} as asked (--fail_at_epoch={epoch})", file=sys.stderr, flush=True)
+            return 1
+        bias = sgd_epoch(weights, bias, train, args.learning_rate, args.batch_size, rng)
+        loss = mse(weights, bias, train)
+        rmse = math.sqrt(mse(weights, bias, test))
+        log(f"epoch {epoch}/{args.epochs} loss={loss:.6g} {tag}={rmse:.6g}")
+        reporter.report(tag, rmse, epoch * steps_per_epoch)
+        if args.sleep > 0:
+            time.sleep(args.sleep)
+    if role.primary and args.job_dir:
+        write_result(args.job_dir, {"weights": weights, "bias": bias, tag: rmse, "epochs": args.epochs,
+                                    "learning_rate": args.learning_rate, "batch_size": args.batch_size})
+    log(f"done: {tag}={rmse:.6g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""The local job backend: Google's ``gcloud ai-platform local train`` as a `JobBackend`.
+
+``backend = LocalBackend(state_dir)``, ``await backend.start()`` (or ``await LocalBackend.create(…)``),
+then the `JobBackend` methods; ``await backend.close()`` at the end.
+
+A job runs as one process per task (`JobPlan.task_names`): ``<python> -m <pythonModule> <args…>``
+in ``<state_dir>/jobs/<project>/<jobId>/``, each in its own session (process group), stdout and
+stderr merged into ``<task>.log`` there, the environment from `local_env.task_env`. Code comes from
+``packageUris``: sdists/wheels (local paths, ``file://``, or ``gs://``/``s3://`` fetched by
+`server_ext.jobs.fetch`) are installed once per job with ``pip install --no-deps --target site``
+(pip's output goes to the master's log); a package directory is used in place (its parent on
+``PYTHONPATH``, as ``--package-path`` does). A custom container cannot run here and is refused.
+
+Guarantees:
+- States: QUEUED at submit → PREPARING while fetching/installing → RUNNING once every process
+  started → SUCCEEDED when the master exits 0, FAILED when any replica exits non-zero (AI
+  Platform's message: "The replica worker 1 exited with a non-zero status of 1.") or the code
+  could not be installed; cancel → CANCELLING → CANCELLED once every process group ended
+  (SIGTERM, SIGKILL after `grace_s`). When a job ends, the replicas still running are stopped the
+  same way before the final state is written, so a final state means no process is left.
+- Submit is all or nothing: a taken jobId (`JobExists`), a bad package URI, a container image or a
+  credential/dataset the project lacks is refused before anything is created or started.
+- State lives in ``<state_dir>/jobs.sqlite`` (`local_store`). Each replica's exit status is also
+  written next to its log by a ``/bin/sh`` wrapper (`local_procs`), so it survives the server. A new backend on
+  the same state_dir shows finished jobs unchanged; re-adopts running ones (watched by polling
+  pid + start time + boot id, so a reused pid is never taken for the job's process, and only a
+  verified process is ever signalled); a job whose processes ended while no backend watched is
+  judged from their exit files, and FAILED saying so where the status is unknown; a job that was
+  still being prepared is FAILED.
+- `close` stops background tasks only: the processes of running jobs keep running.
+- Times are RFC 3339 UTC with ``Z``; every log line names the job as ``<project>/<jobId>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import json
+import logging
+import os
+import pathlib
+import re
+import shutil
+import signal
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import AsyncIterator, Mapping
+
+from hub_ext.errors import PlatformError, UserInputError
+
+from ..errors import JobExists, JobFinished, JobNotFound
+from .backend import FINAL, LogLine
+from .local_env import command, decide, mounts_env, package_sources, port_tasks, refuse_unrunnable, task_env
+from .local_procs import Replica, free_ports, read_log, start_replica, stop
+from .local_store import JobRecord, JobStore
+from .plan import JobPlan, task_name
+
+log = logging.getLogger(__name__)
+
+_PROJECT = re.compile(r"[A-Za-z0-9_@][A-Za-z0-9._@-]{0,252}")
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _etag(job: Mapping) -> str:
+    body = json.dumps({k: v for k, v in job.items() if k != "etag"}, sort_keys=True).encode()
+    return base64.b64encode(hashlib.sha256(body).digest()[:12]).decode()
+
+
+def _fetcher():
+    """`server_ext.jobs.fetch.fetch_all`, or None where that module is not installed."""
+    try:
+        from .fetch import fetch_all
+    except ImportError:
+        return None
+    return fetch_all
+
+
+@dataclass
+class _Live:
+    procs: dict[str, Replica] = field(default_factory=dict)
+    cancel: asyncio.Event = field(default_factory=asyncio.Event)
+    installer: asyncio.subprocess.Process | None = None
+
+
+class _Failed(Exception):
+    """The job cannot run; the message is its errorMessage."""
+
+
+class LocalBackend:
+    """`JobBackend` on this machine. `env` replaces ``os.environ`` as every process's base environment."""
+
+    def __init__(self, state_dir: pathlib.Path | str, python: str = sys.executable,
+                 env: Mapping[str, str] | None = None, *, grace_s: float = 5.0, poll_s: float = 0.2):
+        self.state_dir = pathlib.Path(state_dir)
+        self.python = python
+        self.grace_s, self.poll_s = grace_s, poll_s
+        self._env = dict(env) if env is not None else None
+        self._jobs: dict[tuple[str, str], JobRecord] = {}
+        self._live: dict[tuple[str, str], _Live] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._touched: set[tuple[str, str]] = set()  # records changed here: saved again on close
+        self._store: JobStore | None = None
+
+    @classmethod
+    async def create(cls, state_dir: pathlib.Path | str, **kwargs) -> "LocalBackend":
+        backend = cls(state_dir, **kwargs)
+        await backend.start()
+        return backend
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Open the state and recover every job (see the module docstring)."""
+        self._store = await JobStore.open(self.state_dir / "jobs.sqlite")
+        for rec in await self._store.load():
+            self._jobs[rec.key] = rec
+            state = rec.job.get("state")
+            if state in FINAL:
+                continue
+            if not rec.procs:
+                if state == "CANCELLING":
+                    await self._finish(rec, "CANCELLED")
+                else:
+                    await self._finish(rec, "FAILED", "The server stopped while the job was being prepared, "
+                                                      "before its replicas started; submit it again.")
+                continue
+            live = _Live()
+            job_dir = self.job_dir(rec.project, rec.job_id)
+            for task in rec.tasks:
+                live.procs[task] = Replica.adopt(task, rec.procs.get(task) or {}, job_dir / f"{task}.exit")
+            if state == "CANCELLING":
+                live.cancel.set()
+            self._live[rec.key] = live
+            log.info("job %s/%s: re-adopting %s (pids %s)", rec.project, rec.job_id, state,
+                     ", ".join(str(p.pid) for p in live.procs.values()))
+            self._background(rec, live, self._supervise(rec, live))
+
+    async def close(self) -> None:
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._live.clear()
+        if self._store is not None:
+            for key in sorted(self._touched):  # a save the cancelled tasks were waiting for
+                await self._store.save(self._jobs[key])
+            await self._store.close()
+            self._store = None
+
+    def _background(self, rec: JobRecord, live: _Live, coro) -> None:
+        task = asyncio.create_task(self._guard(rec, live, coro), name=f"local-job-{rec.project}/{rec.job_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _guard(self, rec: JobRecord, live: _Live, coro) -> None:
+        try:
+            await coro
+        except _Failed as e:
+            await self._stop(rec, live)
+            cancelled = live.cancel.is_set()
+            await self._finish(rec, "CANCELLED" if cancelled else "FAILED", None if cancelled else str(e))
+        except Exception:  # a background task must end the job rather than vanish with it
+            log.exception("job %s/%s: the local runtime failed", rec.project, rec.job_id)
+            await self._stop(rec, live)
+            await self._finish(rec, "FAILED", "The local runtime failed to run the job; the server log has "
+                                              "the details.")
+
+    # ---- the JobBackend methods ----------------------------------------------------------------
+
+    def job_dir(self, project: str, job_id: str) -> pathlib.Path:
+        """Where a job's logs (``<task>.log``) and hypertune metrics (``<task>.metrics``) are."""
+        return self.state_dir / "jobs" / project / job_id
+
+    def _record(self, project: str, job_id: str) -> JobRecord:
+        rec = self._jobs.get((project, job_id))
+        if rec is None:
+            raise JobNotFound(project, job_id)
+        return rec
+
+    async def submit(self, plan: JobPlan, *, env: Mapping[str, str] | None = None) -> dict:
+        """Create and start the job. `env`: extra variables for every replica (e.g. a trial's
+        ``CLOUD_ML_TRIAL_ID``); they win over the computed ones except the cluster's."""
+        if self._store is None:
+            raise RuntimeError("LocalBackend.start() was not awaited")
+        refuse_unrunnable(plan)
+        if not _PROJECT.fullmatch(plan.project):
+            raise UserInputError("project", f"{plan.project!r} cannot name a local project directory")
+        for source in package_sources(plan.package_uris):
+            if source.kind == "remote" and _fetcher() is None:
+                raise UserInputError("trainingInput.packageUris", f"{source.value}: this server cannot fetch "
+                                                                  "gs:// or s3:// packages; give a local path")
+            if source.kind == "local" and not os.path.exists(source.value):
+                raise UserInputError(source.field, f"{source.value} does not exist on this machine")
+        mounts_env(plan)  # refuses a credential or dataset the project lacks
+        key = (plan.project, plan.job.job_id)
+        if key in self._jobs:
+            raise JobExists(*key)
+        job = plan.job.to_json()
+        job.update(state="QUEUED", createTime=now())
+        job["etag"] = _etag(job)
+        rec = JobRecord(plan.project, plan.job.job_id, plan.owner, job, plan.task_names())
+        self._jobs[key] = rec
+        try:
+            await self._store.insert(rec)
+        except BaseException:
+            self._jobs.pop(key, None)
+            raise
+        job_dir = self.job_dir(*key)
+        if job_dir.exists():  # left by a state file that was removed: never mix two jobs' logs
+            await asyncio.to_thread(shutil.rmtree, job_dir)
+        job_dir.mkdir(parents=True)
+        base = dict(self._env if self._env is not None else os.environ)
+        live = self._live[key] = _Live()
+        log.info("job %s/%s: submitted by %s, tasks %s", plan.project, plan.job.job_id, plan.owner,
+                 ", ".join(rec.tasks))
+        self._background(rec, live, self._run(rec, plan, live, base, dict(env or {})))
+        return json.loads(json.dumps(rec.job))
+
+    async def get(self, project: str, job_id: str) -> dict:
+        return json.loads(json.dumps(self._record(project, job_id).job))
+
+    async def list(self, project: str) -> list[dict]:
+        return [json.loads(json.dumps(r.job)) for r in self._jobs.values() if r.project == project]
+
+    async def cancel(self, project: str, job_id: str) -> dict:
+        rec = self._record(project, job_id)
+        state = rec.job.get("state")
+        if state in FINAL:
+            raise JobFinished(job_id, state)
+        if state == "CANCELLING":
+            return json.loads(json.dumps(rec.job))
+        log.info("job %s/%s: cancelling (%s)", project, job_id, state)
+        self._set(rec, state="CANCELLING")
+        answer = json.loads(json.dumps(rec.job))  # before the runner can move on
+        live = self._live.get(rec.key)
+        if live is not None:
+            live.cancel.set()
+            if live.installer is not None and live.installer.returncode is None:
+                try:
+                    os.killpg(live.installer.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        await self._save(rec)
+        return answer
+
+    def logs(self, project: str, job_id: str, task: str = "master-replica-0", *, follow: bool = False,
+             after: int = 0) -> AsyncIterator[LogLine]:
+        rec = self._record(project, job_id)
+        name = task_name(task)
+        if name not in rec.tasks:
+            raise UserInputError("task-name", f"the job has no task {task!r} (it has {', '.join(rec.tasks)})")
+        path = self.job_dir(project, job_id) / f"{name}.log"
+        return read_log(path, name, max(0, int(after)), follow, lambda: self._task_ended(rec, name), self.poll_s)
+
+    # ---- running a job -------------------------------------------------------------------------
+
+    def _set(self, rec: JobRecord, **fields) -> None:
+        rec.job.update(fields)
+        rec.job["etag"] = _etag(rec.job)
+        self._touched.add(rec.key)
+
+    async def _save(self, rec: JobRecord) -> None:
+        if self._store is not None:
+            await self._store.save(rec)
+
+    async def _update(self, rec: JobRecord, **fields) -> None:
+        self._set(rec, **fields)
+        await self._save(rec)
+
+    async def _finish(self, rec: JobRecord, state: str, message: str | None = None) -> None:
+        fields = {"state": state, "endTime": now()}
+        if message:
+            fields["errorMessage"] = message
+        await self._update(rec, **fields)
+        self._live.pop(rec.key, None)
+        if state == "SUCCEEDED" or state == "CANCELLED":
+            log.info("job %s/%s: %s", rec.project, rec.job_id, state)
+        else:
+            log.warning("job %s/%s: %s: %s", rec.project, rec.job_id, state, message)
+
+    async def _run(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict, extra: dict) -> None:
+        pythonpath: list[str] = []
+        if not live.cancel.is_set():
+            await self._update(rec, state="PREPARING")
+            pythonpath = await self._prepare(rec, plan, live, base)
+        if not live.cancel.is_set():
+            await self._spawn(rec, plan, live, base, extra, pythonpath)
+        await self._supervise(rec, live)
+
+    async def _prepare(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict) -> list[str]:
+        """Fetch and install the packages; the PYTHONPATH entries for the replicas."""
+        job_dir = self.job_dir(rec.project, rec.job_id)
+        sources = package_sources(plan.package_uris)
+        remote = [s.value for s in sources if s.kind == "remote"]
+        fetched: dict[str, pathlib.Path] = {}
+        if remote:
+            fetch_all = _fetcher()
+            if fetch_all is None:
+                raise _Failed("Fetching gs:// and s3:// packages is not available on this server.")
+            try:
+                paths = await fetch_all(remote, job_dir / "packages", {**base, **mounts_env(plan)},
+                                        job=f"{rec.project}/{rec.job_id}")
+            except PlatformError as e:
+                raise _Failed(f"Fetching the job's packages failed: {e}") from None
+            fetched = dict(zip(remote, paths))
+        files: list[pathlib.Path] = []
+        dirs: list[str] = []
+        for s in sources:
+            path = pathlib.Path(fetched.get(s.value) or s.value).resolve()
+            if path.is_dir():
+                dirs.append(str(path.parent))
+            else:
+                files.append(path)
+        if not files:
+            return dirs
+        site = job_dir / "site"
+        master_log = job_dir / f"{rec.tasks[0]}.log"
+        with open(master_log, "ab") as out:
+            out.write(f"Installing {', '.join(p.name for p in files)} into {site}\n".encode())
+            out.flush()
+            live.installer = await asyncio.create_subprocess_exec(
+                self.python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
+                "--target", str(site), *map(str, files), stdin=asyncio.subprocess.DEVNULL, stdout=out,
+                stderr=asyncio.subprocess.STDOUT, env=base, cwd=job_dir, start_new_session=True)
+        code = await live.installer.wait()
+        live.installer = None
+        if code != 0 and not live.cancel.is_set():
+            raise _Failed(f"Installing the job's packages failed (pip exited with status {code}); the "
+                          f"{rec.tasks[0]} log has pip's output.")
+        return [str(site), *dirs]
+
+    async def _spawn(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict, extra: dict,
+                     pythonpath: list[str]) -> None:
+        job_dir = self.job_dir(rec.project, rec.job_id)
+        wanted = port_tasks(plan)
+        ports = dict(zip(wanted, free_ports(len(wanted))))
+        argv = command(plan, self.python)
+        for task in rec.tasks:
+            env = task_env(plan, task, base=base, ports=ports, pythonpath=pythonpath,
+                           metrics_file=str(job_dir / f"{task}.metrics"), extra=extra)
+            replica = await start_replica(task, argv, env, job_dir, job_dir / f"{task}.log", job_dir / f"{task}.exit")
+            live.procs[task] = replica
+            rec.procs[task] = replica.state()
+            log.info("job %s/%s: started %s (pid %s)", rec.project, rec.job_id, task, replica.pid)
+        if live.cancel.is_set():
+            await self._update(rec)
+        else:
+            await self._update(rec, state="RUNNING", startTime=now())
+
+    async def _stop(self, rec: JobRecord, live: _Live) -> None:
+        left = await stop(live.procs.values(), self.grace_s)
+        if left:
+            log.warning("job %s/%s: process groups %s outlived SIGKILL", rec.project, rec.job_id,
+                        ", ".join(map(str, left)))
+
+    async def _supervise(self, rec: JobRecord, live: _Live) -> None:
+        events = [(task, r.code) for task, r in live.procs.items() if r.ended]
+        while True:
+            for task, r in live.procs.items():
+                if r.ended or r.alive():
+                    continue
+                events.append((task, await r.finish()))
+                rec.procs[task] = r.state()
+                log.info("job %s/%s: %s ended with status %s", rec.project, rec.job_id, task, r.code)
+            if live.cancel.is_set():
+                await self._stop(rec, live)
+                await self._finish(rec, "CANCELLED")
+                return
+            decision = decide(events)
+            if decision is None and all(r.ended for r in live.procs.values()):
+                decision = ("FAILED", "Every replica ended but the master's end was not seen.")
+            if decision is not None:
+                await self._stop(rec, live)
+                await self._finish(rec, *decision)
+                return
+            try:
+                await asyncio.wait_for(live.cancel.wait(), self.poll_s)
+            except TimeoutError:
+                pass
+
+    # ---- logs ----------------------------------------------------------------------------------
+
+    def _task_ended(self, rec: JobRecord, task: str) -> bool:
+        if rec.job.get("state") in FINAL:
+            return True
+        live = self._live.get(rec.key)
+        p = live.procs.get(task) if live is not None else None
+        return p is not None and p.ended

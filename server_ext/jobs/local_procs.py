@@ -1,0 +1,196 @@
+"""Replica processes of local jobs, and the files they leave next to each other (``<task>.log``,
+``<task>.exit``).
+
+- `start_replica`: runs an argv in a new session (its own process group, so the whole tree can
+  be signalled), stdout and stderr appended to the log, under a ``/bin/sh`` wrapper that writes
+  the exit status to the exit file atomically when the program ends — so the status is known
+  even to a server that started later. The recorded pid is the wrapper's; its group holds the
+  program.
+- `Replica.alive` is true only for the very process that was started: same pid, same start time
+  (``/proc/<pid>/stat``), same boot, not a zombie. A reused pid is therefore never taken for a
+  replica, and `Replica.signal` never signals a process group that is not the replica's.
+- `stop(replicas, grace_s)`: SIGTERM to every group still there, SIGKILL after `grace_s`, and
+  waits until they are gone (bounded); the pids that outlived SIGKILL are returned.
+- `read_log`: a log as `LogLine`s numbered from 1 (see `backend`): a line is sent only once it is
+  complete (or its task ended), so a reader resuming ``after`` a seq never sees a line change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import pathlib
+import signal
+import socket
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable, Iterable, Mapping, Sequence
+
+from .backend import LogLine
+from .local_env import HOST
+
+# $0 is the exit file, "$@" the replica's argv: run it, then record its status atomically.
+_WRAP = '"$@"; c=$?; echo "$c" > "$0.tmp" && mv -f "$0.tmp" "$0"; exit "$c"'
+_CHUNK = 1 << 16
+
+
+@functools.cache
+def boot_id() -> str:
+    try:
+        return pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _proc_stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, start time in clock ticks since boot) of a process, or None if there is none."""
+    try:
+        text = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return fields[0], int(fields[19])
+
+
+def _group_exists(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def free_ports(n: int) -> list[int]:
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((HOST, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _read_exit(path: pathlib.Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass
+class Replica:
+    task: str
+    pid: int  # the wrapper's pid, which is also the process group id
+    start: int | None
+    boot: str
+    exit_path: pathlib.Path
+    process: asyncio.subprocess.Process | None = None  # None: adopted from an earlier server
+    code: int | None = None  # once ended: the exit status (None: unknown)
+    ended: bool = False
+
+    @classmethod
+    def adopt(cls, task: str, info: Mapping, exit_path: pathlib.Path) -> "Replica":
+        """From `state()` as stored; a replica never started (no pid) is ended with an unknown status."""
+        pid = int(info.get("pid") or 0)
+        return cls(task, pid, info.get("start"), info.get("boot", ""), exit_path, code=info.get("exit"),
+                   ended="exit" in info or not pid)
+
+    def state(self) -> dict:
+        out = {"pid": self.pid, "start": self.start, "boot": self.boot}
+        if self.ended:
+            out["exit"] = self.code
+        return out
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.returncode is None
+        if not self.pid or self.boot != boot_id():
+            return False
+        stat = _proc_stat(self.pid)
+        return stat is not None and stat[1] == self.start and stat[0] not in ("Z", "X")
+
+    def gone(self) -> bool:
+        """Ended, and (for a process this server started) nothing is left in its group."""
+        if self.process is not None:
+            return self.process.returncode is not None and not _group_exists(self.pid)
+        return not self.alive()
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.process is None and not self.alive():
+            return  # never signal a group we cannot prove is ours
+        try:
+            os.killpg(self.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    async def finish(self) -> int | None:
+        """Mark ended (after `alive` turned false); the exit status, None where it is unknown."""
+        self.ended = True
+        if self.process is not None:
+            self.code = self.process.returncode
+        else:
+            self.code = await asyncio.to_thread(_read_exit, self.exit_path)
+        return self.code
+
+
+async def start_replica(task: str, argv: Sequence[str], env: Mapping[str, str], cwd: pathlib.Path,
+                        log_path: pathlib.Path, exit_path: pathlib.Path) -> Replica:
+    with open(log_path, "ab") as out:
+        process = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", _WRAP, str(exit_path), *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+            stderr=asyncio.subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True)
+    stat = _proc_stat(process.pid)
+    return Replica(task, process.pid, stat[1] if stat else None, boot_id(), exit_path, process)
+
+
+async def stop(replicas: Iterable[Replica], grace_s: float) -> list[int]:
+    loop = asyncio.get_running_loop()
+    replicas = list(replicas)
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        left = [r for r in replicas if not r.gone()]
+        if not left:
+            return []
+        for r in left:
+            r.signal(sig)
+        deadline = loop.time() + wait_s
+        while any(not r.gone() for r in left) and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+    return [r.pid for r in replicas if not r.gone()]
+
+
+def _read_chunk(path: pathlib.Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(_CHUNK)
+    except FileNotFoundError:
+        return b""
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace").rstrip("\r")
+
+
+async def read_log(path: pathlib.Path, task: str, after: int, follow: bool, ended: Callable[[], bool],
+                   poll_s: float) -> AsyncIterator[LogLine]:
+    """The lines after `after`; with `follow`, until `ended()` and the file is read to its end."""
+    offset, seq, pending = 0, 0, b""
+    while True:
+        done = ended()  # asked before reading: whatever was written before it ended is still read
+        chunk = await asyncio.to_thread(_read_chunk, path, offset)
+        if chunk:
+            offset += len(chunk)
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                seq += 1
+                if seq > after:
+                    yield LogLine(seq, task, _text(raw))
+            continue
+        if done or not follow:
+            if done and pending and seq + 1 > after:
+                yield LogLine(seq + 1, task, _text(pending))
+            return
+        await asyncio.sleep(poll_s)

@@ -1,0 +1,115 @@
+"""The local job backend's durable state: one SQLite file (``<state_dir>/jobs.sqlite``).
+
+One row per job, keyed by (project, jobId): the `ml.v1` Job JSON exactly as the API answers it,
+the owner, the task names, and per task the process that runs it (pid, start time in clock ticks
+from ``/proc/<pid>/stat``, the boot id — together they tell a live process from a reused pid —
+and the exit status once known).
+
+Guarantees:
+- `insert` is all or nothing and raises `JobExists` when the key is taken (the primary key decides,
+  so two backends on one file cannot both create a job).
+- Writes are applied in the order they were called: each takes a snapshot of the record when
+  called and they run one at a time, so a slow write never overwrites a newer one.
+- SQLite runs in a worker thread (`asyncio.to_thread`); the event loop never blocks on disk. A
+  statement still running when its caller was cancelled completes before `close` closes the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pathlib
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+
+from ..errors import JobExists
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    project TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    job TEXT NOT NULL,
+    tasks TEXT NOT NULL,
+    procs TEXT NOT NULL,
+    PRIMARY KEY (project, job_id)
+)
+"""
+
+
+@dataclass
+class JobRecord:
+    project: str
+    job_id: str
+    owner: str
+    job: dict  # the ml.v1 Job JSON
+    tasks: list[str]
+    procs: dict[str, dict] = field(default_factory=dict)  # task → {"pid", "start", "boot", "exit"}
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.project, self.job_id
+
+    def row(self) -> tuple:
+        return (self.project, self.job_id, self.owner, json.dumps(self.job, sort_keys=True), json.dumps(self.tasks),
+                json.dumps(self.procs, sort_keys=True))
+
+
+class JobStore:
+    """Open with `await JobStore.open(path)`; `close` when done."""
+
+    def __init__(self, db: sqlite3.Connection):
+        self._db = db
+        self._thread_lock = threading.Lock()
+        self._closed = False
+        self._order = asyncio.Lock()
+
+    @classmethod
+    async def open(cls, path: pathlib.Path) -> "JobStore":
+        def connect() -> sqlite3.Connection:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(_SCHEMA)
+            return db
+
+        return cls(await asyncio.to_thread(connect))
+
+    def _run(self, sql: str, params: tuple = ()) -> list[tuple]:
+        with self._thread_lock:  # one statement at a time, and never on a closed connection
+            if self._closed:
+                raise RuntimeError("the job store is closed")
+            return self._db.execute(sql, params).fetchall()
+
+    def _close(self) -> None:
+        with self._thread_lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+    async def load(self) -> list[JobRecord]:
+        rows = await asyncio.to_thread(self._run, "SELECT project, job_id, owner, job, tasks, procs FROM jobs "
+                                                  "ORDER BY rowid")
+        return [JobRecord(p, j, o, json.loads(job), json.loads(tasks), json.loads(procs))
+                for p, j, o, job, tasks, procs in rows]
+
+    async def insert(self, rec: JobRecord) -> None:
+        row = rec.row()
+        async with self._order:
+            try:
+                await asyncio.to_thread(self._run, "INSERT INTO jobs (project, job_id, owner, job, tasks, procs) "
+                                                   "VALUES (?, ?, ?, ?, ?, ?)", row)
+            except sqlite3.IntegrityError:
+                raise JobExists(rec.project, rec.job_id) from None
+
+    async def save(self, rec: JobRecord) -> None:
+        row = rec.row()
+        async with self._order:
+            await asyncio.to_thread(self._run, "UPDATE jobs SET owner = ?, job = ?, tasks = ?, procs = ? "
+                                               "WHERE project = ? AND job_id = ?", (*row[2:], *row[:2]))
+
+    async def close(self) -> None:
+        # not under `_order`: a write whose caller was cancelled may still be running in its thread,
+        # and the thread lock (not the asyncio one) is what waits for it
+        await asyncio.to_thread(self._close)

@@ -1,0 +1,94 @@
+"""`kubectl ai-platform` as users run it: the installed ``kubectl-ai_platform`` console script in a
+subprocess, against the real local backend (state in a temporary directory)."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.local
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = pathlib.Path(sys.executable).with_name("kubectl-ai_platform")
+
+
+@pytest.fixture
+def cli(tmp_path):
+    """Run the plugin in `tmp_path` (which holds a ``trainer`` package) with its own state dir."""
+    trainer = tmp_path / "trainer"
+    trainer.mkdir()
+    (trainer / "__init__.py").write_text("")
+    (trainer / "task.py").write_text("import sys\nprint('hello from', sys.argv[1:], flush=True)\n")
+    (trainer / "fail.py").write_text("import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLPLATFORM_")}
+    env.update(MLPLATFORM_STATE_DIR=str(tmp_path / "state"), JUPYTERHUB_USER="alice", PYTHONPATH=str(ROOT))
+    command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "server_ext.cli.main"]
+
+    def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([*command, *argv], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    yield run
+    shutil.rmtree(tmp_path / "state", ignore_errors=True)
+
+
+def test_local_train_runs_in_the_foreground_and_exits_with_the_result(cli):
+    done = cli("local", "train", "--module-name", "trainer.task", "--package-path", "trainer", "--", "--steps", "2")
+    assert done.returncode == 0, done.stderr
+    assert "hello from ['--steps', '2']" in done.stdout
+    failed = cli("local", "train", "--module-name", "trainer.fail", "--package-path", "trainer")
+    assert failed.returncode == 1
+    assert "about to fail" in failed.stdout
+    assert failed.stderr.splitlines()[-1].startswith("ERROR: (kubectl ai-platform.local.train) job local_train_")
+
+
+def test_submit_stream_list_describe_cancel(cli):
+    done = cli("jobs", "submit", "training", "j1", "--local", "--module-name", "trainer.task",
+               "--package-path", "trainer", "--stream-logs", "--", "x")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("Job [j1] submitted successfully.\nINFO\t")
+    assert "\tmaster-replica-0\t\thello from ['x']\n" in done.stderr
+    assert done.stdout.startswith("endTime: '") and "jobId: j1\n" in done.stdout and done.stdout.endswith(
+        "state: SUCCEEDED\n")
+
+    failed = cli("jobs", "submit", "training", "j2", "--local", "--module-name", "trainer.fail",
+                 "--package-path", "trainer", "--stream-logs")
+    assert failed.returncode == 1 and failed.stdout.endswith("state: FAILED\n")
+
+    queued = cli("jobs", "submit", "training", "j3", "--local", "--module-name", "trainer.task",
+                 "--package-path", "trainer")
+    assert queued.returncode == 0, queued.stderr
+    assert queued.stdout == "jobId: j3\nstate: QUEUED\n"
+    assert "  $ kubectl ai-platform jobs stream-logs j3\n" in queued.stderr
+    logs = cli("jobs", "stream-logs", "j3", "--local")
+    assert logs.returncode == 0 and "\tmaster-replica-0\t\thello from []" in logs.stdout
+
+    listing = cli("jobs", "list", "--local", "--format", "value(jobId,state)", "--sort-by", "jobId")
+    assert listing.stdout == "j1\tSUCCEEDED\nj2\tFAILED\nj3\tSUCCEEDED\n"
+    described = cli("jobs", "describe", "j1", "--local")
+    assert described.returncode == 0 and "jobId: j1\n" in described.stdout and "  - x\n" in described.stdout
+    assert cli("jobs", "cancel", "j1", "--local").returncode == 0  # already ended: nothing to do, as gcloud
+
+    taken = cli("jobs", "submit", "training", "j1", "--local", "--module-name", "m", "--package-path", "trainer")
+    assert taken.returncode == 1 and "ALREADY_EXISTS" in taken.stderr
+    missing = cli("jobs", "describe", "nope", "--local")
+    assert (missing.returncode, missing.stdout) == (1, "")
+    assert missing.stderr == ("ERROR: (kubectl ai-platform.jobs.describe) NOT_FOUND: Job projects/user-alice/jobs/nope"
+                              " not found\n")
+
+
+def test_usage_errors_help_and_bad_configs_need_no_backend(cli, tmp_path):
+    bad = cli("jobs", "submit", "training", "j", "--module-name", "m", "--bogus")
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert bad.stderr == "ERROR: (kubectl ai-platform.jobs.submit.training) unrecognized arguments: --bogus\n"
+    (tmp_path / "config.yaml").write_text("trainingInput:\n  masterType: n1-standard-4\n  workerCont: 2\n")
+    config = cli("jobs", "submit", "training", "j", "--module-name", "m", "--package-path", "trainer",
+                 "--config", "config.yaml", "--local")
+    assert (config.returncode, config.stdout) == (2, "")
+    assert "Invalid value for [trainingInput.workerCont in --config]: unknown field; did you mean 'workerCount'?" \
+        in config.stderr
+    helped = cli("jobs", "submit", "training", "--help")
+    assert helped.returncode == 0 and "--master-accelerator" in helped.stdout
+    assert not (tmp_path / "state").exists()  # nothing was created
