@@ -10,10 +10,14 @@ Guarantees:
   API request once a project's caches are loaded.
 - A job is found by its jobId annotation (`model.JOB_ID_ANNOTATION`), never by name alone, and only
   in its own project's namespace: another project's job is `JobNotFound`.
-- `submit` creates exactly one object (nothing half-made): a jobId already in the cache, or a 409
+- `submit` creates the job object (nothing half-made): a jobId already in the cache, or a 409
   from the API, is `JobExists`; a 403 is `UserInputError(…, 403)` (naming the quota when a quota
   refused it); any other failure is `UpstreamError` with the API's reason. The created object is
-  put into the cache at once, so a `get` right after `submit` sees it.
+  put into the cache at once, so a `get` right after `submit` sees it. A shipped package
+  (``--package-path``) travels as `kube_package` says: staged to its bucket before the object is
+  created (a failed upload creates nothing; a staged object outlives a failed create), or in a
+  ConfigMap owned by the object, created right after it — if that fails, the object is deleted
+  again and the error raised, so either both exist or neither.
 - `cancel` merge-patches `kubeflow.cancel_patch` (the controller suspends the job and deletes its
   pods): the job reads CANCELLING, then CANCELLED; a job that already ended is `JobFinished`.
 - `logs` reads ``pods/<pod>/log`` of the task's main container (``pytorch``, ``tensorflow`` or
@@ -33,9 +37,10 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import os
 import re
 from dataclasses import dataclass, field
-from typing import AsyncIterator
+from typing import AsyncIterator, Mapping
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -46,6 +51,7 @@ from hub_ext.kube import TRANSIENT, Kube, reason
 from hub_ext.watchcache import WatchCache
 
 from ..errors import JobExists, JobFinished, JobNotFound
+from . import kube_package
 from .backend import FINAL, LogLine
 from .kubeflow import CONTAINER, KubeSettings, api_version, cancel_patch, job_manifest, pod_selector, resource_path
 from .model import JOB_ID_ANNOTATION
@@ -105,8 +111,11 @@ def _terminated(pod: dict | None, container: str) -> bool:
 
 class KubeBackend:
     def __init__(self, kube: Kube, settings: KubeSettings, *, watch_timeout: int = 300, load_timeout: float = 10,
-                 poll_interval: float = 1.0):
+                 poll_interval: float = 1.0, staging_env: Mapping[str, str] | None = None):
+        """`staging_env`: where staging credentials are named (``GOOGLE_APPLICATION_CREDENTIALS``,
+        ``AWS_SHARED_CREDENTIALS_FILE``…); default this process's environment (the notebook server's)."""
         self.kube, self.settings = kube, settings
+        self.staging_env = staging_env
         self.watch_timeout, self.load_timeout, self.poll_interval = watch_timeout, load_timeout, poll_interval
         self._projects: dict[str, _Project] = {}
 
@@ -155,6 +164,9 @@ class KubeBackend:
         if self._find(p, job_id) is not None:
             raise JobExists(project, job_id)
         manifest = job_manifest(plan, self.settings)
+        pkg = plan.package
+        if pkg is not None and pkg.delivery == "bucket":
+            await kube_package.stage(plan, os.environ if self.staging_env is None else self.staging_env)
         try:
             obj = await self.kube.request("POST", resource_path(plan.kind, project), manifest)
         except ApiException as e:
@@ -171,6 +183,12 @@ class KubeBackend:
         except (ConnectionError, asyncio.TimeoutError) as e:
             log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
             raise UpstreamError(f"create job {job_id}", reason(e)) from None
+        if pkg is not None and pkg.configmap is not None:
+            try:
+                await kube_package.ship_in_configmap(self.kube, plan, obj)
+            except BaseException:
+                p.caches[plan.kind].remove(project, plan.name)  # in case the watch saw it meanwhile
+                raise
         p.caches[plan.kind].put(obj)
         log.info("job %s in %s: created %s %s for %s", job_id, project, plan.kind, plan.name, plan.owner)
         return job_json(obj)

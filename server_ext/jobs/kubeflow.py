@@ -28,6 +28,12 @@
   no package index is needed, so an sdist builds with the image's own setuptools and wheel) and
   execs ``python -m <module> <args…>``. The shell script is a constant: the module and arguments reach
   it as ``$0``/``"$@"`` and are never interpolated into it;
+- a package shipped in a ConfigMap (`plan.ShippedPackage`, ``--package-path``) is mounted, read-only
+  and not optional (the pod waits for it), into the ``fetch-code`` init container only: the volume
+  ``package`` projects its one key to ``<name>/<file>`` under `KubeSettings.packages_dir`, which
+  ``MLPLATFORM_PACKAGES_DIR`` names, so `server_ext.jobs.fetch` finds ``configmap://<name>/<file>``
+  at ``$MLPLATFORM_PACKAGES_DIR/<name>/<file>``; its URI is already the first of ``packageUris``.
+  The training containers never see it;
 - a custom container runs its own ``containerCommand``/``containerArgs``; without
   ``containerArgs`` the job's ``args`` are the container's args (AI Platform passed them to the
   ENTRYPOINT). Every word from the job reaches the process as written: ``$`` is escaped against
@@ -53,6 +59,8 @@ from hub_ext.errors import UserInputError
 from hub_ext.kube_mounts import MountSettings, volumes
 from hub_ext.mounts import CREDENTIAL_ENV, Credential, Dataset
 from hub_ext.tenancy import SERVICE_ACCOUNT
+
+from .fetch import PACKAGES_DIR_ENV
 
 from .model import JOB_ID_ANNOTATION
 from .plan import JobPlan, Replica, task_name
@@ -100,6 +108,7 @@ class KubeSettings:
     service_account: str = SERVICE_ACCOUNT
     fetcher_image: str = DEFAULT_FETCHER_IMAGE  # an image holding this package (server_ext.jobs.fetch)
     code_dir: str = "/mlplatform/code"
+    packages_dir: str = "/mlplatform/packages"  # where a package ConfigMap is mounted (fetch-code only)
     fs_group: int | None = 100  # the group that may read mounted credentials (mode 0440)
 
 
@@ -225,14 +234,28 @@ def _main_container(plan: JobPlan, replica: Replica, settings: KubeSettings, mou
     return c
 
 
+def _package_volume(plan: JobPlan) -> dict | None:
+    """The volume of the package ConfigMap: its one file at ``<name>/<file>``."""
+    pkg = plan.package
+    if pkg is None or pkg.configmap is None:
+        return None
+    item = {"key": pkg.filename, "path": f"{pkg.configmap}/{pkg.filename}"}
+    return {"name": "package", "configMap": {"name": pkg.configmap, "optional": False, "items": [item]}}
+
+
 def _fetch_container(plan: JobPlan, settings: KubeSettings, credential_mounts: list[dict]) -> dict:
+    env = [{"name": "CLOUD_ML_JOB_ID", "value": plan.job.job_id}, *mount_env(plan.credentials, ())]
+    mounts = [*credential_mounts, {"name": "code", "mountPath": settings.code_dir}]
+    if _package_volume(plan) is not None:
+        env.append({"name": PACKAGES_DIR_ENV, "value": settings.packages_dir})
+        mounts.append({"name": "package", "mountPath": settings.packages_dir, "readOnly": True})
     return {
         "name": "fetch-code", "image": settings.fetcher_image,
         "command": ["python", "-m", "server_ext.jobs.fetch", "--job", plan.job.job_id, "--dest", settings.code_dir,
                     *plan.package_uris],
-        "env": [{"name": "CLOUD_ML_JOB_ID", "value": plan.job.job_id}, *mount_env(plan.credentials, ())],
+        "env": env,
         "resources": {k: dict(v) for k, v in FETCH_RESOURCES.items()},
-        "volumeMounts": [*credential_mounts, {"name": "code", "mountPath": settings.code_dir}],
+        "volumeMounts": mounts,
     }
 
 
@@ -247,6 +270,9 @@ def pod_template(plan: JobPlan, replica: Replica, settings: KubeSettings) -> dic
         if plan.package_uris:  # a custom image may bring the module itself
             _, credential_mounts = volumes(plan.credentials, (), settings.mounts)
             spec["initContainers"] = [_fetch_container(plan, settings, credential_mounts)]
+            package = _package_volume(plan)
+            if package is not None:
+                vols.append(package)
         vols.append({"name": "code", "emptyDir": {}})
     spec["containers"] = [_main_container(plan, replica, settings, mounts)]
     spec["volumes"] = vols

@@ -12,7 +12,8 @@ Google's rules, kept in the API's own JSON shape. Pure.
   - ``trainingInput`` is required and ``scaleTier`` defaults to ``BASIC``; ``CUSTOM`` needs
     ``masterType`` (or a master image); worker and parameter-server counts need their types and
     types need counts; counts are whole numbers ≥ 0; the other tiers refuse the custom fields;
-  - code: a ``pythonModule`` with ``packageUris``, or a master container image;
+  - code: a ``pythonModule`` with ``packageUris`` (which may be left out when a package ships with
+    the job: `parse_job(doc, shipped_package=True)`, ``--package-path``), or a master container image;
   - output-only fields (``state``, times, ``trainingOutput``, ``errorMessage``, ``etag``) are
     refused on create (`parse_job(doc, create=True)`), accepted when reading back a stored job.
 - `kubernetes_name(job_id)`: a DNS-1123 label for the Kubernetes objects of a job, collision
@@ -74,7 +75,7 @@ def load_config(text: str, source: str = "--config") -> dict:
     return doc
 
 
-def parse_job(doc: Any, create: bool = True) -> Job:
+def parse_job(doc: Any, create: bool = True, *, shipped_package: bool = False) -> Job:
     if not isinstance(doc, dict):
         raise UserInputError("job", "must be a JSON object")
     if create:
@@ -93,7 +94,7 @@ def parse_job(doc: Any, create: bool = True) -> Job:
     _check_labels(job.get("labels") or {})
     if "trainingInput" not in job:
         raise UserInputError("trainingInput", "is required")
-    job["trainingInput"] = _check_training(job["trainingInput"])
+    job["trainingInput"] = _check_training(job["trainingInput"], shipped_package)
     return Job(job)
 
 
@@ -109,7 +110,7 @@ def _check_labels(labels: Mapping[str, str]) -> None:
                                                   "(at most 63)")
 
 
-def _check_training(t: dict) -> dict:
+def _check_training(t: dict, shipped_package: bool = False) -> dict:
     t = dict(t)
     tier = t.setdefault("scaleTier", "BASIC")
     if tier not in TIERS:
@@ -147,7 +148,7 @@ def _check_training(t: dict) -> dict:
         if not t.get("pythonModule"):
             raise UserInputError("trainingInput.pythonModule", "is required (or a custom container: "
                                                                "masterConfig.imageUri)")
-        if not t.get("packageUris"):
+        if not t.get("packageUris") and not shipped_package:
             raise UserInputError("trainingInput.packageUris", "is required with pythonModule (or use "
                                                               "--package-path)")
     return t

@@ -22,7 +22,9 @@
   ``$MLPLATFORM_PACKAGES_DIR/<name>/<file>`` where the pod mounts it.
 - `stage(sdist, staging_bucket, job_id, env)`: uploads to
   ``<staging-bucket>/<job_id>/packages/<sha256>/<file>`` (gs:// or s3://) with the credentials
-  named in `env`, and returns that URI.
+  named in `env`, and returns that URI (`staging_uri_of` computes it from the digest alone).
+- `digest(sdist)`: its sha256 and size; `check_filename`, `check_staging_bucket`: the pure checks
+  `plan.with_package` runs before anything is created.
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ version = "0.0.0"
 [tool.setuptools.packages.find]
 include = ["{name}", "{name}.*"]
 """
-__all__ = ["CONFIGMAP_LIMIT", "PACKAGES_DIR_ENV", "build_sdist", "choose_delivery", "configmap_name",
-           "configmap_uri", "package_configmap", "stage"]
+__all__ = ["CONFIGMAP_LIMIT", "PACKAGES_DIR_ENV", "build_sdist", "check_filename", "check_staging_bucket",
+           "choose_delivery", "configmap_name", "configmap_uri", "digest", "package_configmap", "stage",
+           "staging_uri", "staging_uri_of"]
 
 
 def _package_name(package_path: pathlib.Path) -> str:
@@ -185,12 +188,16 @@ def configmap_uri(plan_name: str, filename: str) -> str:
     return f"configmap://{configmap_name(plan_name)}/{filename}"
 
 
+def configmap_name_of(uri: str) -> str:
+    """The ConfigMap's name in a ``configmap://<name>/<file>`` URI."""
+    return uri.removeprefix("configmap://").partition("/")[0]
+
+
 def package_configmap(plan_name: str, namespace: str, sdist: bytes, filename: str, owner: dict,
                       limit: int = CONFIGMAP_LIMIT) -> dict:
     """The ConfigMap carrying `sdist` as ``binaryData[filename]``, garbage-collected with `owner`
     (the created job object's ``{apiVersion, kind, name, uid}``)."""
-    if not _CONFIGMAP_KEY.fullmatch(filename) or len(filename) > 253:
-        raise UserInputError(_FIELD, f"the sdist name {filename!r} cannot be a ConfigMap key")
+    check_filename(filename)
     choose_delivery(len(sdist), limit, None)
     missing = [k for k in ("apiVersion", "kind", "name", "uid") if not owner.get(k)]
     if missing:
@@ -211,12 +218,39 @@ def package_configmap(plan_name: str, namespace: str, sdist: bytes, filename: st
 
 def staging_uri(staging_bucket: str, job_id: str, sdist: bytes, filename: str) -> str:
     """Pure: ``<staging-bucket>/<job_id>/packages/<sha256>/<filename>``."""
+    return staging_uri_of(staging_bucket, job_id, hashlib.sha256(sdist).hexdigest(), filename)
+
+
+def check_staging_bucket(staging_bucket: str) -> tuple[str, str]:
+    """Pure: (scheme, bucket[/path]) of a ``gs://`` or ``s3://`` staging bucket, or `UserInputError`."""
     scheme, sep, rest = staging_bucket.partition("://")
     if scheme not in ("gs", "s3") or not sep or not rest.strip("/"):
         raise UserInputError("--staging-bucket", f"{staging_bucket!r} must be gs://<bucket>[/<path>] or "
                                                  "s3://<bucket>[/<path>]")
-    digest = hashlib.sha256(sdist).hexdigest()
-    return f"{scheme}://{rest.strip('/')}/{job_id}/packages/{digest}/{filename}"
+    return scheme, rest.strip("/")
+
+
+def staging_uri_of(staging_bucket: str, job_id: str, sha256: str, filename: str) -> str:
+    """Pure: `staging_uri` from the sdist's digest."""
+    scheme, rest = check_staging_bucket(staging_bucket)
+    return f"{scheme}://{rest}/{job_id}/packages/{sha256}/{filename}"
+
+
+def check_filename(filename: str) -> str:
+    """Pure: `filename` when it can be a ConfigMap key, else `UserInputError` (``--package-path``)."""
+    if not _CONFIGMAP_KEY.fullmatch(filename) or len(filename) > 253:
+        raise UserInputError(_FIELD, f"the sdist name {filename!r} cannot be a ConfigMap key")
+    return filename
+
+
+def digest(sdist: pathlib.Path) -> tuple[str, int]:
+    """(sha256 hex digest, size in bytes) of the sdist file (blocking: run it in a thread)."""
+    h, size = hashlib.sha256(), 0
+    with open(sdist, "rb") as f:
+        for chunk in iter(lambda: f.read(2**20), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
 
 
 async def stage(sdist: pathlib.Path, staging_bucket: str, job_id: str, env: Mapping[str, str]) -> str:

@@ -18,6 +18,14 @@
 - the mounts: the credentials and datasets the job asked for (already checked against the
   project by `hub_ext.mounts.select`).
 
+`with_package(plan, sdist, sha256, size, staging_bucket=…)` attaches a package built from
+``--package-path`` (`package.build_sdist`, by the caller: `plan_job` stays pure) as a
+`ShippedPackage`: how it travels (`package.choose_delivery`: a ConfigMap owned by the job when it
+fits, else the staging bucket, else `UserInputError` naming ``--package-path``) and its URI
+(``configmap://<job>-package/<file>`` or ``<bucket>/<jobId>/packages/<sha256>/<file>``), which
+becomes the first of ``packageUris`` — in the plan and in the job document, so the job describes
+itself with it, as AI Platform showed the staged package. Only a ``pythonModule`` job can ship one.
+
 Role names are AI Platform's (``master``, ``worker``, ``parameter_server``, ``evaluator``); task
 names are ``<role>-replica-<i>`` as AI Platform's logs had them, and `task_name` also reads the
 short spellings (``worker-1``, ``ps-0``, ``chief-0``).
@@ -25,14 +33,17 @@ short spellings (``worker-1``, ``ps-0``, ``chief-0``).
 
 from __future__ import annotations
 
+import dataclasses
+import pathlib
 import re
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Literal, Mapping
 
 from hub_ext.catalog import Accelerator
 from hub_ext.errors import UserInputError
 from hub_ext.mounts import Credential, Dataset
 
+from . import package as packages
 from .machines import Machines
 from .model import Job, kubernetes_name
 
@@ -96,6 +107,26 @@ class Replica:
 
 
 @dataclass(frozen=True)
+class ShippedPackage:
+    """An sdist shipped with the job (``--package-path``). The file must exist until the job is submitted."""
+
+    path: pathlib.Path  # the sdist, on the submitting machine
+    sha256: str
+    size: int
+    delivery: Literal["configmap", "bucket"]
+    uri: str  # where the job fetches it from: configmap://<name>/<file>, or the staging gs:// / s3:// URI
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+    @property
+    def configmap(self) -> str | None:
+        """The ConfigMap's name when it travels in one."""
+        return packages.configmap_name_of(self.uri) if self.delivery == "configmap" else None
+
+
+@dataclass(frozen=True)
 class JobPlan:
     job: Job
     project: str  # the project (namespace)
@@ -110,6 +141,7 @@ class JobPlan:
     python_version: str | None = None
     credentials: tuple[Credential, ...] = ()
     datasets: tuple[Dataset, ...] = ()
+    package: ShippedPackage | None = None  # set by `with_package`
 
     @property
     def kind(self) -> str:
@@ -198,3 +230,28 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
                    replicas=tuple(replicas), python_module=t.get("pythonModule"), args=tuple(args),
                    package_uris=tuple(t.get("packageUris") or ()), runtime_version=version, python_version=python,
                    credentials=tuple(credentials), datasets=tuple(datasets))
+
+
+def with_package(plan: JobPlan, sdist: pathlib.Path, sha256: str, size: int, *, staging_bucket: str | None = None,
+                 limit: int = packages.CONFIGMAP_LIMIT) -> JobPlan:
+    """`plan` with the sdist at `sdist` shipped (see the module docstring); `plan` is not changed."""
+    if plan.package is not None:
+        raise ValueError(f"job {plan.job.job_id} already ships {plan.package.filename}")
+    if not plan.python_module:
+        raise UserInputError("--package-path", "needs a pythonModule (--module-name) to run from the package")
+    sdist = pathlib.Path(sdist)
+    filename = sdist.name
+    clash = next((u for u in plan.package_uris if u.rstrip("/").rpartition("/")[2] == filename), None)
+    if clash:
+        raise UserInputError("--package-path", f"the package's file {filename!r} has the same name as {clash} "
+                                               "in packageUris; rename one")
+    delivery = packages.choose_delivery(size, limit, staging_bucket)
+    if delivery == "configmap":
+        uri = packages.configmap_uri(plan.name, packages.check_filename(filename))
+    else:
+        uri = packages.staging_uri_of(staging_bucket or "", plan.job.job_id, sha256, filename)
+    uris = (uri, *plan.package_uris)
+    doc = dict(plan.job.doc)
+    doc["trainingInput"] = {**doc["trainingInput"], "packageUris": list(uris)}
+    return dataclasses.replace(plan, job=Job(doc), package_uris=uris,
+                               package=ShippedPackage(sdist, sha256, size, delivery, uri))

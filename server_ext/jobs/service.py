@@ -7,6 +7,11 @@
   has (`hub_ext.mounts.select`) and never echoed back. The job is parsed and validated
   (`model.parse_job`), planned (`plan.plan_job`) and only then submitted: a bad field raises
   `UserInputError` naming it before anything is created.
+- `create(…, package_path=DIR, staging_bucket=URI)`: ``--package-path``. After every check above
+  (a bad job spec never spends a build; ``packageUris`` may then be left out) the package is built
+  (`package.build_sdist`) into a temporary directory, attached to the plan (`plan.with_package`:
+  a ConfigMap when it fits, else the staging bucket, else `UserInputError` naming
+  ``--package-path``) and submitted; the temporary directory is removed once the backend has it.
 - `list(user, project, filter, page_size, page_token)`: `listing.page` over the backend's list.
 - `get`, `cancel`, `logs`: the backend's, for that project only.
 
@@ -16,16 +21,20 @@ verb, so another project's job ids are not even confirmed to exist.
 
 from __future__ import annotations
 
+import asyncio
+import pathlib
+import tempfile
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from hub_ext.errors import UserInputError
 from hub_ext.mounts import Available, select, selected
 
+from . import package
 from .backend import JobBackend, LogLine
 from .listing import page
 from .model import parse_job
-from .plan import PlanSettings, plan_job, task_name
+from .plan import PlanSettings, plan_job, task_name, with_package
 
 Projects = Callable[[str], Awaitable[list[str]]]  # user → the projects they may use
 Files = Callable[[str], Awaitable[Available]]  # project → its credentials and datasets
@@ -41,12 +50,14 @@ class JobService:
     settings: PlanSettings
     projects: Projects
     files: Files = _no_files
+    package_limit: int = package.CONFIGMAP_LIMIT  # the largest sdist shipped in a ConfigMap
 
     async def _check(self, user: str, project: str) -> None:
         if project not in await self.projects(user):
             raise UserInputError("project", f"{user!r} may not use project {project!r}", 403)
 
-    async def create(self, user: str, project: str, body: Any) -> dict:
+    async def create(self, user: str, project: str, body: Any, package_path: pathlib.Path | None = None,
+                     staging_bucket: str | None = None) -> dict:
         await self._check(user, project)
         if not isinstance(body, dict):
             raise UserInputError("job", "must be a JSON object")
@@ -54,13 +65,24 @@ class JobService:
         mounts = body.pop("mounts", None) or {}
         if not isinstance(mounts, dict) or not set(mounts) <= {"credentials", "datasets"}:
             raise UserInputError("mounts", "must be a mapping with 'credentials' and/or 'datasets' lists")
-        job = parse_job(body)
+        job = parse_job(body, shipped_package=package_path is not None)
         available = await self.files(project) if mounts else Available()
         select(available, mounts.get("credentials"), mounts.get("datasets"), project)
         plan = plan_job(job, self.settings, project=project, owner=user,
                         credentials=tuple(selected(available.credentials, mounts.get("credentials"), "credentials")),
                         datasets=tuple(selected(available.datasets, mounts.get("datasets"), "datasets")))
-        return await self.backend.submit(plan)
+        if package_path is None:
+            return await self.backend.submit(plan)
+        if not plan.python_module:
+            raise UserInputError("--package-path", "needs a pythonModule (--module-name) to run from the package")
+        if staging_bucket:
+            package.check_staging_bucket(staging_bucket)
+        with tempfile.TemporaryDirectory(prefix="mlplatform-package-") as tmp:
+            sdist = await package.build_sdist(pathlib.Path(package_path), pathlib.Path(tmp))
+            sha256, size = await asyncio.to_thread(package.digest, sdist)
+            plan = with_package(plan, sdist, sha256, size, staging_bucket=staging_bucket,
+                                limit=self.package_limit)
+            return await self.backend.submit(plan)
 
     async def list(self, user: str, project: str, filter: str | None = None, page_size: Any = None,
                    page_token: str | None = None) -> dict:

@@ -18,7 +18,7 @@ from server_ext.jobs.kubeflow import (CANCEL_ANNOTATION, RUN_MODULE, SPEC_ANNOTA
                                       deadline_seconds, job_manifest, pod_selector, replica_type, resource_path)
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import JOB_ID_ANNOTATION, parse_job
-from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job
+from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job, with_package
 from tests.kubeapi.schema import prune, validate
 
 pytestmark = pytest.mark.unit
@@ -83,10 +83,24 @@ JOBS = {
 }
 
 
+# jobs that ship a package built from --package-path: (sdist file name, size)
+SHIPPED = {"job-shipped-package": ("mlplatform_example_trainer-0.1.0.tar.gz", 4096)}
+JOBS["job-shipped-package"] = (
+    {"jobId": "shipped_v1", "trainingInput": {"pythonModule": "trainer.task", "runtimeVersion": "python-3.11",
+                                              "args": ["--epochs=3"]}},
+    {"credentials": (GCP,)})
+SHA = "9f" * 32
+
+
 def make_plan(name: str, job_id: str | None = None):
     doc, mounts = JOBS[name]
     doc = {**doc, "jobId": job_id or doc["jobId"]}
-    return plan_job(parse_job(doc), PLAN_SETTINGS, project="vision", owner="alice@example.com", **mounts)
+    plan = plan_job(parse_job(doc, shipped_package=name in SHIPPED), PLAN_SETTINGS, project="vision",
+                    owner="alice@example.com", **mounts)
+    if name in SHIPPED:
+        filename, size = SHIPPED[name]
+        plan = with_package(plan, pathlib.Path("/tmp/build") / filename, SHA, size)
+    return plan
 
 
 def _crd_schema(plural: str) -> dict:
@@ -377,3 +391,58 @@ def test_the_crds_have_the_fields_we_patch():
     for schema in SCHEMAS.values():
         run_policy = schema["properties"]["spec"]["properties"]["runPolicy"]["properties"]
         assert {"suspend", "backoffLimit", "cleanPodPolicy", "activeDeadlineSeconds"} <= set(run_policy)
+
+
+def test_a_package_in_a_configmap_is_mounted_in_the_fetch_container_only():
+    plan = make_plan("job-shipped-package")
+    uri = "configmap://shipped-v1-package/mlplatform_example_trainer-0.1.0.tar.gz"
+    assert plan.package_uris == (uri,) and plan.job.training["packageUris"] == [uri]
+    (pod,) = _pod_specs(job_manifest(plan, SETTINGS))
+    assert {"name": "package", "configMap": {"name": "shipped-v1-package", "optional": False, "items": [
+        {"key": "mlplatform_example_trainer-0.1.0.tar.gz",
+         "path": "shipped-v1-package/mlplatform_example_trainer-0.1.0.tar.gz"}]}} in pod["volumes"]
+    (fetch,) = pod["initContainers"]
+    assert fetch["command"][-1] == uri
+    assert {"name": "MLPLATFORM_PACKAGES_DIR", "value": "/mlplatform/packages"} in fetch["env"]
+    assert {"name": "package", "mountPath": "/mlplatform/packages", "readOnly": True} in fetch["volumeMounts"]
+    for c in pod["containers"]:
+        assert "package" not in [m["name"] for m in c["volumeMounts"]]
+        assert "MLPLATFORM_PACKAGES_DIR" not in [e["name"] for e in c["env"]]
+    doc = {"jobId": "ddp", "trainingInput": {"pythonModule": "trainer.task", "scaleTier": "CUSTOM",
+                                             "runtimeVersion": "pytorch-2.5", "masterType": "n1-standard-4",
+                                             "workerType": "n1-standard-4", "workerCount": 1}}
+    plan = plan_job(parse_job(doc, shipped_package=True), PLAN_SETTINGS, project="p", owner="o")
+    manifest = job_manifest(with_package(plan, pathlib.Path("/tmp/t-1.0.tar.gz"), SHA, 10), SETTINGS)
+    check_kubernetes(manifest)  # the CRD keeps the configMap volume and its items (nothing pruned)
+    assert all(pod["volumes"][-2]["configMap"]["name"] == "ddp-package" for pod in _pod_specs(manifest))
+
+
+def test_a_staged_package_needs_no_volume_and_comes_first():
+    doc = {"jobId": "big", "trainingInput": {**MODULE, "runtimeVersion": "pytorch-2.5"}}
+    plan = plan_job(parse_job(doc), PLAN_SETTINGS, project="p", owner="o")
+    plan = with_package(plan, pathlib.Path("/tmp/t-1.0.tar.gz"), SHA, 2_000_000, staging_bucket="gs://stage/x")
+    staged = f"gs://stage/x/big/packages/{SHA}/t-1.0.tar.gz"
+    assert plan.package.delivery == "bucket" and plan.package.uri == staged and plan.package.configmap is None
+    manifest = job_manifest(plan, SETTINGS)
+    check_kubernetes(manifest)
+    for pod in _pod_specs(manifest):
+        assert pod["initContainers"][0]["command"][-2:] == [staged, "gs://bucket/trainer-0.1.tar.gz"]
+        assert "package" not in [v["name"] for v in pod["volumes"]]
+        assert "MLPLATFORM_PACKAGES_DIR" not in [e["name"] for e in pod["initContainers"][0]["env"]]
+
+
+@pytest.mark.parametrize("training, size, bucket, message", [
+    ({**MODULE, "runtimeVersion": "python-3.11"}, 2_000_000, None, "--package-path: the package is 2.0 MB"),
+    ({**MODULE, "runtimeVersion": "python-3.11", "packageUris": ["s3://b/t-1.0.tar.gz"]}, 10, None,
+     "--package-path: the package's file 't-1.0.tar.gz' has the same name as s3://b/t-1.0.tar.gz"),
+    ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"imageUri": "ghcr.io/x/y:1"}}, 10,
+     None, "--package-path: needs a pythonModule"),
+    ({**MODULE, "runtimeVersion": "python-3.11"}, 2_000_000, "http://nope", "--staging-bucket: 'http://nope'"),
+])
+def test_packages_that_cannot_ship(training, size, bucket, message):
+    plan = plan_job(parse_job({"jobId": "j", "trainingInput": training}), PLAN_SETTINGS, project="p", owner="o")
+    with pytest.raises(UserInputError) as e:
+        with_package(plan, pathlib.Path("/tmp/t-1.0.tar.gz"), SHA, size, staging_bucket=bucket)
+    assert str(e.value).startswith(message)
+    with pytest.raises(UserInputError, match="cannot be a ConfigMap key"):
+        with_package(make_plan("job-python-module"), pathlib.Path("/tmp/t 1.tar.gz"), SHA, 10)
