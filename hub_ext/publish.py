@@ -15,7 +15,16 @@ CATALOG_VERSION = 1
 
 def accelerator_json(acc: Accelerator) -> dict:
     return {"name": acc.name, "type": acc.type, "display_name": acc.display_name, "resource": acc.resource,
-            "mig_profile": acc.mig_profile, "node_selector": acc.node_selector_dict()}
+            "mig_profile": acc.mig_profile, "node_selector": acc.node_selector_dict(),
+            "tolerations": acc.tolerations_list(), "strategy": acc.strategy, "product": acc.product}
+
+
+def accelerator_from_json(doc: dict) -> Accelerator:
+    """The inverse of `accelerator_json` (for readers of the catalogue ConfigMap)."""
+    return Accelerator(name=doc["name"], type=doc["type"], display_name=doc["display_name"],
+                       resource=doc["resource"], node_selector=tuple(sorted((doc.get("node_selector") or {}).items())),
+                       tolerations=tuple(tuple(sorted(t.items())) for t in doc.get("tolerations") or ()),
+                       mig_profile=doc.get("mig_profile"), strategy=doc.get("strategy"), product=doc.get("product"))
 
 
 def profile_json(p: Profile) -> dict:

@@ -16,11 +16,14 @@ Guarantees:
 - ``--dry-run`` needs no cluster and no backend: it validates and plans the job with the built-in
   catalogue (`server_ext.jobs.defaults.DEFAULT_ACCELERATORS`) and prints only YAML documents on stdout
   (the Kubernetes objects of `server_ext.jobs.kubeflow.job_manifest`; with ``--local``, the Job).
-- `backend_for(args)` picks the backend: ``--local``, ``MLPLATFORM_LOCAL=1`` or ``local train`` →
-  `LocalBackend` on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``); otherwise
-  the Kubernetes backend, which is not wired in yet (`BackendUnavailable`, exit 1).
+- `open_target(args)` picks the backend: ``--local``, ``MLPLATFORM_LOCAL=1``, ``local: true`` in the
+  plugin's settings file (`server_ext.kube_target.cli_config`) or ``local train`` → `LocalBackend`
+  on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``); otherwise `KubeBackend` on
+  the kubeconfig context of ``--context``, else of ``--region`` (the settings file's region table),
+  else the current context, planning with the catalogue the hub published in the project.
 - The project is ``--project``/``--namespace``/``-n``, else ``$MLPLATFORM_PROJECT``, else the
-  caller's personal project (`hub_ext.entitlements.personal_project_name`).
+  context's namespace (Kubernetes), else the caller's personal project
+  (`hub_ext.entitlements.personal_project_name`).
 """
 
 from __future__ import annotations
@@ -40,8 +43,9 @@ from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import JobBackend
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.defaults import DEFAULT_CREDENTIAL_TYPES, default_plan_settings
-from server_ext.jobs.plan import plan_job
+from server_ext.jobs.plan import PlanSettings, plan_job
 from server_ext.jobs.service import JobService
+from server_ext.config import cli_config, context_for_region
 
 from . import commands, output
 from .flags import (PACKAGE_PLACEHOLDER, PROG, UsageError, command_path, flag_for, flags_to_job, local_train_job,
@@ -55,34 +59,48 @@ class BackendUnavailable(PlatformError):
 
 
 def is_local(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> bool:
-    return bool(args.local) or args.command == "local-train" or env.get("MLPLATFORM_LOCAL", "").lower() in _TRUE
+    return (bool(args.local) or args.command == "local-train" or env.get("MLPLATFORM_LOCAL", "").lower() in _TRUE
+            or cli_config(env).get("local", False))
 
 
 def user_name(env: Mapping[str, str] = os.environ) -> str:
     return env.get("JUPYTERHUB_USER") or getpass.getuser()
 
 
-def project_of(args: argparse.Namespace, user: str, env: Mapping[str, str] = os.environ) -> str:
-    return args.project or env.get("MLPLATFORM_PROJECT") or personal_project_name(user)
+def project_of(args: argparse.Namespace, user: str, env: Mapping[str, str] = os.environ,
+               namespace: str | None = None) -> str:
+    return args.project or env.get("MLPLATFORM_PROJECT") or namespace or personal_project_name(user)
 
 
-def backend_for(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> JobBackend:
-    """The backend the command runs against (constructed, not started)."""
+async def open_target(args: argparse.Namespace, user: str, err: TextIO,
+                      env: Mapping[str, str] = os.environ) -> tuple[JobBackend, PlanSettings, str]:
+    """(started backend, plan settings, project) of the command."""
     if is_local(args, env):
         import pathlib
 
         from server_ext.config import default_state_dir
-
-        try:
-            from server_ext.jobs.local_backend import LocalBackend
-        except ImportError as e:
-            raise BackendUnavailable(f"the local runtime cannot be loaded ({e})") from None
+        from server_ext.jobs.local_backend import LocalBackend
 
         state = pathlib.Path(env["MLPLATFORM_STATE_DIR"]).expanduser() if env.get("MLPLATFORM_STATE_DIR") \
             else default_state_dir()
-        return LocalBackend(state)
-    raise BackendUnavailable("the Kubernetes backend is not available in kubectl ai-platform yet; run with --local "
-                             "(or MLPLATFORM_LOCAL=1) to use this machine's local runtime")
+        backend = LocalBackend(state)
+        await backend.start()
+        return backend, default_plan_settings(), project_of(args, user, env)
+    from hub_ext.kube_mounts import MountSettings
+    from server_ext.jobs.kube_backend import KubeBackend
+    from server_ext.jobs.kubeflow import KubeSettings
+    from server_ext.jobs.machines import Machines
+    from server_ext.kube_target import catalog, connect
+
+    context = context_for_region(getattr(args, "region", None), cli_config(env).get("regions", {}),
+                                 getattr(args, "context", None))
+    kube, namespace = await connect(context, env)
+    project = project_of(args, user, env, namespace)
+    accelerators, published = await catalog(kube, project)
+    if not published:
+        err.write(f"note: project {project!r} has no published catalogue; using the built-in one\n")
+    backend = KubeBackend(kube, KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES)))
+    return backend, PlanSettings(Machines(accelerators)), project
 
 
 def command_of(args: argparse.Namespace | None) -> str:
@@ -153,28 +171,24 @@ def local_job_id(now: datetime.datetime) -> str:
 
 async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[str, str] = os.environ) -> int:
     """Everything that can be checked without a backend is checked first (exit 2 before any
-    connection); then the command runs against `backend_for(args)`."""
+    connection); then the command runs against `open_target(args)`'s backend."""
     user = user_name(env)
-    project = project_of(args, user, env)
     doc, package_path = None, None
     if args.command == "submit":
         doc, package_path = flags_to_job(args)
         if args.dry_run:
-            return dry_run(args, doc, package_path, user, project, out, err)
+            return dry_run(args, doc, package_path, user, project_of(args, user, env), out, err)
     elif args.command == "local-train":
         now = datetime.datetime.now(datetime.timezone.utc)
         doc = local_train_job(args, local_job_id(now), os.getcwd())
     elif args.command == "list":
         output.jobs_listing([], args.format)
-    backend = backend_for(args, env)
-    start = getattr(backend, "start", None)
-    if start is not None:
-        await start()
+    backend, settings, project = await open_target(args, user, err, env)
     try:
         async def projects(caller: str) -> list[str]:
             return [project]  # Kubernetes RBAC gates projects; the local runtime trusts its users
 
-        service = JobService(backend, default_plan_settings(), projects)
+        service = JobService(backend, settings, projects)
         scope = f" --project {args.project}" if args.project else ""
         ctx = commands.Context(service, user, project, out, err, scope=scope, settle=is_local(args, env))
         if args.command == "submit":

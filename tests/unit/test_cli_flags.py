@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 SUBMIT = ["jobs", "submit", "training"]
 CODE = ["--module-name", "trainer.task", "--packages", "gs://b/trainer-0.1.tar.gz"]
 BASE = {"pythonModule": "trainer.task", "packageUris": ["gs://b/trainer-0.1.tar.gz"]}
-ENV = {"JUPYTERHUB_USER": "alice"}  # no MLPLATFORM_LOCAL: the Kubernetes path, which has no backend yet
+ENV = {"JUPYTERHUB_USER": "alice", "MLPLATFORM_CONFIG": "/nonexistent/kubectl-ai-platform.yaml"}  # the Kubernetes path
 
 
 def job_of(argv, config=None):
@@ -255,11 +255,12 @@ def test_dry_run_with_local_prints_the_job():
                    "  pythonModule: trainer.task\n  scaleTier: BASIC\n")
 
 
-def test_the_kubernetes_path_says_it_is_not_wired_yet():
-    code, out, err = run_cli(["jobs", "list"])
-    assert (code, out) == (1, "")
-    assert err.startswith("ERROR: (kubectl ai-platform.jobs.list) the Kubernetes backend is not available") \
-        and "--local" in err
+def test_a_region_without_a_cluster_is_refused_before_connecting():
+    code, out, err = run_cli(["jobs", "submit", "training", "j1", "--module-name", "m", "--packages", "gs://b/p.tgz",
+                              "--region", "us-central1"])
+    assert (code, out) == (2, "")
+    assert err == ("ERROR: (kubectl ai-platform.jobs.submit.training) Invalid value for [--region]: no cluster is "
+                   "configured for region 'us-central1' (regions: none configured)\n")
 
 
 def test_help_exits_0(capsys):

@@ -1,0 +1,109 @@
+"""`kubectl ai-platform` as a subprocess against a cluster (the stand-in, with the Training
+Operator played by `tests.kube.training_operator`): the project's published catalogue decides
+which accelerators a job may ask for; submit, list, describe, stream-logs and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sysconfig
+
+import kubernetes_asyncio
+import pytest
+import yaml
+
+from hub_ext.catalog import parse_accelerators
+from hub_ext.kube import Kube
+from hub_ext.publish import catalog_json
+from hub_ext.tenancy import CATALOG_CONFIGMAP
+from tests.kube.job_env import NODES, pod
+from tests.kube.training_operator import TrainingOperator
+from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
+
+pytestmark = [pytest.mark.kube, pytest.mark.standin_only]
+PLUGIN = os.path.join(sysconfig.get_path("scripts"), "kubectl-ai_platform")
+CATALOG = parse_accelerators({"a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
+                              "1g.5gb": {"type": "mig", "profile": "1g.5gb"}})
+
+
+@pytest.fixture
+async def cluster(standin, kube_target):
+    api = await kubernetes_asyncio.config.new_client_from_config(config_file=kube_target.kubeconfig)
+    kube = Kube(api)
+    await kube.create({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": CATALOG_CONFIGMAP, "namespace": kube_target.namespace},
+                       "data": {"catalog.json": json.dumps(catalog_json(CATALOG.values(), []))}})
+    kubelet = standin.kubelet(auto_run=False, nodes=NODES)
+    operator = await TrainingOperator(kube, kube_target.namespace).start()
+    yield kubelet
+    await operator.stop()
+    await api.close()
+
+
+async def cli(kube_target, *argv: str) -> tuple[int, str, str]:
+    env = {**os.environ, "KUBECONFIG": kube_target.kubeconfig, "JUPYTERHUB_USER": "alice",
+           "MLPLATFORM_CONFIG": os.devnull, "PYTHONWARNINGS": "ignore"}
+    env.pop("MLPLATFORM_LOCAL", None)
+    if "--" in argv:  # the namespace flag goes before the user's arguments
+        i = argv.index("--")
+        argv = (*argv[:i], "--namespace", kube_target.namespace, *argv[i:])
+    else:
+        argv = (*argv, "--namespace", kube_target.namespace)
+    proc = await asyncio.create_subprocess_exec(PLUGIN, *argv, env=env,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+SUBMIT = ["jobs", "submit", "training", "--module-name", "trainer.task", "--packages", "gs://bucket/trainer.tar.gz",
+          "--runtime-version", "pytorch-2.3", "--scale-tier", "custom", "--master-machine-type", "n1-standard-4"]
+
+
+async def test_submit_list_describe_logs_and_cancel_on_a_cluster(cluster, standin, kube_target):
+    ns = kube_target.namespace
+    code, out, err = await cli(kube_target, *SUBMIT[:3], "mig_job", *SUBMIT[3:], "--labels", "team=vision",
+                               "--master-accelerator", "type=nvidia-a100-1g-5gb,count=1",
+                               "--worker-machine-type", "n1-standard-4", "--worker-count", "1", "--", "--epochs=2")
+    assert code == 0, err
+    assert yaml.safe_load(out) == {"jobId": "mig_job", "state": "QUEUED"}
+    assert "Job [mig_job] submitted successfully." in err
+    stored = standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "mig-job")
+    master = stored["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    assert master["resources"]["limits"]["nvidia.com/mig-1g.5gb"] == "1"
+
+    # the operator makes pods; the kubelet runs them and they log
+    pods = {}
+    for role in ("master", "worker"):
+        pods[role] = (await pod(standin, ns, **{"training.kubeflow.org/job-name": "mig-job",
+                                                "training.kubeflow.org/replica-type": role}))["metadata"]["name"]
+        cluster.run(ns, pods[role])
+        cluster.log(ns, pods[role], f"{role} says hello\n", container="pytorch")
+    cluster.finish(ns, pods["worker"], container="pytorch")
+    cluster.finish(ns, pods["master"], container="pytorch")
+
+    code, out, err = await cli(kube_target, "jobs", "stream-logs", "mig_job", "--task-name", "master-replica-0")
+    assert code == 0, err
+    assert "master-replica-0" in out and "master says hello" in out and "worker says" not in out
+    code, out, err = await cli(kube_target, "jobs", "describe", "mig_job", "--format", "json")
+    job = json.loads(out)
+    JOB_SCHEMA.validate(job)
+    assert job["state"] == "SUCCEEDED" and job["labels"] == {"team": "vision"}
+
+    code, out, err = await cli(kube_target, *SUBMIT[:3], "long_job", *SUBMIT[3:])
+    assert code == 0, err
+    code, out, err = await cli(kube_target, "jobs", "list", "--filter", "state=SUCCEEDED")
+    assert out.split("\n")[0].split() == ["JOB_ID", "STATUS", "CREATED"] and "mig_job" in out and "long_job" not in out
+    code, out, err = await cli(kube_target, "jobs", "cancel", "long_job")
+    assert code == 0, err
+    stored = standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "long-job")
+    assert stored["spec"]["runPolicy"]["suspend"] is True
+
+
+async def test_an_accelerator_the_project_does_not_offer_is_refused_and_nothing_is_made(cluster, standin,
+                                                                                        kube_target):
+    code, out, err = await cli(kube_target, *SUBMIT[:3], "v100_job", *SUBMIT[3:],
+                               "--master-accelerator", "type=nvidia-tesla-v100,count=1")
+    assert (code, out) == (2, "")
+    assert "[--master-accelerator]" in err and "no NVIDIA_TESLA_V100 on this platform" in err, err
+    assert standin.get("kubeflow.org", "v1", "pytorchjobs", kube_target.namespace, "v100-job") is None
