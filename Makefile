@@ -72,3 +72,5 @@ test-browser: $(VENV)/.stamp node_modules/.stamp chromium
 bench: $(VENV)/.stamp
 	$(PY) -m tests.kubeapi.bench
 	$(PY) -m tests.bench.spawn --spawns 64
+	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
+	$(PY) -m tests.bench.idle_lists --seconds 60 --watch-timeout 10

@@ -73,6 +73,23 @@ _ROLE_OF_TYPE = {"master": "master", "chief": "master", "worker": "worker", "ps"
 class _Project:
     caches: dict[str, WatchCache]  # kind → cache
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    views: dict[str, tuple[str, dict]] = field(default_factory=dict)  # uid → (resourceVersion, job JSON)
+
+    def jobs(self) -> list[dict]:
+        """Every job's JSON; an object's JSON is computed again only when its resourceVersion
+        changed (a list of thousands of jobs then costs the filter, not thousands of conversions).
+        The dicts are shared between calls: callers must not change them."""
+        fresh: dict[str, tuple[str, dict]] = {}
+        for cache in self.caches.values():
+            for obj in cache.items():
+                if not _job_id(obj):
+                    continue
+                meta = obj["metadata"]
+                uid, rv = meta.get("uid") or f"{meta.get('namespace')}/{meta['name']}", meta.get("resourceVersion", "")
+                hit = self.views.get(uid)
+                fresh[uid] = hit if hit is not None and hit[0] == rv else (rv, job_json(obj))
+        self.views = fresh
+        return [view for _, view in fresh.values()]
 
     def pulse(self) -> None:
         self.changed.set()
@@ -198,8 +215,7 @@ class KubeBackend:
         return job_json(obj)
 
     async def list(self, project: str) -> list[dict]:
-        p = await self._project(project)
-        return [job_json(obj) for cache in p.caches.values() for obj in cache.items() if _job_id(obj)]
+        return (await self._project(project)).jobs()
 
     async def cancel(self, project: str, job_id: str) -> dict:
         p, kind, obj = await self._job(project, job_id)
