@@ -320,7 +320,8 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         self.volume_mounts = list(self.volume_mounts) + mounts
         self.extra_labels = {**self.extra_labels, PROJECT_LABEL: ns, "mlplatform.io/profile": plan.profile.slug}
         self._platform_env = {**select(available, creds, datasets, ns, allow_loading=True),
-                              "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug}
+                              "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug,
+                              "MLPLATFORM_BACKEND": "kubernetes"}
         self._plan = plan
         self._planned_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 

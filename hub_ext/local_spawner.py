@@ -199,6 +199,9 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         if plan is not None:
             env["MLPLATFORM_PROJECT"] = plan.project.name
             env["MLPLATFORM_PROFILE"] = plan.profile.slug
+        # the notebook server's jobs (server_ext): the user's own job state, the projects' files
+        env["MLPLATFORM_STATE_DIR"] = os.path.join(self.state_dir, "jobs", self.user.name)
+        env["MLPLATFORM_PROJECTS_DIR"] = self.projects_dir
         env.update(getattr(self, "_mount_env", {}))  # file paths only, never their content
         return env
 

@@ -8,7 +8,8 @@ At the end of ``jupyterhub_config.py`` (or in z2jh's ``hub.extraConfig``)::
 It parses the platform settings found in `c` right away, so an invalid catalogue, profile list
 or entitlement stops the hub before it starts, with every problem and its field path
 (`ConfigError`); registers the platform API handlers and their custom scope; grants every user
-``custom:mlplatform:read`` and ``custom:mlplatform:credentials`` for themselves; adds the
+``custom:mlplatform:read`` and ``custom:mlplatform:credentials`` for themselves, and each notebook
+server ``custom:mlplatform:read`` for its owner (its jobs API checks projects with it); adds the
 credentials page's template; and makes `platform-local` the spawner unless one
 is set.
 """
@@ -26,6 +27,7 @@ from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
 from .platform import Runtime, kubespawner_traits
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
+SERVER_SCOPES = ["users:activity!user", "access:servers!server"]  # JupyterHub's default server role
 _SECTIONS = ("PlatformConfig", "LocalPlatformSpawner", "PlatformSpawner")
 _KEYS = ("accelerators", "profiles", "profile_list", "everyone", "groups")
 
@@ -76,5 +78,11 @@ def configure(c: Config) -> Runtime:
     else:
         user_role["scopes"] = list(user_role.get("scopes", ["self"])) + \
             [s for s in mine if s not in user_role.get("scopes", [])]
+    # the notebook server reads its owner's projects (the jobs API checks them)
+    server_role = next((r for r in roles if r.get("name") == "server"), None)
+    if server_role is None:
+        roles.append({"name": "server", "scopes": [*SERVER_SCOPES, f"{SCOPE}!user"]})
+    elif f"{SCOPE}!user" not in server_role.get("scopes", []):
+        server_role["scopes"] = list(server_role.get("scopes", SERVER_SCOPES)) + [f"{SCOPE}!user"]
     c.JupyterHub.load_roles = roles
     return runtime

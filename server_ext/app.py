@@ -1,5 +1,5 @@
 """`MLPlatformApp`, the notebook server extension: the `ml/v1` jobs REST + SSE API under the
-server's base URL, backed by one jobs service (and so one watch cache) per server.
+server's base URL, backed by one jobs service (and so one set of watch caches) per server.
 
 Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubernetes``)::
 
@@ -7,9 +7,14 @@ Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubern
     c.MLPlatformApp.state_dir = "~/.local/share/mlplatform"   # local backend: jobs.sqlite and logs
     c.MLPlatformApp.projects = ["alice", "vision"]            # else: the hub's platform API, else
                                                               # the user's personal project
-    c.MLPlatformApp.accelerators = {...}         # hub_ext.catalog syntax; default: the built-in catalogue
+    c.MLPlatformApp.accelerators = {...}         # hub_ext.catalog syntax; default: on Kubernetes the
+                                                 # catalogue the hub published in each project, else
+                                                 # the built-in one
+    c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects" # local runtime: credentials and datasets
 
-The backend starts on the first request (not at server start) and stops with the server.
+The spawners set the environment this reads by default: ``MLPLATFORM_BACKEND`` (``kubernetes``
+in a PlatformSpawner pod), ``MLPLATFORM_STATE_DIR``, ``MLPLATFORM_PROJECTS_DIR``. The backend
+starts on the first request (not at server start) and stops with the server.
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Dict, Enum, List, Unicode, default
 
 from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import personal_project_name
+from hub_ext.local_files import project_files
+from hub_ext.mounts import Available
 
 from .config import default_state_dir
-from .jobs.defaults import DEFAULT_ACCELERATORS
+from .jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
 from .jobs.machines import Machines
 from .jobs.plan import PlanSettings
 from .jobs.service import JobService
+from .projects import HubProjects, StaticProjects
 from .rest.handlers import routes
 
 
@@ -36,11 +43,16 @@ class MLPlatformApp(ExtensionApp):
     name = "mlplatform"
     load_other_extensions = True
 
-    backend = Enum(["local", "kubernetes"], default_value="local",
-                   help="""Where jobs run: processes on this machine, or the Kubernetes cluster.
+    backend = Enum(["local", "kubernetes"],
+                   help="""Where jobs run: processes on this machine, or the Kubernetes cluster
+                   (default: $MLPLATFORM_BACKEND, else local).
 
                    c.MLPlatformApp.backend = "kubernetes"
                    """).tag(config=True)
+
+    @default("backend")
+    def _default_backend(self):
+        return "kubernetes" if os.environ.get("MLPLATFORM_BACKEND") == "kubernetes" else "local"
 
     state_dir = Unicode(help="""The local backend's state (jobs.sqlite, logs).
 
@@ -51,16 +63,33 @@ class MLPlatformApp(ExtensionApp):
     def _default_state_dir(self):
         return str(default_state_dir())
 
+    projects_dir = Unicode(help="""The local runtime's project directories (credentials and datasets, see
+                           hub_ext.local_files); default $MLPLATFORM_PROJECTS_DIR; empty: none.
+
+                           c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects"
+                           """).tag(config=True)
+
+    @default("projects_dir")
+    def _default_projects_dir(self):
+        return os.environ.get("MLPLATFORM_PROJECTS_DIR", "")
+
     projects = List(Unicode(), help="""The projects this server's user may use (empty: ask the hub's platform
                     API when in a JupyterHub, else the user's personal project).
 
                     c.MLPlatformApp.projects = ["alice", "vision"]
                     """).tag(config=True)
 
-    accelerators = Dict(help="""The accelerator catalogue (hub_ext.catalog syntax); empty: the built-in one.
+    accelerators = Dict(help="""The accelerator catalogue (hub_ext.catalog syntax); empty: on Kubernetes the one
+                        the hub published in each project, else the built-in one.
 
                         c.MLPlatformApp.accelerators = {"1g.5gb": {"type": "mig", "profile": "1g.5gb"}}
                         """).tag(config=True)
+
+    kube_context = Unicode("", help="""The kubeconfig context of the cluster (empty: the current one, or the
+                           pod's ServiceAccount inside a cluster).
+
+                           c.MLPlatformApp.kube_context = "dgx-eu"
+                           """).tag(config=True)
 
     def initialize_settings(self):
         self._service: JobService | None = None
@@ -69,8 +98,14 @@ class MLPlatformApp(ExtensionApp):
     def initialize_handlers(self):
         self.handlers.extend(routes)
 
-    async def _projects(self, user: str) -> list[str]:
-        return list(self.projects) or [personal_project_name(user)]
+    def _project_source(self):
+        api, token = os.environ.get("JUPYTERHUB_API_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")
+        if not self.projects and api and token:
+            return HubProjects(api, token)
+        return StaticProjects(list(self.projects))
+
+    async def _files(self, project: str) -> Available:
+        return project_files(self.projects_dir, project) if self.projects_dir else Available()
 
     async def job_service(self) -> JobService:
         async with self._service_lock:
@@ -79,17 +114,35 @@ class MLPlatformApp(ExtensionApp):
             return self._service
 
     async def _make_service(self) -> JobService:
-        accelerators = parse_accelerators(self.accelerators) if self.accelerators else DEFAULT_ACCELERATORS
-        settings = PlanSettings(Machines(accelerators))
+        fixed = parse_accelerators(self.accelerators) if self.accelerators else None
         if self.backend == "local":
             from .jobs.local_backend import LocalBackend
 
             backend = LocalBackend(pathlib.Path(os.path.expanduser(self.state_dir)))
             await backend.start()
+            settings = PlanSettings(Machines(fixed or DEFAULT_ACCELERATORS))
+            service = JobService(backend, settings, self._project_source(), self._files)
         else:
-            raise NotImplementedError("the kubernetes backend is wired in by server_ext.jobs.kube_backend")
+            service = await self._kube_service(fixed)
         self.log.info("mlplatform jobs: %s backend started", self.backend)
-        return JobService(backend, settings, self._projects)
+        return service
+
+    async def _kube_service(self, fixed) -> JobService:
+        from hub_ext.kube_mounts import MountSettings
+
+        from .jobs.kube_backend import KubeBackend
+        from .jobs.kubeflow import KubeSettings
+        from .kube_target import catalog, connect
+
+        kube, _ = await connect(self.kube_context or None)
+        backend = KubeBackend(kube, KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES)))
+
+        async def settings_for(project: str) -> PlanSettings:
+            accelerators = fixed or (await catalog(kube, project))[0]
+            return PlanSettings(Machines(accelerators))
+
+        return JobService(backend, PlanSettings(Machines(fixed or DEFAULT_ACCELERATORS)), self._project_source(),
+                          settings_for=settings_for)
 
     async def stop_extension(self):
         if getattr(self, "_service", None) is not None:

@@ -44,6 +44,9 @@ async def _no_files(project: str) -> Available:
     return Available()
 
 
+Settings = Callable[[str], Awaitable[PlanSettings]]  # project → its catalogue and tables
+
+
 @dataclass
 class JobService:
     backend: JobBackend
@@ -51,6 +54,7 @@ class JobService:
     projects: Projects
     files: Files = _no_files
     package_limit: int = package.CONFIGMAP_LIMIT  # the largest sdist shipped in a ConfigMap
+    settings_for: Settings | None = None  # per project (a cluster's published catalogue); else `settings`
 
     async def _check(self, user: str, project: str) -> None:
         if project not in await self.projects(user):
@@ -68,7 +72,8 @@ class JobService:
         job = parse_job(body, shipped_package=package_path is not None)
         available = await self.files(project) if mounts else Available()
         select(available, mounts.get("credentials"), mounts.get("datasets"), project)
-        plan = plan_job(job, self.settings, project=project, owner=user,
+        settings = await self.settings_for(project) if self.settings_for else self.settings
+        plan = plan_job(job, settings, project=project, owner=user,
                         credentials=tuple(selected(available.credentials, mounts.get("credentials"), "credentials")),
                         datasets=tuple(selected(available.datasets, mounts.get("datasets"), "datasets")))
         if package_path is None:

@@ -121,7 +121,7 @@ async def test_pod_is_the_plan_whole_object_and_valid(cluster):
         "CPU_LIMIT": "4.0", "MEM_LIMIT": "17179869184",
         "GOOGLE_APPLICATION_CREDENTIALS": "/etc/mlplatform/credentials/training-sa/key.json",
         "MLPLATFORM_DATASETS": json.dumps({"imagenet": "/datasets/imagenet"}),
-        "MLPLATFORM_PROJECT": "vision", "MLPLATFORM_PROFILE": "mig-1g",
+        "MLPLATFORM_PROJECT": "vision", "MLPLATFORM_PROFILE": "mig-1g", "MLPLATFORM_BACKEND": "kubernetes",
     }
     c = {k: v for k, v in c.items() if k != "env"}
     assert c == {

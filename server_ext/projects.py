@@ -1,0 +1,52 @@
+"""Which projects the notebook server's user may use, for the jobs service's project check.
+
+- In a JupyterHub (``JUPYTERHUB_API_URL`` and ``JUPYTERHUB_API_TOKEN`` set): `HubProjects` asks
+  the hub's platform API (``GET {api}/mlplatform/users/{user}/projects``) with the server's own
+  token, which holds ``custom:mlplatform:read`` for its owner only (`hub_ext.setup.configure`), so
+  anyone else gets no projects. Answers are kept for `ttl` seconds (group changes reach the hub
+  at login anyway); a failure raises `UpstreamError`, never an empty list.
+- Otherwise `StaticProjects`: a configured list, or the user's personal project.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.parse
+
+from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+from hub_ext.entitlements import personal_project_name
+from hub_ext.errors import UpstreamError
+
+
+class StaticProjects:
+    def __init__(self, names: list[str] | None = None):
+        self.names = list(names or [])
+
+    async def __call__(self, user: str) -> list[str]:
+        return self.names or [personal_project_name(user)]
+
+
+class HubProjects:
+    def __init__(self, api_url: str, token: str, ttl: float = 30.0):
+        self.api_url, self._token, self.ttl = api_url.rstrip("/"), token, ttl
+        self._cache: dict[str, tuple[float, list[str]]] = {}
+
+    async def __call__(self, user: str) -> list[str]:
+        hit = self._cache.get(user)
+        if hit and time.monotonic() - hit[0] < self.ttl:
+            return hit[1]
+        url = f"{self.api_url}/mlplatform/users/{urllib.parse.quote(user, safe='')}/projects"
+        try:
+            resp = await AsyncHTTPClient().fetch(url, headers={"Authorization": f"token {self._token}"},
+                                                 request_timeout=10)
+        except HTTPClientError as e:
+            if e.code in (403, 404):  # not this server's owner: no projects
+                return []
+            raise UpstreamError("read your projects from the hub", f"the hub answered {e.code}") from None
+        except OSError as e:
+            raise UpstreamError("read your projects from the hub", type(e).__name__) from None
+        names = [p["name"] for p in json.loads(resp.body)["projects"]]
+        self._cache[user] = (time.monotonic(), names)
+        return names
