@@ -4,7 +4,8 @@
 #   make test          all tiers (unit, local, kube, hub, browser), one after another, timed;
 #                      fails if any tier fails or collects no tests
 #   make test-<tier>   one tier: test-unit, test-local, test-kube, test-hub, test-browser
-#   make bench         benchmarks: the Kubernetes API stand-in; spawn cost, PlatformSpawner vs KubeSpawner
+#   make bench         benchmarks: the Kubernetes API stand-in; spawn cost, PlatformSpawner vs KubeSpawner;
+#                      job log streaming (SSE) of a 100 MB log
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
 
@@ -74,3 +75,4 @@ bench: $(VENV)/.stamp
 	$(PY) -m tests.bench.spawn --spawns 64
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
 	$(PY) -m tests.bench.idle_lists --seconds 60 --watch-timeout 10
+	$(PY) -m tests.bench.sse_logs --mb 100

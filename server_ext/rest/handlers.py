@@ -146,36 +146,52 @@ class LogsHandler(_Handler):
         self.finish()
 
     async def _stream(self, lines) -> None:
-        pending = 0
-        iterator = lines.__aiter__()
-        next_line = asyncio.ensure_future(iterator.__anext__())
+        """Write `lines` as events. A pump task formats them into a batch; this loop writes and
+        flushes whatever has gathered each time the pump waits (for the file, or for room), so the
+        cost is per batch, not per line. The pump stops once `FLUSH_BYTES` are waiting, so memory
+        stays bounded whatever the log's size or the client's speed."""
+        batch: list[str] = []
+        size = 0
+        ready = asyncio.Event()  # the batch has events, or the pump ended
+        room = asyncio.Event()  # the batch was taken: the pump may go on
+
+        async def pump() -> None:
+            nonlocal size
+            async for line in lines:
+                chunk = f"id: {line.seq}\ndata: {json.dumps({'seq': line.seq, 'task': line.task, 'text': line.text})}\n\n"
+                batch.append(chunk)
+                size += len(chunk)
+                ready.set()
+                if size >= FLUSH_BYTES:
+                    room.clear()
+                    await room.wait()
+
+        pumping = asyncio.ensure_future(pump())
         try:
-            while True:
-                done, _ = await asyncio.wait({next_line}, timeout=KEEPALIVE_S if pending == 0 else 0.05)
-                if not done:
-                    if pending:
-                        await self.flush()
-                        pending = 0
-                    else:
+            while batch or not pumping.done():
+                if not batch:
+                    ready.clear()
+                    woken = asyncio.ensure_future(ready.wait())
+                    try:
+                        done, _ = await asyncio.wait({woken, pumping}, timeout=KEEPALIVE_S,
+                                                     return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        woken.cancel()
+                    if not done:
                         self.write(": keepalive\n\n")
                         await self.flush()
                     continue
-                try:
-                    line = next_line.result()
-                except StopAsyncIteration:
-                    break
-                chunk = f"id: {line.seq}\ndata: {json.dumps({'seq': line.seq, 'task': line.task, 'text': line.text})}\n\n"
-                self.write(chunk)
-                pending += len(chunk)
-                if pending >= FLUSH_BYTES:
-                    await self.flush()
-                    pending = 0
-                next_line = asyncio.ensure_future(iterator.__anext__())
+                data = "".join(batch)
+                batch.clear()
+                size = 0
+                room.set()
+                self.write(data)
+                await self.flush()
+            pumping.result()  # the log's own error, if it failed
         finally:
-            if not next_line.done():
-                next_line.cancel()
-        if pending:
-            await self.flush()
+            if not pumping.done():
+                pumping.cancel()
+                await asyncio.wait({pumping})
 
 
 _JOBS = r"/ml/v1/projects/(?P<project>[^/]+)/jobs"
