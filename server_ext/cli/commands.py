@@ -3,7 +3,9 @@ a few, for streaming), text out through `server_ext.cli.output`. Results go to `
 status messages to `Context.err`; each returns the exit code (0 ok, 1 the operation or the job
 failed). Errors are raised, never printed here: `main` translates them once.
 
-- ``jobs submit training``: gcloud's submitted block on stderr and ``jobId``/``state`` on stdout
+- ``jobs submit training``: ``--package-path`` (and ``--staging-bucket``) go to `JobService.create`,
+  which builds the package and ships it the same way on every runtime (an error of the build names
+  ``--package-path``); gcloud's submitted block on stderr and ``jobId``/``state`` on stdout
   (with `Context.settle`, only once the job has left QUEUED/PREPARING);
   with ``--stream-logs`` every task's log on stderr until the job ends, then the job's status, and
   exit 1 unless it SUCCEEDED (as gcloud).
@@ -12,7 +14,8 @@ failed). Errors are raised, never printed here: `main` translates them once.
 - ``jobs describe``/``get``, ``jobs stream-logs`` (all tasks, or ``--task-name``; follows until the
   job ends), ``jobs cancel`` (silent, like gcloud, and a job that already ended is not an error).
 - ``local train``: the job runs in the foreground; the master's output is copied to stdout as
-  is, and the exit code is 0 only if the job SUCCEEDED.
+  is, and the exit code is 0 only if the job SUCCEEDED. As gcloud's, it runs ``--package-path`` in
+  place (a ``file://`` package directory, `flags.local_train_job`): nothing is built.
 """
 
 from __future__ import annotations
@@ -42,12 +45,6 @@ def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def file_package(path: str) -> str:
-    """Until packaging is wired in: the ``--package-path`` directory itself, as a ``file://`` URI
-    (what the local backend can run from)."""
-    return pathlib.Path(path).expanduser().resolve().as_uri()
-
-
 @dataclass
 class Context:
     service: JobService
@@ -58,7 +55,6 @@ class Context:
     scope: str = ""  # flags to repeat in suggested commands, e.g. " --project team"
     tz: datetime.tzinfo | None = None
     now: Callable[[], datetime.datetime] = field(default=_utcnow)
-    package: Callable[[str], str] = field(default=file_package)
     settle: bool = False  # wait until a submitted job has started before returning (the local runtime
                           # prepares jobs in this process: exiting earlier would fail them)
 
@@ -123,16 +119,16 @@ async def _wait_started(ctx: Context, job_id: str, poll: float = 0.2) -> None:
 
 
 async def submit_training(ctx: Context, args: argparse.Namespace, doc: dict, package_path: str | None) -> int:
-    """Submit `doc` (`flags_to_job`'s, already validated), with the package built from `package_path`."""
+    """Submit `doc` (`flags_to_job`'s, already validated), with the package built from `package_path`
+    (relative to the working directory)."""
     if args.async_:
         ctx.err.write("WARNING: The --async flag is deprecated, as the default behavior is to submit the job "
                       "asynchronously; it can be omitted. For synchronous behavior, please pass --stream-logs.\n\n")
-    if package_path:
-        training = doc["trainingInput"] = dict(doc["trainingInput"])
-        training["packageUris"] = [*(training.get("packageUris") or []), ctx.package(package_path)]
     mounts = mounts_from_flags(args)
     try:
-        job = await ctx.service.create(ctx.user, ctx.project, {**doc, "mounts": mounts} if mounts else doc)
+        job = await ctx.service.create(ctx.user, ctx.project, {**doc, "mounts": mounts} if mounts else doc,
+                                       package_path=pathlib.Path(package_path) if package_path else None,
+                                       staging_bucket=getattr(args, "staging_bucket", None))
     except UserInputError as e:
         raise UserInputError(flag_for(e.field, args), e.message, e.status) from None
     job_id = job["jobId"]

@@ -11,8 +11,8 @@ Guarantees:
   it is the trainer's arguments (`split_user_args`).
 - `flags_to_job(args)` returns ``(job, package_path)``: the Job in Google's canonical JSON shape
   (int64 as strings, upper-case enums, as `server_ext.jobs.model.parse_job` makes it) and the
-  ``--package-path`` directory (or None), which the caller packages and appends to
-  ``trainingInput.packageUris``. As gcloud does, the ``--config`` file (YAML or JSON, a Job with
+  ``--package-path`` directory (or None), which the caller hands to `JobService.create`
+  (``package_path=``) to build and ship, on every runtime. As gcloud does, the ``--config`` file (YAML or JSON, a Job with
   ``trainingInput:`` at the top) is read first and every flag given overrides its field (``--labels``
   replaces all labels; an accelerator flag replaces that replica's ``acceleratorConfig``). Unlike
   gcloud (which leaves it to the server to refuse), a job with custom-tier fields (machine types,

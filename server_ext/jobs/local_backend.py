@@ -6,10 +6,12 @@ then the `JobBackend` methods; ``await backend.close()`` at the end.
 A job runs as one process per task (`JobPlan.task_names`): ``<python> -m <pythonModule> <args…>``
 in ``<state_dir>/jobs/<project>/<jobId>/``, each in its own session (process group), stdout and
 stderr merged into ``<task>.log`` there, the environment from `local_env.task_env`. Code comes from
-``packageUris``: sdists/wheels (local paths, ``file://``, or ``gs://``/``s3://`` fetched by
-`server_ext.jobs.fetch`) are installed once per job with ``pip install --no-deps --target site``
-(pip's output goes to the master's log); a package directory is used in place (its parent on
-``PYTHONPATH``, as ``--package-path`` does). A custom container cannot run here and is refused.
+``packageUris`` (`local_package`): sdists/wheels (local paths, ``file://``, ``gs://``/``s3://``
+fetched by `server_ext.jobs.fetch`, or the package shipped with the job, `JobPlan.package`, copied
+into the job's directory during `submit`) are installed once per job with ``pip install --no-deps
+--target site`` (pip's output goes to the master's log); a package directory is used in place (its
+parent on ``PYTHONPATH``, as ``local train --package-path`` does). A custom container cannot run
+here and is refused.
 
 Guarantees:
 - States: QUEUED at submit → PREPARING while fetching/installing → RUNNING once every process
@@ -18,8 +20,9 @@ Guarantees:
   could not be installed; cancel → CANCELLING → CANCELLED once every process group ended
   (SIGTERM, SIGKILL after `grace_s`). When a job ends, the replicas still running are stopped the
   same way before the final state is written, so a final state means no process is left.
-- Submit is all or nothing: a taken jobId (`JobExists`), a bad package URI, a container image or a
-  credential/dataset the project lacks is refused before anything is created or started.
+- Submit is all or nothing: a taken jobId (`JobExists`), a bad package URI, a shipped package whose
+  bytes are not the plan's (sha256), a container image or a credential/dataset the project lacks is
+  refused before anything is created or started.
 - State lives in ``<state_dir>/jobs.sqlite`` (`local_store`). Each replica's exit status is also
   written next to its log by a ``/bin/sh`` wrapper (`local_procs`), so it survives the server. A new backend on
   the same state_dir shows finished jobs unchanged; re-adopts running ones (watched by polling
@@ -48,11 +51,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import AsyncIterator, Mapping
 
-from hub_ext.errors import PlatformError, UserInputError
+from hub_ext.errors import UserInputError
 
 from ..errors import JobExists, JobFinished, JobNotFound
 from .backend import FINAL, LogLine
-from .local_env import command, decide, mounts_env, package_sources, port_tasks, refuse_unrunnable, task_env
+from . import local_package
+from .local_env import command, decide, mounts_env, port_tasks, refuse_unrunnable, task_env
 from .local_procs import Replica, free_ports, read_log, start_replica, stop
 from .local_store import JobRecord, JobStore
 from .plan import JobPlan, task_name
@@ -69,15 +73,6 @@ def now() -> str:
 def _etag(job: Mapping) -> str:
     body = json.dumps({k: v for k, v in job.items() if k != "etag"}, sort_keys=True).encode()
     return base64.b64encode(hashlib.sha256(body).digest()[:12]).decode()
-
-
-def _fetcher():
-    """`server_ext.jobs.fetch.fetch_all`, or None where that module is not installed."""
-    try:
-        from .fetch import fetch_all
-    except ImportError:
-        return None
-    return fetch_all
 
 
 @dataclass
@@ -190,30 +185,33 @@ class LocalBackend:
         refuse_unrunnable(plan)
         if not _PROJECT.fullmatch(plan.project):
             raise UserInputError("project", f"{plan.project!r} cannot name a local project directory")
-        for source in package_sources(plan.package_uris):
-            if source.kind == "remote" and _fetcher() is None:
-                raise UserInputError("trainingInput.packageUris", f"{source.value}: this server cannot fetch "
-                                                                  "gs:// or s3:// packages; give a local path")
-            if source.kind == "local" and not os.path.exists(source.value):
-                raise UserInputError(source.field, f"{source.value} does not exist on this machine")
+        local_package.check(plan)
         mounts_env(plan)  # refuses a credential or dataset the project lacks
         key = (plan.project, plan.job.job_id)
-        if key in self._jobs:
-            raise JobExists(*key)
-        job = plan.job.to_json()
-        job.update(state="QUEUED", createTime=now())
-        job["etag"] = _etag(job)
-        rec = JobRecord(plan.project, plan.job.job_id, plan.owner, job, plan.task_names())
-        self._jobs[key] = rec
+        # the shipped sdist's file lives only until submit returns: copied (and checked) before anything is made
+        kept = await asyncio.to_thread(local_package.keep, plan.package, self.state_dir) if plan.package else None
         try:
-            await self._store.insert(rec)
-        except BaseException:
-            self._jobs.pop(key, None)
-            raise
-        job_dir = self.job_dir(*key)
-        if job_dir.exists():  # left by a state file that was removed: never mix two jobs' logs
-            await asyncio.to_thread(shutil.rmtree, job_dir)
-        job_dir.mkdir(parents=True)
+            if key in self._jobs:  # no await from here to the record being cached
+                raise JobExists(*key)
+            job = plan.job.to_json()
+            job.update(state="QUEUED", createTime=now())
+            job["etag"] = _etag(job)
+            rec = JobRecord(plan.project, plan.job.job_id, plan.owner, job, plan.task_names())
+            self._jobs[key] = rec
+            try:
+                await self._store.insert(rec)
+            except BaseException:
+                self._jobs.pop(key, None)
+                raise
+            job_dir = self.job_dir(*key)
+            if job_dir.exists():  # left by a state file that was removed: never mix two jobs' logs
+                await asyncio.to_thread(shutil.rmtree, job_dir)
+            job_dir.mkdir(parents=True)
+            if kept is not None:
+                kept.place(job_dir)
+        finally:
+            if kept is not None:
+                kept.discard()
         base = dict(self._env if self._env is not None else os.environ)
         live = self._live[key] = _Live()
         log.info("job %s/%s: submitted by %s, tasks %s", plan.project, plan.job.job_id, plan.owner,
@@ -295,27 +293,11 @@ class LocalBackend:
     async def _prepare(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict) -> list[str]:
         """Fetch and install the packages; the PYTHONPATH entries for the replicas."""
         job_dir = self.job_dir(rec.project, rec.job_id)
-        sources = package_sources(plan.package_uris)
-        remote = [s.value for s in sources if s.kind == "remote"]
-        fetched: dict[str, pathlib.Path] = {}
-        if remote:
-            fetch_all = _fetcher()
-            if fetch_all is None:
-                raise _Failed("Fetching gs:// and s3:// packages is not available on this server.")
-            try:
-                paths = await fetch_all(remote, job_dir / "packages", {**base, **mounts_env(plan)},
-                                        job=f"{rec.project}/{rec.job_id}")
-            except PlatformError as e:
-                raise _Failed(f"Fetching the job's packages failed: {e}") from None
-            fetched = dict(zip(remote, paths))
-        files: list[pathlib.Path] = []
-        dirs: list[str] = []
-        for s in sources:
-            path = pathlib.Path(fetched.get(s.value) or s.value).resolve()
-            if path.is_dir():
-                dirs.append(str(path.parent))
-            else:
-                files.append(path)
+        try:
+            files, dirs = await local_package.locate(plan, job_dir, {**base, **mounts_env(plan)},
+                                                     f"{rec.project}/{rec.job_id}")
+        except local_package.PackagesUnavailable as e:
+            raise _Failed(str(e)) from None
         if not files:
             return dirs
         site = job_dir / "site"

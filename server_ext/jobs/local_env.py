@@ -6,10 +6,13 @@ plan alone (no I/O: ports and paths come in as arguments):
 
 - `refuse_unrunnable(plan)`: a custom container (any ``<role>Config.imageUri``) cannot run here →
   `UserInputError` naming that field; a job without ``pythonModule`` likewise.
-- `package_sources(uris)`: each ``packageUris`` entry is ``remote`` (``gs://``, ``s3://``: fetched
-  by `server_ext.jobs.fetch`) or ``local`` (a path or ``file://`` URI: an sdist/wheel to install,
-  or a package directory whose parent goes on ``PYTHONPATH``); any other scheme is refused with
-  the entry's field path (``trainingInput.packageUris[1]``).
+- `package_sources(uris, shipped)`: each ``packageUris`` entry is ``shipped`` (the URI of the
+  package shipped with the job, `plan.ShippedPackage.uri`: ``configmap://…`` or its staging
+  bucket's; the backend holds a copy of its bytes, so it is never fetched), ``remote`` (``gs://``,
+  ``s3://``: fetched by `server_ext.jobs.fetch`) or ``local`` (a path or ``file://`` URI: an
+  sdist/wheel to install, or a package directory whose parent goes on ``PYTHONPATH``); any other
+  scheme (a ``configmap://`` URI not shipped with this job included) is refused with the entry's
+  field path (``trainingInput.packageUris[1]``).
 - `task_env(plan, task, …)`: the base environment plus ``CLOUD_ML_JOB_ID``, the credential and
   dataset paths of the plan (exactly as `hub_ext.mounts.select` exposes them: paths only, never
   the files' content), ``PYTHONPATH``, a per-task hypertune metrics file, and the cluster:
@@ -49,8 +52,8 @@ REMOTE_SCHEMES = ("gs", "s3")
 
 @dataclass(frozen=True)
 class PackageSource:
-    kind: str  # "remote" | "local"
-    value: str  # the URI (remote) or the local path
+    kind: str  # "shipped" | "remote" | "local"
+    value: str  # the URI (shipped, remote) or the local path
     field: str  # trainingInput.packageUris[i]
 
 
@@ -65,13 +68,15 @@ def refuse_unrunnable(plan: JobPlan) -> None:
         raise UserInputError("trainingInput.pythonModule", "is required on the local runtime")
 
 
-def package_sources(uris: Iterable[str]) -> list[PackageSource]:
+def package_sources(uris: Iterable[str], shipped: str | None = None) -> list[PackageSource]:
     out = []
     for i, uri in enumerate(uris):
         field = f"trainingInput.packageUris[{i}]"
         parts = urlsplit(uri)
         scheme = parts.scheme.lower()
-        if scheme in REMOTE_SCHEMES:
+        if shipped is not None and uri == shipped:
+            out.append(PackageSource("shipped", uri, field))
+        elif scheme in REMOTE_SCHEMES:
             out.append(PackageSource("remote", uri, field))
         elif scheme == "file":
             out.append(PackageSource("local", unquote(parts.path), field))

@@ -5,8 +5,11 @@ which accelerators a job may ask for; submit, list, describe, stream-logs and ca
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
 import json
 import os
+import pathlib
 import sysconfig
 
 import kubernetes_asyncio
@@ -23,6 +26,7 @@ from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
 
 pytestmark = [pytest.mark.kube, pytest.mark.standin_only]
 PLUGIN = os.path.join(sysconfig.get_path("scripts"), "kubectl-ai_platform")
+TRAINER = pathlib.Path(__file__).resolve().parents[2] / "examples" / "trainer" / "trainer"
 CATALOG = parse_accelerators({"a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
                               "1g.5gb": {"type": "mig", "profile": "1g.5gb"}})
 
@@ -107,3 +111,27 @@ async def test_an_accelerator_the_project_does_not_offer_is_refused_and_nothing_
     assert (code, out) == (2, "")
     assert "[--master-accelerator]" in err and "no NVIDIA_TESLA_V100 on this platform" in err, err
     assert standin.get("kubeflow.org", "v1", "pytorchjobs", kube_target.namespace, "v100-job") is None
+
+
+async def test_package_path_is_built_and_shipped_in_a_configmap_owned_by_the_job(cluster, standin, kube_target):
+    """The same ``--package-path`` as on the local runtime: built here, shipped through the cluster."""
+    ns = kube_target.namespace
+    code, out, err = await cli(kube_target, "jobs", "submit", "training", "shipped_job", "--module-name", "trainer.task",
+                               "--package-path", str(TRAINER), "--runtime-version", "pytorch-2.3", "--", "--epochs=2")
+    assert code == 0, err
+    assert yaml.safe_load(out) == {"jobId": "shipped_job", "state": "QUEUED"}
+    job = standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "shipped-job")
+    cm = standin.get("", "v1", "configmaps", ns, "shipped-job-package")
+    assert cm["metadata"]["ownerReferences"] == [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+                                                  "name": "shipped-job", "uid": job["metadata"]["uid"]}]
+    (name, data), = cm["binaryData"].items()
+    assert name == "mlplatform_example_trainer-0.1.0.tar.gz"
+    assert hashlib.sha256(base64.b64decode(data)).hexdigest() == cm["metadata"]["annotations"][
+        "mlplatform.io/package-sha256"]
+    pod = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    assert pod["initContainers"][0]["command"][-1] == f"configmap://shipped-job-package/{name}"
+
+    code, out, err = await cli(kube_target, "jobs", "submit", "training", "unbuilt_job", "--module-name", "m",
+                               "--package-path", str(TRAINER.parent / "README.md"), "--runtime-version", "pytorch-2.3")
+    assert (code, out) == (2, "") and "Invalid value for [--package-path]: " in err, err
+    assert standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "unbuilt-job") is None

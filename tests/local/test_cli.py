@@ -12,6 +12,7 @@ import pytest
 pytestmark = pytest.mark.local
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLE_TRAINER = ROOT / "examples" / "trainer" / "trainer"
 SCRIPT = pathlib.Path(sys.executable).with_name("kubectl-ai_platform")
 
 
@@ -45,20 +46,23 @@ def test_local_train_runs_in_the_foreground_and_exits_with_the_result(cli):
 
 
 def test_submit_stream_list_describe_cancel(cli):
-    done = cli("jobs", "submit", "training", "j1", "--local", "--module-name", "trainer.task",
-               "--package-path", "trainer", "--stream-logs", "--", "x")
+    """``--package-path`` is built into an sdist and shipped as on Kubernetes (configmap://), then
+    installed by the local runtime; ``local train`` (above) runs its directory in place instead."""
+    done = cli("jobs", "submit", "training", "j1", "--local", "--package-path", str(EXAMPLE_TRAINER),
+               "--module-name", "trainer.task", "--stream-logs", "--", "--epochs=2", "--sleep=0")
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith("Job [j1] submitted successfully.\nINFO\t")
-    assert "\tmaster-replica-0\t\thello from ['x']\n" in done.stderr
+    assert "\tmaster-replica-0\t\tInstalling mlplatform_example_trainer-0.1.0.tar.gz into " in done.stderr
+    assert "\tmaster-replica-0\t\tepoch 2/2 loss=" in done.stderr and "\tmaster-replica-0\t\tdone: rmse=" in done.stderr
     assert done.stdout.startswith("endTime: '") and "jobId: j1\n" in done.stdout and done.stdout.endswith(
         "state: SUCCEEDED\n")
 
     failed = cli("jobs", "submit", "training", "j2", "--local", "--module-name", "trainer.fail",
-                 "--package-path", "trainer", "--stream-logs")
+                 "--packages", "trainer", "--stream-logs")  # a directory, run in place: no build
     assert failed.returncode == 1 and failed.stdout.endswith("state: FAILED\n")
 
     queued = cli("jobs", "submit", "training", "j3", "--local", "--module-name", "trainer.task",
-                 "--package-path", "trainer")
+                 "--packages", "trainer")
     assert queued.returncode == 0, queued.stderr
     assert queued.stdout == "jobId: j3\nstate: QUEUED\n"
     assert "  $ kubectl ai-platform jobs stream-logs j3\n" in queued.stderr
@@ -68,11 +72,16 @@ def test_submit_stream_list_describe_cancel(cli):
     listing = cli("jobs", "list", "--local", "--format", "value(jobId,state)", "--sort-by", "jobId")
     assert listing.stdout == "j1\tSUCCEEDED\nj2\tFAILED\nj3\tSUCCEEDED\n"
     described = cli("jobs", "describe", "j1", "--local")
-    assert described.returncode == 0 and "jobId: j1\n" in described.stdout and "  - x\n" in described.stdout
+    assert described.returncode == 0 and "jobId: j1\n" in described.stdout and "  - --epochs=2\n" in described.stdout
+    assert "  - configmap://j1-package/mlplatform_example_trainer-0.1.0.tar.gz\n" in described.stdout
     assert cli("jobs", "cancel", "j1", "--local").returncode == 0  # already ended: nothing to do, as gcloud
 
     taken = cli("jobs", "submit", "training", "j1", "--local", "--module-name", "m", "--package-path", "trainer")
     assert taken.returncode == 1 and "ALREADY_EXISTS" in taken.stderr
+    unbuildable = cli("jobs", "submit", "training", "j4", "--local", "--module-name", "m", "--package-path", "state")
+    assert (unbuildable.returncode, unbuildable.stdout) == (2, "")
+    assert unbuildable.stderr.startswith("ERROR: (kubectl ai-platform.jobs.submit.training) Invalid value for "
+                                         "[--package-path]: "), unbuildable.stderr
     missing = cli("jobs", "describe", "nope", "--local")
     assert (missing.returncode, missing.stdout) == (1, "")
     assert missing.stderr == ("ERROR: (kubectl ai-platform.jobs.describe) NOT_FOUND: Job projects/user-alice/jobs/nope"

@@ -4,9 +4,11 @@ from its sdist (built once per session) and from its package directory."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +24,8 @@ from server_ext.jobs.backend import FINAL
 from server_ext.jobs.local_backend import LocalBackend
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
-from server_ext.jobs.plan import PlanSettings, plan_job
+from server_ext.jobs.package import digest
+from server_ext.jobs.plan import PlanSettings, plan_job, with_package
 
 pytestmark = pytest.mark.local
 
@@ -153,6 +156,49 @@ async def test_package_fetched_from_s3_with_the_jobs_credential(s3_store, sdist,
         assert (await texts(b, "alice", job_id))[-1].startswith("done: rmse=")
     finally:
         await b.close()
+
+
+def shipped_plan(job_id: str, sdist: pathlib.Path, **ship):
+    """What `JobService.create(package_path=…)` submits: no packageUris of its own, the sdist attached."""
+    doc = {"jobId": job_id, "trainingInput": {"pythonModule": "trainer.task", "args": ["--epochs=2", "--sleep=0"],
+                                              "region": "local"}}
+    plan = plan_job(parse_job(doc, shipped_package=True), SETTINGS, project="alice", owner="alice")
+    return with_package(plan, sdist, *digest(sdist), **ship)
+
+
+@pytest.mark.parametrize("delivery, ship", [("configmap", {}), ("bucket", {"staging_bucket": "gs://stage", "limit": 1})])
+async def test_a_shipped_package_is_kept_and_installed_without_fetching(backend, sdist, tmp_path, delivery, ship):
+    """The sdist's file is removed once submit returns (as `JobService.create` does); the job still
+    installs it, and neither its configmap:// nor its (never uploaded) staged URI is read."""
+    built = tmp_path / "build" / sdist.name
+    built.parent.mkdir()
+    shutil.copy(sdist, built)
+    job_id = uid("shipped")
+    plan = shipped_plan(job_id, built, **ship)
+    assert plan.package.delivery == delivery
+    created = await backend.submit(plan)
+    shutil.rmtree(built.parent)
+    assert created["trainingInput"]["packageUris"] == [plan.package.uri]
+    job = await wait_for(backend, "alice", job_id)
+    assert job["state"] == "SUCCEEDED", job
+    job_dir = backend.job_dir("alice", job_id)
+    text = await texts(backend, "alice", job_id)
+    assert text[0] == f"Installing {sdist.name} into {job_dir / 'site'}" and text[-1].startswith("done: rmse=")
+    assert (job_dir / "shipped" / sdist.name).read_bytes() == sdist.read_bytes()
+    assert not (job_dir / "packages").exists()  # nothing was fetched
+    assert not list(backend.state_dir.glob(".incoming-*"))
+
+
+async def test_a_shipped_package_that_is_not_the_planned_bytes_is_refused(backend, sdist):
+    job_id = uid("changed")
+    plan = shipped_plan(job_id, sdist)
+    plan = dataclasses.replace(plan, package=dataclasses.replace(plan.package, sha256="0" * 64))
+    with pytest.raises(UserInputError) as e:
+        await backend.submit(plan)
+    assert e.value.field == "--package-path" and "changed after it was built" in e.value.message
+    with pytest.raises(JobNotFound):
+        await backend.get("alice", job_id)
+    assert not backend.job_dir("alice", job_id).exists() and not list(backend.state_dir.glob(".incoming-*"))
 
 
 async def test_failing_replica_fails_the_job(backend):

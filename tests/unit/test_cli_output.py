@@ -3,6 +3,7 @@ in-memory backend injected through `JobService`."""
 
 import datetime
 import io
+import pathlib
 import types
 
 import pytest
@@ -187,12 +188,24 @@ class FakeBackend:
         pass
 
 
+class ShippingService(JobService):
+    """`JobService` whose ``--package-path`` build is replaced by a stand-in URI; what `create` was
+    asked to build and ship is recorded (tests/local/test_cli.py builds for real)."""
+
+    async def create(self, user, project, body, package_path=None, staging_bucket=None):
+        self.shipped = getattr(self, "shipped", []) + [(package_path, staging_bucket)]
+        if package_path is not None:
+            training = body["trainingInput"]
+            body = {**body, "trainingInput": {**training, "packageUris": ["gs://built/t-0.tar.gz",
+                                                                          *training.get("packageUris", [])]}}
+        return await super().create(user, project, body)
+
+
 def context(backend):
     async def projects(user):
         return ["team"]
-    service = JobService(backend, default_plan_settings(), projects)
-    return commands.Context(service, "alice", "team", io.StringIO(), io.StringIO(), tz=UTC,
-                            package=lambda path: f"file:///pkg/{path}")
+    service = ShippingService(backend, default_plan_settings(), projects)
+    return commands.Context(service, "alice", "team", io.StringIO(), io.StringIO(), tz=UTC)
 
 
 async def submit(ctx, argv):
@@ -205,10 +218,12 @@ async def submit(ctx, argv):
 async def test_submit_prints_gclouds_block_and_status():
     backend = FakeBackend()
     ctx = context(backend)
-    assert await submit(ctx, ["j1", "--module-name", "t.task", "--package-path", "trainer"]) == 0
+    assert await submit(ctx, ["j1", "--module-name", "t.task", "--package-path", "trainer",
+                              "--staging-bucket", "gs://stage/"]) == 0
     assert ctx.out.getvalue() == "jobId: j1\nstate: QUEUED\n"
     assert ctx.err.getvalue() == output.submitted("j1")
-    assert backend.plans[0].package_uris == ("file:///pkg/trainer",) and backend.plans[0].owner == "alice"
+    assert ctx.service.shipped == [(pathlib.Path("trainer"), "gs://stage")]
+    assert backend.plans[0].package_uris == ("gs://built/t-0.tar.gz",) and backend.plans[0].owner == "alice"
 
 
 @pytest.mark.parametrize("final, code", [("SUCCEEDED", 0), ("FAILED", 1)])

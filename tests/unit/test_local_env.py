@@ -152,6 +152,13 @@ def test_package_sources(uris, expected):
     assert local_env.package_sources(uris) == expected
 
 
+@pytest.mark.parametrize("shipped", ["configmap://j-package/t-1.tar.gz", "gs://stage/j/packages/0ab/t-1.tar.gz"])
+def test_the_shipped_package_is_neither_fetched_nor_refused(shipped):
+    assert local_env.package_sources([shipped, "gs://b/dep.whl"], shipped) == [
+        PackageSource("shipped", shipped, "trainingInput.packageUris[0]"),
+        PackageSource("remote", "gs://b/dep.whl", "trainingInput.packageUris[1]")]
+
+
 @pytest.mark.parametrize("uri", ["http://x/t.tar.gz", "configmap://cm/t.tar.gz"])
 def test_package_source_scheme_refused(uri):
     with pytest.raises(UserInputError) as e:
