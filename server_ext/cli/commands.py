@@ -37,7 +37,7 @@ from server_ext.jobs.service import JobService
 from . import output
 from .flags import flag_for, mounts_from_flags
 
-_COUNT_FIELD = {"worker": "workerCount", "parameter_server": "parameterServerCount", "evaluator": "evaluatorCount"}
+_COUNT_FIELD = {"worker": "workerCount", "ps": "parameterServerCount", "evaluator": "evaluatorCount"}
 _LIST_FIELDS = {"pageSize": "--page-size", "filter": "--filter", "pageToken": "--page-size"}
 
 

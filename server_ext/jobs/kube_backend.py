@@ -65,7 +65,7 @@ SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 MERGE_PATCH = "application/merge-patch+json"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 _REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
-_ROLE_OF_TYPE = {"master": "master", "chief": "master", "worker": "worker", "ps": "parameter_server",
+_ROLE_OF_TYPE = {"master": "master", "chief": "master", "worker": "worker", "ps": "ps",
                  "evaluator": "evaluator"}
 
 

@@ -78,7 +78,7 @@ API = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"), "TFJob": ("kubeflow.
 _REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
 _REPLICA_TYPES = {
     "PyTorchJob": {"master": "Master", "worker": "Worker"},
-    "TFJob": {"master": "Chief", "worker": "Worker", "parameter_server": "PS", "evaluator": "Evaluator"},
+    "TFJob": {"master": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"},
 }
 CONTAINER = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "Job": "trainer"}
 _PORTS = {"PyTorchJob": [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}],

@@ -45,8 +45,8 @@ from .plan import JobPlan
 
 HOST = "127.0.0.1"
 _CONFIG_KEYS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
-_TF_TYPE = {"master": "master", "worker": "worker", "parameter_server": "ps", "evaluator": "evaluator"}
-_CLUSTER_ORDER = ("master", "worker", "parameter_server")  # evaluators are not cluster members
+_TF_TYPE = {"master": "master", "worker": "worker", "ps": "ps", "evaluator": "evaluator"}
+_CLUSTER_ORDER = ("master", "worker", "ps")  # evaluators are not cluster members
 REMOTE_SCHEMES = ("gs", "s3")
 
 
@@ -155,7 +155,7 @@ def task_env(plan: JobPlan, task: str, *, base: Mapping[str, str], ports: Mappin
 
 
 def replica_label(task: str) -> str:
-    """``worker-replica-1`` → ``worker 1``, ``parameter_server-replica-0`` → ``ps 0`` (AI Platform's words)."""
+    """``worker-replica-1`` → ``worker 1``, ``ps-replica-0`` → ``ps 0`` (AI Platform's words)."""
     role, index = _split(task)
     return f"{_TF_TYPE.get(role, role)} {index}"
 

@@ -26,7 +26,7 @@ fits, else the staging bucket, else `UserInputError` naming ``--package-path``) 
 becomes the first of ``packageUris`` — in the plan and in the job document, so the job describes
 itself with it, as AI Platform showed the staged package. Only a ``pythonModule`` job can ship one.
 
-Role names are AI Platform's (``master``, ``worker``, ``parameter_server``, ``evaluator``); task
+Role names are AI Platform's (``master``, ``worker``, ``ps``, ``evaluator``); task
 names are ``<role>-replica-<i>`` as AI Platform's logs had them, and `task_name` also reads the
 short spellings (``worker-1``, ``ps-0``, ``chief-0``).
 """
@@ -47,11 +47,11 @@ from . import package as packages
 from .machines import Machines
 from .model import Job, kubernetes_name
 
-ROLES = ("master", "worker", "parameter_server", "evaluator")
-_FIELD = {"master": "master", "worker": "worker", "parameter_server": "parameterServer", "evaluator": "evaluator"}
+ROLES = ("master", "worker", "ps", "evaluator")
+_FIELD = {"master": "master", "worker": "worker", "ps": "parameterServer", "evaluator": "evaluator"}
 _TASK = re.compile(r"(?P<role>master|chief|worker|ps|parameter[_-]server|evaluator)(?:-replica)?-(?P<index>\d+)")
-_ROLE_OF = {"master": "master", "chief": "master", "worker": "worker", "ps": "parameter_server",
-            "parameter_server": "parameter_server", "parameter-server": "parameter_server", "evaluator": "evaluator"}
+_ROLE_OF = {"master": "master", "chief": "master", "worker": "worker", "ps": "ps",
+            "parameter_server": "ps", "parameter-server": "ps", "evaluator": "evaluator"}
 FRAMEWORKS = ("tensorflow", "pytorch")
 
 
@@ -221,7 +221,7 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
         count = int(t.get(f"{_FIELD[role]}Count", "0"))
         if count:
             replicas.append(_replica(t, role, count, runtime_image, settings))
-    if framework == "pytorch" and any(r.role in ("parameter_server", "evaluator") for r in replicas):
+    if framework == "pytorch" and any(r.role in ("ps", "evaluator") for r in replicas):
         raise UserInputError("trainingInput.parameterServerCount", "PyTorch jobs have a master and workers only")
     args = list(t.get("args") or ())
     if t.get("jobDir"):

@@ -144,7 +144,7 @@ def test_error_translation(error, code, text):
 @pytest.mark.parametrize("training, tasks", [
     ({}, ["master-replica-0"]),
     ({"scaleTier": "STANDARD_1"}, ["master-replica-0", *(f"worker-replica-{i}" for i in range(4)),
-                                   "parameter_server-replica-0"]),
+                                   "ps-replica-0"]),
     ({"scaleTier": "CUSTOM", "workerCount": "2", "evaluatorCount": "1"},
      ["master-replica-0", "worker-replica-0", "worker-replica-1", "evaluator-replica-0"]),
 ])

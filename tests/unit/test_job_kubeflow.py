@@ -333,13 +333,13 @@ def test_bad_max_running_time(duration):
 
 @pytest.mark.parametrize("kind, role, expected", [
     ("PyTorchJob", "master", "Master"), ("PyTorchJob", "worker", "Worker"), ("TFJob", "master", "Chief"),
-    ("TFJob", "worker", "Worker"), ("TFJob", "parameter_server", "PS"), ("TFJob", "evaluator", "Evaluator"),
+    ("TFJob", "worker", "Worker"), ("TFJob", "ps", "PS"), ("TFJob", "evaluator", "Evaluator"),
 ])
 def test_replica_types(kind, role, expected):
     assert replica_type(kind, role) == expected
 
 
-@pytest.mark.parametrize("kind, role", [("PyTorchJob", "parameter_server"), ("Job", "master")])
+@pytest.mark.parametrize("kind, role", [("PyTorchJob", "ps"), ("Job", "master")])
 def test_roles_a_kind_lacks(kind, role):
     with pytest.raises(ValueError):
         replica_type(kind, role)

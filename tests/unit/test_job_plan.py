@@ -38,9 +38,9 @@ def shapes(p) -> list[tuple]:
     ({"scaleTier": "BASIC"}, [("master", 1, 4, 15, None, 0)]),
     ({"scaleTier": "BASIC_GPU"}, [("master", 1, 8, 30, "a100", 1)]),
     ({"scaleTier": "STANDARD_1"}, [("master", 1, 16, 14.4, None, 0), ("worker", 4, 4, 15, None, 0),
-                                   ("parameter_server", 1, 4, 15, None, 0)]),
+                                   ("ps", 1, 4, 15, None, 0)]),
     ({"scaleTier": "PREMIUM_1"}, [("master", 1, 32, 28.8, None, 0), ("worker", 19, 16, 14.4, None, 0),
-                                  ("parameter_server", 11, 16, 14.4, None, 0)]),
+                                  ("ps", 11, 16, 14.4, None, 0)]),
     ({"scaleTier": "CUSTOM", "masterType": "n1-highmem-8"}, [("master", 1, 8, 52, None, 0)]),
     ({"scaleTier": "CUSTOM", "masterType": "a2-highgpu-2g"}, [("master", 1, 24, 170, "a100", 2)]),
 ])
@@ -195,14 +195,14 @@ def test_task_names_of_a_plan():
     p = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard",
               "workerCount": 2, "parameterServerType": "standard", "parameterServerCount": 1})
     assert p.task_names() == ["master-replica-0", "worker-replica-0", "worker-replica-1",
-                              "parameter_server-replica-0"]
+                              "ps-replica-0"]
     assert p.replica("worker").count == 2 and p.replica("evaluator") is None and p.total_replicas == 4
 
 
 @pytest.mark.parametrize("text, name", [
     ("master-replica-0", "master-replica-0"), ("chief-0", "master-replica-0"), ("Worker-Replica-1", "worker-replica-1"),
-    ("worker-1", "worker-replica-1"), ("ps-0", "parameter_server-replica-0"),
-    ("parameter-server-0", "parameter_server-replica-0"), ("evaluator-replica-03", "evaluator-replica-3"),
+    ("worker-1", "worker-replica-1"), ("ps-0", "ps-replica-0"),
+    ("parameter-server-0", "ps-replica-0"), ("evaluator-replica-03", "evaluator-replica-3"),
     (" worker-0 ", "worker-replica-0"),
 ])
 def test_task_name_spellings(text, name):

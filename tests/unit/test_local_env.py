@@ -67,14 +67,14 @@ def test_plain_process_without_framework():
 def test_tf_config_master_workers_ps_evaluator():
     plan = make_plan(custom(workers=2, ps=1, evaluators=1, runtimeVersion="2.11"))
     assert local_env.port_tasks(plan) == ["master-replica-0", "worker-replica-0", "worker-replica-1",
-                                          "parameter_server-replica-0"]
+                                          "ps-replica-0"]
     ports = dict(zip(local_env.port_tasks(plan), (7000, 7001, 7002, 7003)))
     cluster = {"master": ["127.0.0.1:7000"], "worker": ["127.0.0.1:7001", "127.0.0.1:7002"], "ps": ["127.0.0.1:7003"]}
     job = json.loads(json.dumps(dict(plan.job.training)))
     expected = {
         "master-replica-0": {"type": "master", "index": 0},
         "worker-replica-1": {"type": "worker", "index": 1},
-        "parameter_server-replica-0": {"type": "ps", "index": 0},
+        "ps-replica-0": {"type": "ps", "index": 0},
         "evaluator-replica-0": {"type": "evaluator", "index": 0},
     }
     for task, role in expected.items():
@@ -172,7 +172,7 @@ def test_package_source_scheme_refused(uri):
     ([("worker-replica-0", 0), ("master-replica-0", 0)], ("SUCCEEDED", None)),
     ([("worker-replica-1", 1)], ("FAILED", "The replica worker 1 exited with a non-zero status of 1.")),
     ([("master-replica-0", 137)], ("FAILED", "The replica master 0 exited with a non-zero status of 137.")),
-    ([("parameter_server-replica-0", -9)], ("FAILED", "The replica ps 0 was killed by SIGKILL.")),
+    ([("ps-replica-0", -9)], ("FAILED", "The replica ps 0 was killed by SIGKILL.")),
     ([("master-replica-0", None)], ("FAILED", "The replica master 0 ended while no server was watching it (the "
                                               "server was down); its exit status is unknown.")),
     ([("master-replica-0", 0), ("worker-replica-0", 1)], ("SUCCEEDED", None)),
