@@ -44,6 +44,7 @@ from hub_ext.errors import UserInputError
 from hub_ext.mounts import Credential, Dataset
 
 from . import package as packages
+from .hptuning import Spec, parse_spec
 from .machines import Machines
 from .model import Job, kubernetes_name
 
@@ -141,6 +142,7 @@ class JobPlan:
     python_version: str | None = None
     credentials: tuple[Credential, ...] = ()
     datasets: tuple[Dataset, ...] = ()
+    sweep: Spec | None = None  # trainingInput.hyperparameters: each trial runs this plan's replicas
     package: ShippedPackage | None = None  # set by `with_package`
 
     @property
@@ -223,13 +225,14 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
             replicas.append(_replica(t, role, count, runtime_image, settings))
     if framework == "pytorch" and any(r.role in ("ps", "evaluator") for r in replicas):
         raise UserInputError("trainingInput.parameterServerCount", "PyTorch jobs have a master and workers only")
+    sweep = parse_spec(t["hyperparameters"]) if t.get("hyperparameters") else None
     args = list(t.get("args") or ())
     if t.get("jobDir"):
         args.append(f"--job-dir={t['jobDir']}")
     return JobPlan(job=job, project=project, owner=owner, name=kubernetes_name(job.job_id), framework=framework,
                    replicas=tuple(replicas), python_module=t.get("pythonModule"), args=tuple(args),
                    package_uris=tuple(t.get("packageUris") or ()), runtime_version=version, python_version=python,
-                   credentials=tuple(credentials), datasets=tuple(datasets))
+                   credentials=tuple(credentials), datasets=tuple(datasets), sweep=sweep)
 
 
 def with_package(plan: JobPlan, sdist: pathlib.Path, sha256: str, size: int, *, staging_bucket: str | None = None,

@@ -1,0 +1,158 @@
+"""AI Platform's `HyperparameterSpec` (``trainingInput.hyperparameters``), checked and with
+AI Platform's defaults, as frozen objects both sweep backends (Katib, Optuna) read. Pure.
+
+`parse_spec(doc)` takes the spec as `model.parse_job` left it (Google's JSON shape: numbers as
+numbers, enums upper-case) and returns a `Spec`, or raises `UserInputError` naming the field
+(``trainingInput.hyperparameters.params[1].maxValue``):
+
+- ``goal`` MAXIMIZE or MINIMIZE (required); ``hyperparameterMetricTag`` required (the metric the
+  trainer reports; AI Platform's default ``training/hptuning/metric`` is not assumed);
+- ``maxTrials`` ≥ 1 (default 1), ``maxParallelTrials`` ≥ 1 (default 1, at most ``maxTrials``),
+  ``maxFailedTrials`` ≥ 0 (default: as AI Platform, the sweep fails once enough trials failed
+  that it cannot go on: 0 here means "not set");
+- ``algorithm`` ALGORITHM_UNSPECIFIED (Bayesian optimisation), GRID_SEARCH or RANDOM_SEARCH;
+  GRID_SEARCH needs every parameter discrete, categorical or integer (a DOUBLE has no grid);
+- at least one parameter, names unique and usable as ``--name=value`` flags
+  (``[A-Za-z][A-Za-z0-9_.-]*``);
+- DOUBLE / INTEGER: ``minValue`` < ``maxValue`` (INTEGER: whole numbers); ``scaleType`` NONE or
+  UNIT_LINEAR_SCALE (linear), UNIT_LOG_SCALE or UNIT_REVERSE_LOG_SCALE (both need ``minValue`` >
+  0; the backends search the transformed space where their library has no such scale);
+- DISCRETE: ``discreteValues`` strictly increasing, 1 to 1000 values; CATEGORICAL:
+  ``categoricalValues`` unique non-empty strings, 1 to 1000;
+- ``resumePreviousJobId`` a jobId of the same project (the backend checks it exists).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from hub_ext.errors import UserInputError
+
+FIELD = "trainingInput.hyperparameters"
+MAX_VALUES = 1000
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
+SCALES = ("NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str  # DOUBLE | INTEGER | CATEGORICAL | DISCRETE
+    min: float | None = None
+    max: float | None = None
+    values: tuple = ()  # DISCRETE: floats, increasing; CATEGORICAL: strings
+    scale: str = "UNIT_LINEAR_SCALE"  # one of SCALES, NONE read as linear
+
+
+@dataclass(frozen=True)
+class Spec:
+    goal: str  # MAXIMIZE | MINIMIZE
+    metric: str  # hyperparameterMetricTag
+    params: tuple[Param, ...]
+    max_trials: int = 1
+    max_parallel: int = 1
+    max_failed: int = 0  # 0: not set
+    algorithm: str = "ALGORITHM_UNSPECIFIED"
+    early_stopping: bool = False
+    resume_from: str | None = None  # resumePreviousJobId
+
+
+def _number(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise UserInputError(where, "must be a number")
+    return float(value)
+
+
+def _param(raw: Mapping, i: int, seen: set[str]) -> Param:
+    where = f"{FIELD}.params[{i}]"
+    name = raw.get("parameterName")
+    if not name or not _NAME.fullmatch(str(name)):
+        raise UserInputError(f"{where}.parameterName", "is required: a name usable as a --name=value flag")
+    if name in seen:
+        raise UserInputError(f"{where}.parameterName", f"{name!r} is already a parameter")
+    seen.add(name)
+    kind = raw.get("type")
+    if kind not in ("DOUBLE", "INTEGER", "CATEGORICAL", "DISCRETE"):
+        raise UserInputError(f"{where}.type", "must be DOUBLE, INTEGER, CATEGORICAL or DISCRETE")
+    scale = raw.get("scaleType") or "UNIT_LINEAR_SCALE"
+    scale = "UNIT_LINEAR_SCALE" if scale == "NONE" else scale
+    if kind in ("DOUBLE", "INTEGER"):
+        if "minValue" not in raw or "maxValue" not in raw:
+            missing = "minValue" if "minValue" not in raw else "maxValue"
+            raise UserInputError(f"{where}.{missing}", f"is required for a {kind} parameter")
+        low, high = _number(raw["minValue"], f"{where}.minValue"), _number(raw["maxValue"], f"{where}.maxValue")
+        if kind == "INTEGER" and not (low.is_integer() and high.is_integer()):
+            raise UserInputError(f"{where}.minValue", "an INTEGER parameter's bounds must be whole numbers")
+        if low >= high:
+            raise UserInputError(f"{where}.maxValue", f"must be greater than minValue ({low:g})")
+        if scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE") and low <= 0:
+            raise UserInputError(f"{where}.minValue", f"must be greater than 0 with {scale}")
+        return Param(name, kind, low, high, (), scale)
+    key = "discreteValues" if kind == "DISCRETE" else "categoricalValues"
+    values = raw.get(key) or []
+    if not values:
+        raise UserInputError(f"{where}.{key}", f"is required for a {kind} parameter")
+    if len(values) > MAX_VALUES:
+        raise UserInputError(f"{where}.{key}", f"at most {MAX_VALUES} values (has {len(values)})")
+    if kind == "DISCRETE":
+        numbers = tuple(_number(v, f"{where}.{key}[{j}]") for j, v in enumerate(values))
+        for j in range(1, len(numbers)):
+            if numbers[j] <= numbers[j - 1]:
+                raise UserInputError(f"{where}.{key}[{j}]", "values must be strictly increasing")
+        if scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE") and numbers[0] <= 0:
+            raise UserInputError(f"{where}.{key}[0]", f"must be greater than 0 with {scale}")
+        return Param(name, kind, None, None, numbers, scale)
+    texts = tuple(str(v) for v in values)
+    if any(not t for t in texts) or len(set(texts)) != len(texts):
+        raise UserInputError(f"{where}.{key}", "values must be unique, non-empty strings")
+    return Param(name, kind, None, None, texts, "UNIT_LINEAR_SCALE")
+
+
+def parse_spec(doc: Mapping[str, Any]) -> Spec:
+    goal = doc.get("goal")
+    if goal not in ("MAXIMIZE", "MINIMIZE"):
+        raise UserInputError(f"{FIELD}.goal", "is required: MAXIMIZE or MINIMIZE")
+    metric = doc.get("hyperparameterMetricTag")
+    if not metric:
+        raise UserInputError(f"{FIELD}.hyperparameterMetricTag", "is required: the name of the metric the trainer "
+                                                                 "reports")
+    raw_params = doc.get("params") or []
+    if not raw_params:
+        raise UserInputError(f"{FIELD}.params", "at least one parameter is required")
+    seen: set[str] = set()
+    params = tuple(_param(p, i, seen) for i, p in enumerate(raw_params))
+    max_trials = int(doc.get("maxTrials") or 1)
+    max_parallel = int(doc.get("maxParallelTrials") or 1)
+    max_failed = int(doc.get("maxFailedTrials") or 0)
+    if max_trials < 1:
+        raise UserInputError(f"{FIELD}.maxTrials", "must be 1 or more")
+    if not 1 <= max_parallel:
+        raise UserInputError(f"{FIELD}.maxParallelTrials", "must be 1 or more")
+    if max_failed < 0:
+        raise UserInputError(f"{FIELD}.maxFailedTrials", "must be 0 or more")
+    algorithm = doc.get("algorithm") or "ALGORITHM_UNSPECIFIED"
+    if algorithm not in ALGORITHMS:
+        raise UserInputError(f"{FIELD}.algorithm", f"must be one of {', '.join(ALGORITHMS)}")
+    if algorithm == "GRID_SEARCH":
+        for i, p in enumerate(params):
+            if p.type == "DOUBLE":
+                raise UserInputError(f"{FIELD}.params[{i}].type", "GRID_SEARCH needs INTEGER, DISCRETE or "
+                                                                 "CATEGORICAL parameters (a DOUBLE has no grid)")
+    return Spec(goal=goal, metric=str(metric), params=params, max_trials=max_trials,
+                max_parallel=min(max_parallel, max_trials), max_failed=max_failed, algorithm=algorithm,
+                early_stopping=bool(doc.get("enableTrialEarlyStopping")),
+                resume_from=doc.get("resumePreviousJobId") or None)
+
+
+def trial_args(spec: Spec, values: Mapping[str, Any]) -> list[str]:
+    """The trial's hyperparameters as AI Platform passed them: ``--name=value``, in the spec's order."""
+    out = []
+    for p in spec.params:
+        v = values[p.name]
+        if p.type == "INTEGER":
+            v = int(v)
+        out.append(f"--{p.name}={v}")
+    return out
