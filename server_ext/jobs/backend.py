@@ -6,6 +6,13 @@ A job is always answered as the `ml.v1` Job JSON (`GoogleCloudMlV1__Job`: int64 
 ``state`` one of QUEUED, PREPARING, RUNNING, SUCCEEDED, FAILED, CANCELLING, CANCELLED, RFC 3339
 times). Every method is scoped by project; a job of another project is `JobNotFound`.
 
+A sweep (a job with ``trainingInput.hyperparameters``) is a job too: its JSON carries
+``trainingOutput`` (``isHyperparameterTuningJob``, ``completedTrialCount``,
+``hyperparameterMetricTag``, ``trials[]`` with ``trialId`` "1", "2", … in creation order,
+``hyperparameters``, ``finalMetric``, ``state``, times, ``isTrialStoppedEarly``); its tasks are
+named ``trial-<id>`` (that trial's master) and ``trial-<id>/<task>`` (e.g.
+``trial-3/worker-replica-1``). A backend that runs sweeps has ``runs_sweeps = True``.
+
 Log streams are async iterators of `LogLine`: ``seq`` numbers the lines of one task's log from 1,
 so a reader resumes with ``after=<last seq seen>`` (the SSE ``Last-Event-ID``) and never sees a
 line twice or misses one. With ``follow`` the stream ends when the task has ended and every line
@@ -46,6 +53,11 @@ class JobBackend(Protocol):
     def logs(self, project: str, job_id: str, task: str = "master-replica-0", *, follow: bool = False,
              after: int = 0) -> AsyncIterator[LogLine]:
         """One task's log lines after line `after`."""
+
+    async def trial_metrics(self, project: str, job_id: str, trial_id: str) -> list[dict]:
+        """A sweep trial's intermediate metric as a time series, oldest first:
+        ``[{"trainingStep": "10", "objectiveValue": 0.31, "time": "2026-…Z"}, …]`` (the
+        hyperparameterMetricTag's reports); `JobNotFound` for an unknown job or trial id."""
 
     async def close(self) -> None:
         """Stop watches and background tasks (processes of running local jobs keep running)."""

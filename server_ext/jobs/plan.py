@@ -171,11 +171,19 @@ class PlanSettings:
     runtimes: Runtimes = field(default_factory=Runtimes)
 
 
+_TRIAL = re.compile(r"trial-(?P<trial>[1-9][0-9]*)(?:/(?P<task>.+))?")
+
+
 def task_name(text: str, plan: JobPlan | None = None) -> str:
-    """The canonical task name (``worker-replica-1``) of a user's spelling; with `plan`, it must exist."""
+    """The canonical task name (``worker-replica-1``; in a sweep ``trial-3`` or
+    ``trial-3/worker-replica-1``) of a user's spelling; with `plan`, it must exist."""
+    sweep = _TRIAL.fullmatch(text.strip().lower())
+    if sweep:
+        inner = task_name(sweep["task"]) if sweep["task"] else None
+        return f"trial-{sweep['trial']}" + (f"/{inner}" if inner and inner != "master-replica-0" else "")
     m = _TASK.fullmatch(text.strip().lower())
     if not m:
-        raise UserInputError("task-name", "must look like master-replica-0, worker-1 or ps-0")
+        raise UserInputError("task-name", "must look like master-replica-0, worker-1, ps-0 or (a sweep's) trial-3")
     name = f"{_ROLE_OF[m['role']]}-replica-{int(m['index'])}"
     if plan is not None and name not in plan.task_names():
         raise UserInputError("task-name", f"the job has no task {text!r} (it has {', '.join(plan.task_names())})")
