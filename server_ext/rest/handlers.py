@@ -1,7 +1,8 @@
 """`ml/v1/projects/{project}/jobs…` under the notebook server's base URL, mirroring `ml.v1`'s
 `projects.jobs`:
 
-    POST   …/jobs                      create (body: a Job; 409 ALREADY_EXISTS for a taken jobId)
+    POST   …/jobs                      create (body: a Job; 409 ALREADY_EXISTS for a taken jobId;
+                                       platform fields "mounts" and "package", see rest.package_field)
     GET    …/jobs?filter=&pageSize=&pageToken=   list
     GET    …/jobs/{jobId}              get
     POST   …/jobs/{jobId}:cancel       cancel (empty body, answers ``{}`` as Google's does)
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pathlib
 from typing import Any
 
 from jupyter_server.auth.decorator import authorized
@@ -27,6 +29,7 @@ from tornado.iostream import StreamClosedError
 
 from ..errors import PlatformError, UserInputError
 from .errors import error_body
+from .package_field import split_package
 
 AUTH_RESOURCE = "mlplatform"
 KEEPALIVE_S = 15.0
@@ -86,7 +89,8 @@ class JobsHandler(_Handler):
     @authorized("write")
     async def post(self, project: str):
         service = await self.service()
-        job = await service.create(self.user, project, self.json_body())
+        body, package_path, bucket = split_package(self.json_body(), pathlib.Path(self.serverapp.root_dir))
+        job = await service.create(self.user, project, body, package_path=package_path, staging_bucket=bucket)
         self.finish(json.dumps(job))
 
 

@@ -143,3 +143,24 @@ def test_every_route_needs_the_servers_token(api, run, headers):
             assert code == 403 and error["error"]["status"] == "PERMISSION_DENIED", (method, parts)
         assert (await api("GET", PROJECT, "jobs"))[1] == {"jobs": []}
     run(go())
+
+
+def test_a_package_directory_of_the_notebook_folder_is_built_and_shipped(api, jp_root_dir, run):
+    import shutil
+
+    from .conftest import TRAINER
+    shutil.copytree(TRAINER, jp_root_dir / "work" / "trainer")
+
+    async def go():
+        body = {"jobId": "from_folder", "package": {"path": "work/trainer"},
+                "trainingInput": {"pythonModule": "trainer.task", "args": ["--epochs=2", "--sleep=0"]}}
+        code, job = await api("POST", PROJECT, "jobs", body=body)
+        assert code == 200, job
+        assert "package" not in job and job["trainingInput"]["packageUris"][0].startswith("configmap://")
+        assert (await wait_state(api, "from_folder", ("SUCCEEDED", "FAILED")))["state"] == "SUCCEEDED"
+        for bad, field in [({"path": "../outside"}, "package.path"), ({"path": "/etc"}, "package.path"),
+                           ({"path": "work/missing"}, "package.path"), ("work/trainer", "package"),
+                           ({"path": "work/trainer", "extra": 1}, "package")]:
+            code, error = await api("POST", PROJECT, "jobs", body={**body, "jobId": "bad", "package": bad})
+            assert code == 400 and error["error"]["details"][0]["fieldViolations"][0]["field"] == field, (bad, error)
+    run(go())
