@@ -134,9 +134,15 @@ def mounts_env(plan: JobPlan) -> dict[str, str]:
                   allow_loading=True)
 
 
+# The notebook server's own credentials: a job is not the server, and its environment may be
+# logged (as a user's env dump would), so these never reach a job's processes.
+SERVER_SECRETS = ("JUPYTERHUB_API_TOKEN", "JPY_API_TOKEN", "JUPYTERHUB_CLIENT_ID", "JUPYTER_TOKEN",
+                  "MLPLATFORM_SERVER_TOKEN")
+
+
 def task_env(plan: JobPlan, task: str, *, base: Mapping[str, str], ports: Mapping[str, int],
              pythonpath: Sequence[str], metrics_file: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = dict(base)
+    env = {k: v for k, v in base.items() if k not in SERVER_SECRETS}
     env.update(mounts_env(plan))
     env["CLOUD_ML_JOB_ID"] = plan.job.job_id
     env["CLOUD_ML_HP_METRIC_FILE"] = metrics_file
