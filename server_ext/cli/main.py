@@ -16,11 +16,16 @@ Guarantees:
 - ``--dry-run`` needs no cluster and no backend: it validates and plans the job with the built-in
   catalogue (`server_ext.jobs.defaults.DEFAULT_ACCELERATORS`) and prints only YAML documents on stdout
   (the Kubernetes objects of `server_ext.jobs.kubeflow.job_manifest`; with ``--local``, the Job).
-- `open_target(args)` picks the backend: ``--local``, ``MLPLATFORM_LOCAL=1``, ``local: true`` in the
-  plugin's settings file (`server_ext.kube_target.cli_config`) or ``local train`` → `LocalBackend`
-  on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``); otherwise `KubeBackend` on
-  the kubeconfig context of ``--context``, else of ``--region`` (the settings file's region table),
-  else the current context, planning with the catalogue the hub published in the project.
+- `open_target(args)` picks where the jobs are: ``--local``, ``MLPLATFORM_LOCAL=1``, ``local: true``
+  in the plugin's settings file (`server_ext.kube_target.cli_config`) or ``local train`` →
+  `LocalBackend` on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``); else, run
+  inside a notebook server (`server_ext.client.from_environment`: a terminal of a JupyterHub
+  single-user server) with neither ``--context`` nor ``--region``, that server's ml/v1 API
+  (`server_ext.client.RemoteService`: its backend and watch cache, its user's projects;
+  ``--package-path`` is sent as the directory's absolute path, which must lie inside the server's
+  root directory); otherwise `KubeBackend` on the kubeconfig context of ``--context``, else of
+  ``--region`` (the settings file's region table), else the current context, planning with the
+  catalogue the hub published in the project.
 - The project is ``--project``/``--namespace``/``-n``, else ``$MLPLATFORM_PROJECT``, else the
   context's namespace (Kubernetes), else the caller's personal project
   (`hub_ext.entitlements.personal_project_name`).
@@ -35,10 +40,11 @@ import getpass
 import logging
 import os
 import sys
-from typing import Mapping, TextIO
+from typing import Awaitable, Callable, Mapping, TextIO
 
 from hub_ext.entitlements import personal_project_name
 from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
+from server_ext.client import RemoteService, from_environment
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import JobBackend
 from server_ext.jobs.model import parse_job
@@ -52,6 +58,7 @@ from .flags import (PACKAGE_PLACEHOLDER, PROG, UsageError, command_path, flag_fo
                     mounts_from_flags, parse_args)
 
 _TRUE = ("1", "true", "yes", "on")
+Closer = Callable[[], Awaitable[None]]
 
 
 class BackendUnavailable(PlatformError):
@@ -72,8 +79,25 @@ def project_of(args: argparse.Namespace, user: str, env: Mapping[str, str] = os.
     return args.project or env.get("MLPLATFORM_PROJECT") or namespace or personal_project_name(user)
 
 
+def _service(backend: JobBackend, settings: PlanSettings, project: str) -> tuple[JobService, str, Closer]:
+    async def projects(caller: str) -> list[str]:
+        return [project]  # Kubernetes RBAC gates projects; the local runtime trusts its users
+
+    return JobService(backend, settings, projects), project, backend.close
+
+
 async def open_target(args: argparse.Namespace, user: str, err: TextIO,
-                      env: Mapping[str, str] = os.environ) -> tuple[JobBackend, PlanSettings, str]:
+                      env: Mapping[str, str] = os.environ) -> tuple[JobService | RemoteService, str, Closer]:
+    """(the jobs service, the project, what closes it) of the command."""
+    if not is_local(args, env) and not getattr(args, "context", None) and not getattr(args, "region", None):
+        server = from_environment(env)
+        if server is not None:
+            return RemoteService(server), project_of(args, user, env), server.close
+    return _service(*await _open_backend(args, user, err, env))
+
+
+async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
+                        env: Mapping[str, str]) -> tuple[JobBackend, PlanSettings, str]:
     """(started backend, plan settings, project) of the command."""
     if is_local(args, env):
         import pathlib
@@ -171,7 +195,7 @@ def local_job_id(now: datetime.datetime) -> str:
 
 async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[str, str] = os.environ) -> int:
     """Everything that can be checked without a backend is checked first (exit 2 before any
-    connection); then the command runs against `open_target(args)`'s backend."""
+    connection); then the command runs against `open_target(args)`'s jobs service."""
     user = user_name(env)
     doc, package_path = None, None
     if args.command == "submit":
@@ -183,12 +207,8 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
         doc = local_train_job(args, local_job_id(now), os.getcwd())
     elif args.command == "list":
         output.jobs_listing([], args.format)
-    backend, settings, project = await open_target(args, user, err, env)
+    service, project, close = await open_target(args, user, err, env)
     try:
-        async def projects(caller: str) -> list[str]:
-            return [project]  # Kubernetes RBAC gates projects; the local runtime trusts its users
-
-        service = JobService(backend, settings, projects)
         scope = f" --project {args.project}" if args.project else ""
         ctx = commands.Context(service, user, project, out, err, scope=scope, settle=is_local(args, env))
         if args.command == "submit":
@@ -197,7 +217,7 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
             return await commands.local_train(ctx, doc)
         return await commands.COMMANDS[args.command](ctx, args)
     finally:
-        await backend.close()
+        await close()
 
 
 def _quiet_logs(env: Mapping[str, str], err: TextIO) -> None:

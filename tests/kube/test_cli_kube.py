@@ -48,7 +48,8 @@ async def cluster(standin, kube_target):
 async def cli(kube_target, *argv: str) -> tuple[int, str, str]:
     env = {**os.environ, "KUBECONFIG": kube_target.kubeconfig, "JUPYTERHUB_USER": "alice",
            "MLPLATFORM_CONFIG": os.devnull, "PYTHONWARNINGS": "ignore"}
-    env.pop("MLPLATFORM_LOCAL", None)
+    for name in ("MLPLATFORM_LOCAL", "MLPLATFORM_SERVER_URL", "JUPYTERHUB_SERVICE_URL", "JUPYTER_SERVER_URL"):
+        env.pop(name, None)  # not the local runtime, nor a notebook server's API (if run in a notebook terminal)
     if "--" in argv:  # the namespace flag goes before the user's arguments
         i = argv.index("--")
         argv = (*argv[:i], "--namespace", kube_target.namespace, *argv[i:])

@@ -1,0 +1,21 @@
+"""Clients of the notebook server's own ml/v1 API, for code running inside that server (the
+kubectl plugin in its terminal, widgets in its kernels): `ServerJobs` (the REST + SSE client),
+`RemoteService` (`JobService`'s interface over it) and `from_environment`."""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from .environment import server_from_environment
+from .rest import ServerJobs
+from .service import RemoteService
+
+__all__ = ["ServerJobs", "RemoteService", "from_environment", "server_from_environment"]
+
+
+def from_environment(env: Mapping[str, str] = os.environ) -> ServerJobs | None:
+    """A client of the notebook server this process runs inside (see `client.environment`), or None
+    when it runs in none."""
+    found = server_from_environment(env)
+    return ServerJobs(*found) if found else None

@@ -1,0 +1,74 @@
+"""The pure parts of the notebook-server client: SSE parsing split anywhere, where the server is
+(environment), and Google's error JSON back into the backends' exceptions."""
+
+import pytest
+
+from server_ext.client.environment import server_from_environment
+from server_ext.client.errors import from_response
+from server_ext.client.sse import Event, SSEParser
+from server_ext.errors import JobExists, JobFinished, JobNotFound, UpstreamError, UserInputError, google_error
+
+pytestmark = pytest.mark.unit
+
+STREAM = ("\ufeff: keepalive\r\n\r\nid: 1\ndata: {\"seq\": 1, \"text\": \"é\"}\n\n"
+          "id: 2\rdata: a\rdata: b\r\r: keepalive\n\nevent: end\r\ndata: {\"state\": \"SUCCEEDED\"}\r\n\r\n"
+          "id: 3\ndata: cut mid-event\n").encode()
+EVENTS = [Event("message", '{"seq": 1, "text": "é"}', "1"), Event("message", "a\nb", "2"),
+          Event("end", '{"state": "SUCCEEDED"}', "2")]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, len(STREAM)])
+def test_sse_events_are_the_same_however_the_bytes_are_split(size):
+    parser = SSEParser()
+    events = [e for i in range(0, len(STREAM), size) for e in parser.feed(STREAM[i:i + size])]
+    assert events == EVENTS
+    assert parser.last_id == "3"  # the cut event's id was read; its data never becomes an event
+
+
+@pytest.mark.parametrize("env, found", [
+    ({}, None),
+    ({"JUPYTERHUB_SERVICE_URL": "http://127.0.0.1:8888/user/alice/", "JUPYTERHUB_API_TOKEN": "t"},
+     ("http://127.0.0.1:8888/user/alice/", "t")),
+    ({"JUPYTERHUB_SERVICE_URL": "http://0.0.0.0:8888/user/alice", "JUPYTERHUB_API_TOKEN": "t"},
+     ("http://127.0.0.1:8888/user/alice/", "t")),
+    ({"JUPYTERHUB_SERVICE_URL": "http://:8888/user/bob/", "JUPYTERHUB_API_TOKEN": "t"},
+     ("http://127.0.0.1:8888/user/bob/", "t")),
+    ({"JUPYTERHUB_SERVICE_URL": "http://127.0.0.1:8888/user/alice/"}, None),  # no token: not a match
+    ({"JUPYTER_TOKEN": "t"}, None),  # a plain jupyter_server exports no URL of its own
+    ({"JUPYTER_SERVER_URL": "http://localhost:8888", "JUPYTER_TOKEN": "t"}, ("http://localhost:8888/", "t")),
+    ({"MLPLATFORM_SERVER_URL": "http://127.0.0.1:9/x/", "MLPLATFORM_SERVER_TOKEN": "m",
+      "JUPYTERHUB_SERVICE_URL": "http://127.0.0.1:8888/user/alice/", "JUPYTERHUB_API_TOKEN": "t"},
+     ("http://127.0.0.1:9/x/", "m")),
+])
+def test_server_from_environment(env, found):
+    assert server_from_environment(env) == found
+
+
+def answer(e):
+    return google_error(e)
+
+
+@pytest.mark.parametrize("error, job_id", [
+    (UserInputError("trainingInput.scaleTier", "unknown tier"), "j1"),
+    (UserInputError("project", "'alice' may not use project 'x'", 403), None),
+    (JobNotFound("alice", "j1"), "j1"),
+    (JobExists("alice", "j1"), "j1"),
+    (JobFinished("j1", "SUCCEEDED"), "j1"),
+    (UpstreamError("list pods", "connection refused"), "j1"),
+])
+def test_google_errors_come_back_as_the_same_exceptions(error, job_id):
+    status, body = google_error(error)
+    back = from_response(status, body, action="x", project="alice", job_id=job_id)
+    assert (type(back), str(back)) == (type(error), str(error))
+    assert vars(back) == vars(error)
+
+
+def test_errors_that_are_not_the_apis_own():
+    routed = from_response(404, None, action="get job j1", project="alice", job_id="j1")
+    assert isinstance(routed, UpstreamError) and "no ml/v1 jobs API" in str(routed)
+    refused = from_response(403, {"error": {"code": 403, "message": "Forbidden", "status": "PERMISSION_DENIED",
+                                            "details": []}}, action="x", project="alice")
+    assert (type(refused), refused.field, refused.status) == (UserInputError, "token", 403)
+    broken = from_response(500, {"error": {"code": 500, "message": "internal error", "status": "INTERNAL"}},
+                           action="list jobs", project="alice")
+    assert isinstance(broken, UpstreamError) and str(broken) == "could not list jobs: internal error"
