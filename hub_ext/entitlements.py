@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from kubespawner.slugs import safe_slug
+from .slugs import safe_slug
 
 from .catalog import NAME, Accelerator
 from .errors import ConfigError, Problem, UserInputError

@@ -18,7 +18,7 @@ import functools
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from kubespawner.slugs import safe_slug
+from .slugs import safe_slug
 
 from .credentials import AWS, DESCRIPTION, GCP
 from .mounts import Credential, Dataset

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping
 
-from kubespawner.slugs import safe_slug
+from .slugs import safe_slug
 
 from .catalog import Accelerator
 from .credentials import MANAGED_BY

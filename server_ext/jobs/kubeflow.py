@@ -52,7 +52,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from kubespawner.slugs import safe_slug
+from hub_ext.slugs import safe_slug
 
 from hub_ext.credentials import MANAGED_BY
 from hub_ext.errors import UserInputError
