@@ -143,7 +143,9 @@ def _table_of(doc: dict, title: str, fields: Sequence[tuple[str, bool]], tz: dat
 
 def summary(job: dict, tz: datetime.tzinfo | None = None) -> str:
     """``describe --summarize``: Job Overview, Training Input Summary and (once there is one) Training
-    Output Summary."""
+    Output Summary; a sweep's trials follow as gcloud's Training Output Trials table (TRIAL,
+    OBJECTIVE_VALUE, STEP, HYPERPARAMETERS: one ``name=value`` line each, sorted by name), best
+    first by the spec's goal; trials without a final metric last, in trialId order."""
     parts = [_table_of(job, "Job Overview", [("jobId", False), ("createTime", False), ("startTime", False),
                                              ("endTime", False), ("state", False)], tz)]
     t = {"trainingInput": job.get("trainingInput") or {}}
@@ -162,6 +164,28 @@ def summary(job: dict, tz: datetime.tzinfo | None = None) -> str:
         cols.append("ML_UNITS")
         cells.append(_text(out.get("consumedMLUnits")))
         parts.append(box("Training Output Summary", cols, [cells]))
+        trials = [t for t in out.get("trials") or [] if isinstance(t, dict)]
+        if trials:
+            goal = lookup(job, "trainingInput.hyperparameters.goal")
+            sign = 1 if goal == "MINIMIZE" else -1
+
+            def rank(trial: dict) -> tuple:
+                value = lookup(trial, "finalMetric.objectiveValue")
+                tid = str(trial.get("trialId", ""))
+                order = (0, int(tid), "") if tid.isdigit() else (1, 0, tid)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    return (0, sign * value, order)
+                return (1, 0, order)
+
+            rows = []
+            for trial in sorted(trials, key=rank):
+                hps = trial.get("hyperparameters") or {}
+                lines = [f"{k}={_text(v)}" for k, v in sorted(hps.items())] or [""]
+                first = [_text(trial.get("trialId")), _text(lookup(trial, "finalMetric.objectiveValue")),
+                         _text(lookup(trial, "finalMetric.trainingStep"))]
+                rows.append(first + [lines[0]])
+                rows += [["", "", "", line] for line in lines[1:]]
+            parts.append(box("Training Output Trials", ["TRIAL", "OBJECTIVE_VALUE", "STEP", "HYPERPARAMETERS"], rows))
     return "".join(parts)
 
 

@@ -147,12 +147,25 @@ def parse_spec(doc: Mapping[str, Any]) -> Spec:
                 resume_from=doc.get("resumePreviousJobId") or None)
 
 
+def number_text(value: float, integer: bool = False) -> str:
+    """A bound or a discrete value as Katib and the trainer get it: ``7``, ``0.001``, ``1e-05``."""
+    if integer or (float(value).is_integer() and abs(value) < 1e15):
+        return str(int(value))
+    return repr(float(value))
+
+
 def trial_args(spec: Spec, values: Mapping[str, Any]) -> list[str]:
-    """The trial's hyperparameters as AI Platform passed them: ``--name=value``, in the spec's order."""
+    """The trial's hyperparameters as AI Platform passed them: ``--name=value``, in the spec's order
+    (INTEGER and DISCRETE values as `number_text` writes them, so both backends pass ``64``, not
+    ``64.0``)."""
     out = []
     for p in spec.params:
         v = values[p.name]
         if p.type == "INTEGER":
             v = int(v)
+        elif p.type == "DISCRETE":
+            v = number_text(v)
+        elif p.type == "DOUBLE":
+            v = repr(float(v))
         out.append(f"--{p.name}={v}")
     return out

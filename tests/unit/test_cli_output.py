@@ -259,3 +259,50 @@ async def test_list_describe_logs_and_cancel():
     ctx.out.seek(0), ctx.out.truncate()
     assert await commands.describe_job(ctx, parse_args(["jobs", "get", "j1", "--format", "json"])) == 0
     assert ctx.out.getvalue().startswith('{\n  "createTime": "2026-01-31T12:00:00Z",\n  "jobId": "j1",')
+
+
+SWEEP = {"jobId": "hp", "state": "SUCCEEDED", "createTime": "2026-01-30T08:00:00Z",
+         "trainingInput": {"region": "eu", "pythonModule": "t.task", "hyperparameters": {"goal": "MAXIMIZE"}},
+         "trainingOutput": {"isHyperparameterTuningJob": True, "completedTrialCount": "3", "trials": [
+             {"trialId": "1", "hyperparameters": {"lr": "0.1", "layers": "4"},
+              "finalMetric": {"objectiveValue": 0.5, "trainingStep": "100"}},
+             {"trialId": "2", "hyperparameters": {"lr": "0.01", "layers": "2"}},
+             {"trialId": "10", "hyperparameters": {"lr": "0.001", "layers": "8"}, "finalMetric": {"objectiveValue": 0.25}},
+             {"trialId": "3", "hyperparameters": {"lr": "0.05", "layers": "3"},
+              "finalMetric": {"objectiveValue": 0.75, "trainingStep": "100"}}]}}
+
+
+def _trials_table(job):
+    text = output.summary(job, UTC)
+    return text[text.rindex("┌", 0, text.index("Training Output Trials")):]
+
+
+def test_summary_of_a_sweep_prints_its_trials_best_first():
+    assert _trials_table(SWEEP) == """\
+┌──────────────────────────────────────────────────┐
+│              Training Output Trials              │
+├───────┬─────────────────┬──────┬─────────────────┤
+│ TRIAL │ OBJECTIVE_VALUE │ STEP │ HYPERPARAMETERS │
+├───────┼─────────────────┼──────┼─────────────────┤
+│ 3     │ 0.75            │ 100  │ layers=3        │
+│       │                 │      │ lr=0.05         │
+│ 1     │ 0.5             │ 100  │ layers=4        │
+│       │                 │      │ lr=0.1          │
+│ 10    │ 0.25            │      │ layers=8        │
+│       │                 │      │ lr=0.001        │
+│ 2     │                 │      │ layers=2        │
+│       │                 │      │ lr=0.01         │
+└───────┴─────────────────┴──────┴─────────────────┘
+"""
+    assert "│ TRIALS │ ML_UNITS       │\n├────────┼────────────────┤\n│ 3      │" in output.summary(SWEEP, UTC)
+
+
+def test_summary_of_a_minimizing_sweep_puts_the_lowest_first():
+    job = {**SWEEP, "trainingInput": {**SWEEP["trainingInput"], "hyperparameters": {"goal": "MINIMIZE"}}}
+    rows = [line.split("│")[1].strip() for line in _trials_table(job).splitlines() if line.startswith("│ ")]
+    assert [r for r in rows if r] == ["Training Output Trials", "TRIAL", "10", "1", "3", "2"]
+
+
+def test_summary_without_trials_has_no_trials_table():
+    job = {**SWEEP, "trainingOutput": {"isHyperparameterTuningJob": True, "completedTrialCount": "0"}}
+    assert "Training Output Trials" not in output.summary(job, UTC)

@@ -1,0 +1,334 @@
+"""A sweep (`JobPlan` with ``trainingInput.hyperparameters``) as a Katib v1beta1 ``Experiment``, and a
+Katib ``Trial`` read back as AI Platform hyperparameters. Pure: plain dicts out, no I/O, the plan is
+not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
+
+`experiment_manifest(plan, settings)` guarantees:
+
+- ``metadata``: name `plan.name`, namespace the project, and the labels and annotations
+  `kubeflow.job_manifest` gives a job (``mlplatform.io/job-id``, ``mlplatform.io/owner``,
+  ``mlplatform.io/job-spec``, managed-by, ``mlplatform.io/job``), so
+  `server_ext.jobs.status.submitted` and `spec_of` rebuild the ``ml.v1`` Job and its `Spec`;
+- the spec (`hptuning.Spec`, AI Platform's defaults already applied) maps to: ``objective`` (goal →
+  ``maximize``/``minimize``, ``objectiveMetricName`` = ``hyperparameterMetricTag``, metric strategy
+  ``latest``: AI Platform's finalMetric is the last value reported); ``algorithm`` (`ALGORITHMS`);
+  ``earlyStopping`` ``medianstop`` when enabled; ``maxTrialCount``, ``parallelTrialCount``,
+  ``maxFailedTrialCount`` (unset: `default_max_failed`); one parameter per AI Platform parameter
+  (`katib_parameters`), a log scale as ``feasibleSpace.distribution: logUniform``;
+- ``trialTemplate.trialSpec`` is `kubeflow.job_manifest` of the plan (the job kind the plan would
+  run: ``PyTorchJob``, ``TFJob`` or ``Job``) without its object metadata (Katib names each trial's
+  job after the Trial, and a trial's job must not look like a platform job), with every replica's
+  main container running `trial_command` (``sh -c`` and one shell program, no args) that appends
+  one ``--<name>=<value>`` per parameter after the job's own arguments, as AI Platform did. Values
+  reach the shell only through ``MLPLATFORM_HP_<i>`` environment variables holding
+  ``${trialParameters.<name>}`` (Katib substitutes them), always expanded in double quotes: no
+  value is ever parsed as shell text. ``primaryContainerName`` is the kind's main container,
+  ``primaryPodLabels`` the operator's master label, success/failure conditions are GJSON paths on
+  the job's ``status.conditions``; ``retain: true`` keeps each trial's job (and its pods' logs);
+- one metrics collector: Katib's ``File`` collector, format ``JSON``, at `METRICS_FILE`, which is
+  ``CLOUD_ML_HP_METRIC_FILE`` in every trial container, so ``cloudml-hypertune`` writes there; the
+  trial program also copies each ``<tag>=<number>`` found in the trainer's output (Katib's StdOut
+  convention) into that file as one JSON line, passing the output on unchanged;
+- ``UNIT_REVERSE_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``y`` log-uniformly in
+  ``[min, max]`` as parameter ``<name>-reversed``; the trial passes ``x = min + (max − y)`` (exactly
+  ``max`` at ``y = min``, ``min`` at ``y = max``, clamped to ``[min, max]``), computed by the trainer image's Python exactly as `reverse_value` computes it,
+  so `trial_hyperparameters` reports what the trainer was given;
+- refused with `UserInputError` naming the field: ``resumePreviousJobId`` (Katib resumes an
+  Experiment in place, never from another job), a jobId whose name is longer than `MAX_NAME`
+  (Katib's trial names must stay DNS labels), a custom container without ``containerCommand``
+  (the trial program must know what to run), and categorical values Katib's substitution cannot
+  carry faithfully (``"``, ``\\``, ``$``, control characters).
+
+`trial_hyperparameters(spec, trial)` reads a Trial's ``parameterAssignments`` back as AI Platform
+showed them (strings, keyed by parameter name, reverse-log undone). `spec_of(experiment)` gives
+the `Spec` an Experiment was made from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from typing import Any, Mapping
+
+from hub_ext.errors import UserInputError
+
+from .hptuning import FIELD, Param, Spec, number_text, parse_spec
+from .kubeflow import (CONTAINER, OWNER_ANNOTATION, RUN_MODULE, SPEC_ANNOTATION, KubeSettings, job_manifest, labels,
+                       literal, replica_type, spec_annotation)
+from .model import JOB_ID_ANNOTATION
+from .plan import JobPlan, Replica
+
+API_VERSION = "kubeflow.org/v1beta1"
+KIND = "Experiment"
+PLURAL = "experiments"
+TRIAL_PLURAL = "trials"
+EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # on every Trial of an Experiment (Katib's)
+TRIAL_LABEL = "katib.kubeflow.org/trial"  # on the trial's primary pods (Katib's webhook)
+MASTER_POD_LABELS = {"training.kubeflow.org/job-role": "master"}  # the operator's label of the master pod
+METRICS_FILE = "/var/log/katib/metrics.json"
+HP_ENV = "MLPLATFORM_HP_"  # + index of the parameter in the spec
+METRIC_TAG_ENV = "MLPLATFORM_HP_METRIC_TAG"
+REVERSED_SUFFIX = "-reversed"
+MAX_NAME = 40
+ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "bayesianoptimization", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
+EARLY_STOPPING = "medianstop"
+KATIB_TYPES = {"DOUBLE": "double", "INTEGER": "int", "DISCRETE": "discrete", "CATEGORICAL": "categorical"}
+_CONDITIONS = {"Job": ("Complete", "Failed"), "PyTorchJob": ("Succeeded", "Failed"), "TFJob": ("Succeeded", "Failed")}
+_CONFIG = {"master": "masterConfig", "worker": "workerConfig", "ps": "parameterServerConfig",
+           "evaluator": "evaluatorConfig"}
+_UNSAFE = re.compile(r'["\\$\x00-\x1f\x7f]')
+
+# x = min + (max - y) for a reverse-log parameter; the same arithmetic as `reverse_value`.
+REVERSE_PY = ('import sys; k, a, b, y = sys.argv[1:]; a, b, y = (int(a), int(b), int(float(y))) if k == "INTEGER" '
+              'else (float(a), float(b), float(y)); x = b if y <= a else min(max(a + (b - y), a), b); '
+              'print(x if k == "INTEGER" else repr(x))')
+
+# Runs the trainer (argv[1:]), passes its output (stderr merged) through unchanged, and appends one
+# JSON line {"<tag>": "<value>", "timestamp": <seconds>} (cloudml-hypertune's shape, which Katib's
+# File collector reads) for every "<tag>=<number>" in it. Exits with the trainer's status.
+WATCH_PY = r"""import json, os, re, signal, subprocess, sys, time
+tag = os.environ["MLPLATFORM_HP_METRIC_TAG"]
+path = os.environ["CLOUD_ML_HP_METRIC_FILE"]
+found = re.compile(r"(?<![\w./-])" + re.escape(tag) + r"\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+child = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+for s in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(s, lambda number, frame: child.send_signal(number))
+for raw in child.stdout:
+    sys.stdout.buffer.write(raw)
+    sys.stdout.buffer.flush()
+    for m in found.finditer(raw.decode("utf-8", "replace")):
+        with open(path, "a") as f:
+            f.write(json.dumps({tag: m.group(1), "timestamp": time.time()}) + "\n")
+code = child.wait()
+sys.exit(128 - code if code < 0 else code)
+"""
+
+
+def _q(word: str) -> str:
+    return shlex.quote(str(word))
+
+
+def reversed_params(spec: Spec) -> tuple[Param, ...]:
+    """The parameters searched in the transformed space (UNIT_REVERSE_LOG_SCALE, not under grid)."""
+    if spec.algorithm == "GRID_SEARCH":
+        return ()
+    return tuple(p for p in spec.params if p.type in ("DOUBLE", "INTEGER") and p.scale == "UNIT_REVERSE_LOG_SCALE")
+
+
+def search_name(spec: Spec, param: Param) -> str:
+    """The Katib parameter a trial parameter references (``lr`` or ``lr-reversed``)."""
+    return param.name + REVERSED_SUFFIX if param in reversed_params(spec) else param.name
+
+
+def reverse_value(param: Param, searched: str) -> str:
+    """The value the trainer gets for the searched ``y``: ``min + (max − y)`` (see `REVERSE_PY`)."""
+    integer = param.type == "INTEGER"
+    low, high = number_text(param.min, integer), number_text(param.max, integer)
+    a, b, y = (int(low), int(high), int(float(searched))) if integer else (float(low), float(high), float(searched))
+    x = b if y <= a else min(max(a + (b - y), a), b)
+    return str(x) if integer else repr(x)
+
+
+def default_max_failed(spec: Spec) -> int:
+    """``maxFailedTrials`` unset: the sweep fails once a whole wave of parallel trials has failed
+    (with one trial at a time: the first failure), never more than ``maxTrials``."""
+    return spec.max_failed or min(spec.max_parallel, spec.max_trials)
+
+
+def katib_parameters(spec: Spec) -> list[dict]:
+    out = []
+    log_space = spec.algorithm != "GRID_SEARCH"
+    for p in spec.params:
+        space: dict[str, Any]
+        if p.type in ("DOUBLE", "INTEGER"):
+            integer = p.type == "INTEGER"
+            space = {"min": number_text(p.min, integer), "max": number_text(p.max, integer)}
+            if log_space and p.scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"):
+                space["distribution"] = "logUniform"
+        elif p.type == "DISCRETE":
+            space = {"list": [number_text(v) for v in p.values]}
+        else:
+            space = {"list": list(p.values)}
+        out.append({"name": search_name(spec, p), "parameterType": KATIB_TYPES[p.type], "feasibleSpace": space})
+    return out
+
+
+def _check(plan: JobPlan, spec: Spec) -> None:
+    if spec.resume_from:
+        raise UserInputError(f"{FIELD}.resumePreviousJobId",
+                             "cannot be mapped on Kubernetes: Katib resumes an Experiment in place, not from "
+                             "another job; submit the sweep without it (the local runtime supports it)")
+    if len(plan.name) > MAX_NAME:
+        raise UserInputError("jobId", f"a sweep's jobId must give a Kubernetes name of at most {MAX_NAME} "
+                                      f"characters ({plan.name!r} has {len(plan.name)}): Katib names trials after it")
+    names = {p.name for p in spec.params}
+    for i, p in enumerate(spec.params):
+        if p in reversed_params(spec) and p.name + REVERSED_SUFFIX in names:
+            raise UserInputError(f"{FIELD}.params[{i}].parameterName",
+                                 f"{p.name + REVERSED_SUFFIX!r} is also a parameter; rename one")
+        if p.type == "CATEGORICAL":
+            for j, v in enumerate(p.values):
+                if _UNSAFE.search(v):
+                    raise UserInputError(f"{FIELD}.params[{i}].categoricalValues[{j}]",
+                                         'Katib cannot pass a value with ", \\, $ or control characters '
+                                         "to a trial unchanged")
+    for r in plan.replicas:
+        if not _runs_module(plan, r) and not r.command:
+            raise UserInputError(f"trainingInput.{_CONFIG[r.role]}.containerCommand",
+                                 "a sweep runs each trial's container command itself: give the image's "
+                                 "entry point as containerCommand")
+
+
+def _runs_module(plan: JobPlan, replica: Replica) -> bool:
+    return bool(plan.python_module) and not (replica.command or replica.args)
+
+
+def trainer_argv(plan: JobPlan, replica: Replica) -> list[str]:
+    """What the replica runs as a plain job (before Kubernetes' ``$(VAR)`` escaping)."""
+    if _runs_module(plan, replica):
+        return ["sh", "-c", RUN_MODULE, plan.python_module or "", *plan.args]
+    return [*replica.command, *(replica.args or plan.args)]
+
+
+def trial_program(spec: Spec, argv: list[str]) -> str:
+    """The shell program of a trial container (plain text, before `literal`): a subshell, so that
+    Katib's webhook may append ``&& echo completed > …`` to it and get the trainer's status."""
+    lines = ["(", "set -eu", "py=", "for c in python3 python; do",
+             '  if command -v "$c" >/dev/null 2>&1; then py=$c; break; fi', "done"]
+    reversed_ = reversed_params(spec)
+    if reversed_:
+        lines.append('[ -n "$py" ] || { echo "mlplatform: UNIT_REVERSE_LOG_SCALE needs python in the trainer '
+                     'image" >&2; exit 2; }')
+    for i, p in enumerate(spec.params):
+        if p in reversed_:
+            integer = p.type == "INTEGER"
+            var = f"{HP_ENV}{i}"
+            lines.append(f'{var}=$("$py" -c {_q(REVERSE_PY)} {p.type} {number_text(p.min, integer)} '
+                         f'{number_text(p.max, integer)} "${var}")')
+    lines.append("set -- " + " ".join(_q(w) for w in argv))
+    if spec.params:
+        lines.append('set -- "$@" ' + " ".join(f'{_q("--" + p.name + "=")}"${HP_ENV}{i}"'
+                                               for i, p in enumerate(spec.params)))
+    lines += ['mkdir -p "${CLOUD_ML_HP_METRIC_FILE%/*}"',
+              f'if [ -n "$py" ]; then exec "$py" -u -c {_q(WATCH_PY)} "$@"; fi',
+              'echo "mlplatform: no python in the image: only cloudml-hypertune metrics are collected" >&2',
+              'exec "$@"', ")"]
+    return "\n".join(lines)
+
+
+def trial_command(spec: Spec, argv: list[str]) -> list[str]:
+    """The trial container's ``command`` as Kubernetes must receive it."""
+    return ["sh", "-c", *literal([trial_program(spec, argv)])]
+
+
+def _pod_templates(manifest: dict, plan: JobPlan) -> list[tuple[Replica, dict]]:
+    kind = manifest["kind"]
+    if kind == "Job":
+        return [(plan.replicas[0], manifest["spec"]["template"])]
+    specs = manifest["spec"]["pytorchReplicaSpecs" if kind == "PyTorchJob" else "tfReplicaSpecs"]
+    return [(r, specs[replica_type(kind, r.role)]["template"]) for r in plan.replicas]
+
+
+def trial_spec(plan: JobPlan, settings: KubeSettings) -> dict:
+    """The trial template: the plan's job object running `trial_command` in every main container."""
+    spec = plan.sweep
+    assert spec is not None
+    job = job_manifest(plan, settings)
+    job.pop("metadata")
+    for replica, template in _pod_templates(job, plan):
+        main = template["spec"]["containers"][0]
+        main["command"] = trial_command(spec, trainer_argv(plan, replica))
+        main.pop("args", None)
+        main["env"] = [*main["env"],
+                       *({"name": f"{HP_ENV}{i}", "value": f"${{trialParameters.{p.name}}}"}
+                         for i, p in enumerate(spec.params)),
+                       {"name": "CLOUD_ML_HP_METRIC_FILE", "value": METRICS_FILE},
+                       {"name": METRIC_TAG_ENV, "value": literal([spec.metric])[0]}]
+    return job
+
+
+def experiment_manifest(plan: JobPlan, settings: KubeSettings) -> dict:
+    """The Katib Experiment of a sweep plan (see the module docstring for what it guarantees)."""
+    spec = plan.sweep
+    if spec is None:
+        raise ValueError(f"job {plan.job.job_id} is not a sweep (no trainingInput.hyperparameters)")
+    _check(plan, spec)
+    kind = plan.kind
+    success, failure = _CONDITIONS[kind]
+    template: dict[str, Any] = {
+        "primaryContainerName": CONTAINER[kind],
+        "successCondition": f'status.conditions.#(type=="{success}")#|#(status=="True")#',
+        "failureCondition": f'status.conditions.#(type=="{failure}")#|#(status=="True")#',
+        "retain": True,
+        "trialParameters": [{"name": p.name, "reference": search_name(spec, p),
+                             "description": f"--{p.name} ({p.type}, {p.scale})"} for p in spec.params],
+        "trialSpec": trial_spec(plan, settings),
+    }
+    if kind != "Job":
+        template = {"primaryPodLabels": dict(MASTER_POD_LABELS), **template}
+    body: dict[str, Any] = {
+        "objective": {"type": spec.goal.lower(), "objectiveMetricName": spec.metric,
+                      "metricStrategies": [{"name": spec.metric, "value": "latest"}]},
+        "algorithm": {"algorithmName": ALGORITHMS[spec.algorithm]},
+    }
+    if spec.early_stopping:
+        body["earlyStopping"] = {"algorithmName": EARLY_STOPPING}
+    body.update({
+        "maxTrialCount": spec.max_trials, "parallelTrialCount": spec.max_parallel,
+        "maxFailedTrialCount": default_max_failed(spec),
+        "resumePolicy": "Never",
+        "metricsCollectorSpec": {"collector": {"kind": "File"},
+                                 "source": {"fileSystemPath": {"kind": "File", "path": METRICS_FILE,
+                                                               "format": "JSON"}}},
+        "parameters": katib_parameters(spec),
+        "trialTemplate": template,
+    })
+    metadata = {"name": plan.name, "namespace": plan.project, "labels": labels(plan),
+                "annotations": {JOB_ID_ANNOTATION: plan.job.job_id, OWNER_ANNOTATION: plan.owner,
+                                SPEC_ANNOTATION: spec_annotation(dict(plan.job.doc))}}
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body}
+
+
+def spec_of(experiment: Mapping) -> Spec | None:
+    """The `Spec` an Experiment was made from (its job-spec annotation); None when it has none
+    (e.g. a user's own Experiment) or it no longer parses."""
+    annotations = (experiment.get("metadata") or {}).get("annotations") or {}
+    try:
+        doc = json.loads(annotations[SPEC_ANNOTATION])
+        return parse_spec(doc["trainingInput"]["hyperparameters"])
+    except (KeyError, TypeError, ValueError, UserInputError):
+        return None
+
+
+def assignments(trial: Mapping) -> dict[str, str]:
+    """A Trial's ``spec.parameterAssignments`` as a dict (Katib parameter name → value)."""
+    items = ((trial.get("spec") or {}).get("parameterAssignments")) or []
+    return {str(a["name"]): str(a.get("value", "")) for a in items if isinstance(a, dict) and "name" in a}
+
+
+def trial_hyperparameters(spec: Spec | None, trial: Mapping) -> dict[str, str]:
+    """AI Platform's ``hyperparameters`` of a trial: what its trainer got as ``--name=value``
+    (reverse-log undone; INTEGER values as whole numbers). Without a `spec`: the assignments as
+    they are. Parameters not assigned (yet) are left out."""
+    given = assignments(trial)
+    if spec is None:
+        return given
+    out = {}
+    for p in spec.params:
+        value = given.get(search_name(spec, p))
+        if value is None:
+            continue
+        if p in reversed_params(spec):
+            try:
+                value = reverse_value(p, value)
+            except ValueError:
+                pass
+        elif p.type == "INTEGER":
+            try:
+                f = float(value)
+                value = str(int(f)) if math.isfinite(f) and f.is_integer() else value
+            except ValueError:
+                pass
+        out[p.name] = value
+    return out

@@ -1,0 +1,395 @@
+"""A sweep plan as a Katib v1beta1 Experiment: whole manifests against golden YAML, every Experiment
+against the experiments CRD and against Katib's swagger definitions (``v1beta1.Experiment``), the
+trial's job against the Training Operator CRDs / kubernetes-validate, and the trial program run
+for real in a shell (as Kubernetes and Katib's webhook would hand it over). Regenerate the golden
+files with ``UPDATE_GOLDEN=1``."""
+
+import copy
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import jsonschema
+import pytest
+import yaml
+
+from hub_ext.errors import UserInputError
+from server_ext.jobs import katib
+from server_ext.jobs.hptuning import parse_spec
+from server_ext.jobs.model import parse_job
+from server_ext.jobs.plan import plan_job
+from tests.kubeapi.schema import prune, validate
+from tests.unit.test_job_kubeflow import (GCP, MODULE, PLAN_SETTINGS, SETTINGS, _GoldenDumper, check_kubernetes,
+                                          kubernetes_expand)
+
+pytestmark = pytest.mark.unit
+
+GOLDEN = pathlib.Path(__file__).parent / "golden" / "sweeps"
+CRDS = pathlib.Path(__file__).resolve().parents[1] / "kubeapi" / "crds"
+
+SWEEPS = {
+    # Bayesian optimisation (algorithm unspecified), DOUBLE + INTEGER, on a PyTorchJob (master + worker)
+    "bayesian-pytorchjob": ({"jobId": "resnet_sweep", "trainingInput": {
+        **MODULE, "scaleTier": "CUSTOM", "runtimeVersion": "pytorch-2.5", "masterType": "n1-standard-8",
+        "workerType": "n1-standard-8", "workerCount": 1, "args": ["--epochs=3"],
+        "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 8,
+                            "maxParallelTrials": 2, "params": [
+                                {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.0001, "maxValue": 0.1},
+                                {"parameterName": "layers", "type": "INTEGER", "minValue": 2, "maxValue": 8}]}}},
+        {"credentials": (GCP,)}),
+    # grid with DISCRETE + CATEGORICAL on a batch Job (one plain replica, a custom container)
+    "grid-batch-job": ({"jobId": "census_grid", "trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-4", "args": ["--data", "s3://b/census"],
+        "masterConfig": {"imageUri": "ghcr.io/example/census:1", "containerCommand": ["python", "/app/train.py"]},
+        "hyperparameters": {"goal": "MINIMIZE", "hyperparameterMetricTag": "rmse", "maxTrials": 6,
+                            "maxParallelTrials": 3, "maxFailedTrials": 2, "algorithm": "GRID_SEARCH", "params": [
+                                {"parameterName": "batch_size", "type": "DISCRETE", "discreteValues": [32, 64, 128]},
+                                {"parameterName": "optimizer", "type": "CATEGORICAL",
+                                 "categoricalValues": ["adam", "sgd"]}]}}},
+        {}),
+    # random search, log and reverse-log scales, early stopping, on a TFJob (chief, worker, ps)
+    "random-log-tfjob": ({"jobId": "wide_deep_random", "trainingInput": {
+        **MODULE, "scaleTier": "CUSTOM", "runtimeVersion": "2.11", "masterType": "complex_model_m",
+        "workerType": "complex_model_m", "workerCount": 1, "parameterServerType": "large_model",
+        "parameterServerCount": 1, "jobDir": "gs://b/out",
+        "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "maxTrials": 20,
+                            "maxParallelTrials": 4, "algorithm": "RANDOM_SEARCH", "enableTrialEarlyStopping": True,
+                            "params": [
+                                {"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 1e-05,
+                                 "maxValue": 0.1, "scaleType": "UNIT_LOG_SCALE"},
+                                {"parameterName": "momentum", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.999,
+                                 "scaleType": "UNIT_REVERSE_LOG_SCALE"},
+                                {"parameterName": "hidden", "type": "INTEGER", "minValue": 16, "maxValue": 1024,
+                                 "scaleType": "UNIT_REVERSE_LOG_SCALE"}]}}},
+        {}),
+}
+
+
+def make_plan(name: str, training: dict | None = None):
+    doc, mounts = SWEEPS[name]
+    if training:
+        doc = {**doc, "trainingInput": {**doc["trainingInput"], **training}}
+    return plan_job(parse_job(doc), PLAN_SETTINGS, project="vision", owner="alice@example.com", **mounts)
+
+
+# ---------------------------------------------------------------- schemas
+
+def swagger_schema(root: str) -> dict:
+    """Katib's swagger 2.0 definitions as a JSON Schema for `root`: ``$ref`` resolved through
+    ``definitions``, objects with properties closed (a misspelt field is an error, as Katib's Go
+    types would drop it), int32/int64 as integers; definitions the file only names (``v1.ObjectMeta``,
+    ``v1.unstructured.Unstructured``, …) are open objects."""
+    swagger = json.loads((CRDS / "katib-v1beta1-swagger.json").read_text())
+    known = swagger["definitions"]
+    defs: dict[str, dict] = {}
+
+    def conv(s: dict) -> dict:
+        if "$ref" in s:
+            name = s["$ref"].rpartition("/")[2]
+            if name not in known:
+                return {"type": "object"} if name != "v1.Time" else {"type": "string"}
+            if name not in defs:
+                defs[name] = {}
+                defs[name] = conv(known[name])
+            return {"$ref": f"#/definitions/{name}"}
+        t = s.get("type")
+        out: dict = {}
+        if t == "object" and "properties" in s:
+            out = {"type": "object", "additionalProperties": False,
+                   "properties": {k: conv(v) for k, v in s["properties"].items()}}
+            if s.get("required"):
+                out["required"] = list(s["required"])
+        elif t == "object":
+            out = {"type": "object"}
+            if isinstance(s.get("additionalProperties"), dict):
+                out["additionalProperties"] = conv(s["additionalProperties"])
+        elif t == "array":
+            out = {"type": "array", "items": conv(s.get("items") or {})}
+        elif t in ("string", "boolean", "integer", "number"):
+            out = {"type": t}
+        return out
+
+    return {**conv({"$ref": f"#/definitions/{root}"}), "definitions": defs}
+
+
+EXPERIMENT_SCHEMA = jsonschema.Draft7Validator(swagger_schema("v1beta1.Experiment"))
+TRIAL_SCHEMA = jsonschema.Draft7Validator(swagger_schema(".v1beta1.Trial"))
+CRD = yaml.safe_load((CRDS / "katib-experiments.yaml").read_text())["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+def check_experiment(manifest: dict) -> None:
+    pruned = copy.deepcopy(manifest)
+    assert prune(pruned, CRD) == [] and pruned == manifest
+    assert validate(manifest, CRD) == []
+    errors = sorted(EXPERIMENT_SCHEMA.iter_errors(manifest), key=lambda e: list(e.path))
+    assert not errors, [(list(e.path), e.message) for e in errors]
+    trial_job = copy.deepcopy(manifest["spec"]["trialTemplate"]["trialSpec"])
+    trial_job["metadata"] = {"name": f"{manifest['metadata']['name']}-abcdefgh"}
+    check_kubernetes(trial_job)
+
+
+def test_the_swagger_schema_is_strict():
+    ok = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment", "metadata": {"name": "x"},
+          "spec": {"maxTrialCount": 3, "parameters": [{"name": "a", "parameterType": "int",
+                                                      "feasibleSpace": {"min": "1", "max": "2"}}]}}
+    assert EXPERIMENT_SCHEMA.is_valid(ok)
+    for bad in ({"maxTrialCount": "3"}, {"parameters": [{"name": "a", "feasibleSpace": {"min": 1}}]},
+                {"maxTrials": 3}, {"objective": {"goal": "max"}}):
+        assert not EXPERIMENT_SCHEMA.is_valid({**ok, "spec": bad}), bad
+
+
+# ---------------------------------------------------------------- manifests
+
+@pytest.mark.parametrize("name", sorted(SWEEPS))
+def test_experiments_match_the_golden_files(name):
+    manifest = katib.experiment_manifest(make_plan(name), SETTINGS)
+    path = GOLDEN / f"{name}.yaml"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        header = f"# {name}: generated by UPDATE_GOLDEN=1 pytest {pathlib.Path(__file__).name}; review the diff\n"
+        path.write_text(header + yaml.dump(manifest, Dumper=_GoldenDumper, sort_keys=False, width=100))
+    assert manifest == yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("name", sorted(SWEEPS))
+def test_experiments_validate(name):
+    check_experiment(katib.experiment_manifest(make_plan(name), SETTINGS))
+
+
+@pytest.mark.parametrize("name, kind, container, labels, success", [
+    ("bayesian-pytorchjob", "PyTorchJob", "pytorch", katib.MASTER_POD_LABELS, "Succeeded"),
+    ("grid-batch-job", "Job", "trainer", None, "Complete"),
+    ("random-log-tfjob", "TFJob", "tensorflow", katib.MASTER_POD_LABELS, "Succeeded"),
+])
+def test_the_trial_template_is_the_jobs_kind(name, kind, container, labels, success):
+    plan = make_plan(name)
+    spec = katib.experiment_manifest(plan, SETTINGS)["spec"]
+    template = spec["trialTemplate"]
+    assert template["trialSpec"]["kind"] == kind == plan.kind
+    assert "metadata" not in template["trialSpec"]
+    assert template["primaryContainerName"] == container
+    assert template.get("primaryPodLabels") == labels
+    assert template["successCondition"] == f'status.conditions.#(type=="{success}")#|#(status=="True")#'
+    assert template["failureCondition"] == 'status.conditions.#(type=="Failed")#|#(status=="True")#'
+    assert [(p["name"], p["reference"]) for p in template["trialParameters"]] == [
+        (p.name, katib.search_name(plan.sweep, p)) for p in plan.sweep.params]
+    assert spec["metricsCollectorSpec"] == {"collector": {"kind": "File"}, "source": {"fileSystemPath": {
+        "kind": "File", "path": katib.METRICS_FILE, "format": "JSON"}}}
+
+
+def test_metadata_is_the_jobs():
+    plan = make_plan("bayesian-pytorchjob")
+    meta = katib.experiment_manifest(plan, SETTINGS)["metadata"]
+    from server_ext.jobs.kubeflow import job_manifest
+    job_meta = job_manifest(plan, SETTINGS)["metadata"]
+    assert meta == job_meta
+    assert katib.spec_of({"metadata": meta}) == plan.sweep
+
+
+@pytest.mark.parametrize("hyper, expected", [
+    ({}, {"algorithm": {"algorithmName": "bayesianoptimization"}, "maxTrialCount": 1, "parallelTrialCount": 1,
+          "maxFailedTrialCount": 1}),
+    ({"maxTrials": 10, "maxParallelTrials": 3}, {"maxTrialCount": 10, "parallelTrialCount": 3,
+                                                "maxFailedTrialCount": 3}),
+    ({"maxTrials": 2, "maxParallelTrials": 5}, {"maxTrialCount": 2, "parallelTrialCount": 2,
+                                               "maxFailedTrialCount": 2}),
+    ({"maxTrials": 10, "maxFailedTrials": 7}, {"maxFailedTrialCount": 7}),
+    ({"algorithm": "RANDOM_SEARCH"}, {"algorithm": {"algorithmName": "random"}}),
+    ({"algorithm": "GRID_SEARCH", "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1,
+                                              "maxValue": 4, "scaleType": "UNIT_REVERSE_LOG_SCALE"}]},
+     {"algorithm": {"algorithmName": "grid"},
+      "parameters": [{"name": "n", "parameterType": "int", "feasibleSpace": {"min": "1", "max": "4"}}]}),
+    ({"enableTrialEarlyStopping": True}, {"earlyStopping": {"algorithmName": "medianstop"}}),
+    ({"goal": "MINIMIZE", "hyperparameterMetricTag": "val/loss"},
+     {"objective": {"type": "minimize", "objectiveMetricName": "val/loss",
+                    "metricStrategies": [{"name": "val/loss", "value": "latest"}]}}),
+    ({"params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 1, "maxValue": 2.5,
+                  "scaleType": "UNIT_LOG_SCALE"}]},
+     {"parameters": [{"name": "lr", "parameterType": "double",
+                      "feasibleSpace": {"min": "1", "max": "2.5", "distribution": "logUniform"}}]}),
+    ({"params": [{"parameterName": "m", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.99,
+                  "scaleType": "UNIT_REVERSE_LOG_SCALE"}]},
+     {"parameters": [{"name": "m-reversed", "parameterType": "double",
+                      "feasibleSpace": {"min": "0.5", "max": "0.99", "distribution": "logUniform"}}]}),
+    ({"params": [{"parameterName": "d", "type": "DISCRETE", "discreteValues": [0.5, 1, 2.25]}]},
+     {"parameters": [{"name": "d", "parameterType": "discrete", "feasibleSpace": {"list": ["0.5", "1", "2.25"]}}]}),
+])
+def test_the_mapping(hyper, expected):
+    base = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "acc",
+            "params": [{"parameterName": "x", "type": "INTEGER", "minValue": 1, "maxValue": 3}]}
+    plan = make_plan("grid-batch-job", {"hyperparameters": {**base, **hyper}})
+    spec = katib.experiment_manifest(plan, SETTINGS)["spec"]
+    check_experiment(katib.experiment_manifest(plan, SETTINGS))
+    assert {k: spec[k] for k in expected} == expected
+    if "earlyStopping" not in expected:
+        assert "earlyStopping" not in spec
+
+
+@pytest.mark.parametrize("training, field, message", [
+    ({"hyperparameters": {**SWEEPS["grid-batch-job"][0]["trainingInput"]["hyperparameters"],
+                          "resumePreviousJobId": "census_v1"}},
+     "trainingInput.hyperparameters.resumePreviousJobId", "Katib resumes an Experiment in place"),
+    ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "params": [
+        {"parameterName": "o", "type": "CATEGORICAL", "categoricalValues": ["ok", "$(HOME)"]}]}},
+     "trainingInput.hyperparameters.params[0].categoricalValues[1]", "Katib cannot pass"),
+    ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "params": [
+        {"parameterName": "o", "type": "CATEGORICAL", "categoricalValues": ['say "hi"']}]}},
+     "trainingInput.hyperparameters.params[0].categoricalValues[0]", "Katib cannot pass"),
+    ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "params": [
+        {"parameterName": "m", "type": "DOUBLE", "minValue": 1, "maxValue": 2, "scaleType": "UNIT_REVERSE_LOG_SCALE"},
+        {"parameterName": "m-reversed", "type": "INTEGER", "minValue": 1, "maxValue": 2}]}},
+     "trainingInput.hyperparameters.params[0].parameterName", "'m-reversed' is also a parameter"),
+    ({"masterConfig": {"imageUri": "ghcr.io/example/census:1"}},
+     "trainingInput.masterConfig.containerCommand", "give the image's entry point"),
+])
+def test_what_cannot_be_mapped_is_refused(training, field, message):
+    plan = make_plan("grid-batch-job", training)
+    with pytest.raises(UserInputError) as e:
+        katib.experiment_manifest(plan, SETTINGS)
+    assert e.value.field == field and message in e.value.message
+
+
+def test_a_long_job_id_is_refused():
+    doc = copy.deepcopy(SWEEPS["grid-batch-job"][0])
+    doc["jobId"] = "a" * 41
+    plan = plan_job(parse_job(doc), PLAN_SETTINGS, project="p", owner="o")
+    with pytest.raises(UserInputError) as e:
+        katib.experiment_manifest(plan, SETTINGS)
+    assert e.value.field == "jobId"
+
+
+def test_a_plain_job_is_not_a_sweep():
+    doc = {"jobId": "j", "trainingInput": {**MODULE, "runtimeVersion": "python-3.11"}}
+    with pytest.raises(ValueError):
+        katib.experiment_manifest(plan_job(parse_job(doc), PLAN_SETTINGS, project="p", owner="o"), SETTINGS)
+
+
+def test_the_plan_is_not_changed():
+    plan = make_plan("random-log-tfjob")
+    before = copy.deepcopy(plan.job.doc)
+    assert katib.experiment_manifest(plan, SETTINGS) == katib.experiment_manifest(plan, SETTINGS)
+    assert plan.job.doc == before
+
+
+# ---------------------------------------------------------------- the trial program, run
+
+TRAINER = """\
+import json, os, sys
+print(json.dumps(sys.argv[1:]))
+print("epoch 1: loss=3.5 auc=0.61")
+print("auc = 7.5e-1", file=sys.stderr)
+print("val_auc=0.99 my.auc=0.98")
+with open(os.environ["CLOUD_ML_HP_METRIC_FILE"], "a") as f:
+    f.write(json.dumps({"auc": "0.8", "global_step": "40", "timestamp": 1700000000.5}) + "\\n")
+sys.exit(int(os.environ.get("EXIT", "0")))
+"""
+
+
+def _main_containers(manifest):
+    job = manifest["spec"]["trialTemplate"]["trialSpec"]
+    if job["kind"] == "Job":
+        return [job["spec"]["template"]["spec"]["containers"][0]]
+    key = "pytorchReplicaSpecs" if job["kind"] == "PyTorchJob" else "tfReplicaSpecs"
+    return [s["template"]["spec"]["containers"][0] for s in job["spec"][key].values()]
+
+
+def _run(container, values: dict[str, str], tmp_path, wrap: bool = False, exit_code: int = 0):
+    """Run a trial container's command as the kubelet would after Katib substituted `values`
+    (and, with `wrap`, after Katib's webhook appended its completion marker)."""
+    env = {e["name"]: e["value"] for e in container["env"]}
+    text = json.dumps(env)
+    for name, value in values.items():
+        text = text.replace("${trialParameters.%s}" % name, value)
+    env = json.loads(text)
+    env.update({"CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "katib" / "metrics.json"), "PATH": os.environ["PATH"],
+                "EXIT": str(exit_code)})
+    words = container["command"]
+    if wrap:
+        words = words[:2] + [" ".join(words[2:] + ["&&", f"echo completed > {tmp_path}/katib/$$$$.pid"])]
+    argv = [kubernetes_expand(w, env) for w in words]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+def _custom(tmp_path, hyper):
+    (tmp_path / "train.py").write_text(TRAINER)
+    training = {"masterConfig": {"imageUri": "x:1", "containerCommand": [sys.executable, str(tmp_path / "train.py")]},
+                "args": ["--data", "s3://b/it's here", "$(HOME)"], "hyperparameters": hyper}
+    return make_plan("grid-batch-job", training)
+
+
+HYPER = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "algorithm": "RANDOM_SEARCH", "params": [
+    {"parameterName": "momentum", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.999,
+     "scaleType": "UNIT_REVERSE_LOG_SCALE"},
+    {"parameterName": "hidden", "type": "INTEGER", "minValue": 16, "maxValue": 1024,
+     "scaleType": "UNIT_REVERSE_LOG_SCALE"},
+    {"parameterName": "opt", "type": "CATEGORICAL", "categoricalValues": ["adam", "it's; `id` & more"]}]}
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_the_trial_gets_its_hyperparameters_and_its_metrics_are_collected(tmp_path, wrap):
+    plan = _custom(tmp_path, HYPER)
+    (main,) = _main_containers(katib.experiment_manifest(plan, SETTINGS))
+    searched = {"momentum": "0.5123", "hidden": "17", "opt": "it's; `id` & more"}
+    done = _run(main, searched, tmp_path, wrap=wrap)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    trial = {"spec": {"parameterAssignments": [{"name": "momentum-reversed", "value": "0.5123"},
+                                               {"name": "hidden-reversed", "value": "17"},
+                                               {"name": "opt", "value": searched["opt"]}]}}
+    hp = katib.trial_hyperparameters(plan.sweep, trial)
+    assert hp == {"momentum": repr(0.5 + (0.999 - 0.5123)), "hidden": "1023", "opt": "it's; `id` & more"}
+    assert json.loads(lines[0]) == ["--data", "s3://b/it's here", "$(HOME)",
+                                    *(f"--{k}={v}" for k, v in hp.items())]
+    assert "epoch 1: loss=3.5 auc=0.61" in lines and "auc = 7.5e-1" in lines  # output passed on
+    metrics = [json.loads(x) for x in (tmp_path / "katib" / "metrics.json").read_text().splitlines()]
+    assert sorted(m["auc"] for m in metrics) == ["0.61", "0.8", "7.5e-1"]  # not val_auc, not my.auc
+    assert all(isinstance(m["timestamp"], float) for m in metrics)
+    if wrap:
+        (marker,) = (tmp_path / "katib").glob("*.pid")
+        assert marker.read_text().strip() == "completed"
+
+
+@pytest.mark.parametrize("wrap", [False, True])
+def test_a_failing_trainer_fails_the_trial(tmp_path, wrap):
+    plan = _custom(tmp_path, HYPER)
+    (main,) = _main_containers(katib.experiment_manifest(plan, SETTINGS))
+    done = _run(main, {"momentum": "0.6", "hidden": "16", "opt": "adam"}, tmp_path, wrap=wrap, exit_code=3)
+    assert done.returncode == 3
+    assert not list((tmp_path / "katib").glob("*.pid"))
+
+
+def test_every_replica_of_a_module_job_gets_the_arguments():
+    plan = make_plan("random-log-tfjob")
+    manifest = katib.experiment_manifest(plan, SETTINGS)
+    for c in _main_containers(manifest):
+        assert c["command"][:2] == ["sh", "-c"] and "args" not in c
+        program = c["command"][2]
+        assert "set -- sh -c " in program and "trainer.task --job-dir=gs://b/out" in program
+        assert '--learning_rate="$$MLPLATFORM_HP_0"' in program
+        env = {e["name"]: e["value"] for e in c["env"]}
+        assert env["MLPLATFORM_HP_0"] == "${trialParameters.learning_rate}"
+        assert env["CLOUD_ML_HP_METRIC_FILE"] == katib.METRICS_FILE and env["MLPLATFORM_HP_METRIC_TAG"] == "auc"
+
+
+@pytest.mark.parametrize("searched, expected", [("0.5", "0.999"), ("0.999", "0.5"), ("0.75", repr(0.5 + (0.999 - 0.75))), ("1e9", "0.5"), ("0.1", "0.999")])
+def test_reverse_values_stay_in_range(searched, expected):
+    p = parse_spec(HYPER).params[0]
+    assert katib.reverse_value(p, searched) == expected
+
+
+def test_trial_hyperparameters_without_a_spec_or_assignments():
+    trial = {"spec": {"parameterAssignments": [{"name": "lr", "value": "0.1"}]}}
+    assert katib.trial_hyperparameters(None, trial) == {"lr": "0.1"}
+    assert katib.trial_hyperparameters(parse_spec(HYPER), {}) == {}
+    assert katib.spec_of({"metadata": {}}) is None
+    assert katib.spec_of({"metadata": {"annotations": {"mlplatform.io/job-spec": "{"}}}) is None
+
+
+def test_a_trial_validates_against_the_swagger_trial():
+    trial = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial", "metadata": {"name": "t"},
+             "spec": {"parameterAssignments": [{"name": "lr", "value": "0.1"}]},
+             "status": {"conditions": [{"type": "Succeeded", "status": "True"}],
+                        "observation": {"metrics": [{"name": "auc", "latest": "0.9", "min": "0.1", "max": "0.9"}]}}}
+    assert TRIAL_SCHEMA.is_valid(trial)
