@@ -74,5 +74,6 @@ bench: $(VENV)/.stamp
 	$(PY) -m tests.kubeapi.bench
 	$(PY) -m tests.bench.spawn --spawns 64
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
+	$(PY) -m tests.bench.sweep_status --trials 1000 --calls 200 --changes 50
 	$(PY) -m tests.bench.idle_lists --seconds 60 --watch-timeout 10
 	$(PY) -m tests.bench.sse_logs --mb 100

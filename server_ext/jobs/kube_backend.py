@@ -27,6 +27,11 @@ Guarantees:
   terminated and every line was sent (a pod its controller replaced meanwhile continues the
   numbering). Without ``follow`` it ends at the current end of the log.
   A task the job does not have is `UserInputError("task-name", …)`.
+- Sweeps (``runs_sweeps``): a plan with ``sweep``, or a user's own Katib Experiment
+  (`submit_experiment`), is a Katib ``Experiment``; `kube_sweeps` says how they are cached, read,
+  cancelled, logged (``trial-<id>``) and how `trial_metrics` reads a trial's series. A jobId is
+  unique across jobs and sweeps of a project. The jobs a sweep's Trials own are not jobs of their
+  own (they are read as that sweep's trials).
 
 Request and response bodies are never logged.
 """
@@ -51,10 +56,11 @@ from hub_ext.kube import TRANSIENT, Kube, reason
 from hub_ext.watchcache import WatchCache
 
 from ..errors import JobExists, JobFinished, JobNotFound
-from . import kube_package
+from . import katib, kube_package, kube_sweeps
 from .backend import FINAL, LogLine
 from .kubeflow import CONTAINER, KubeSettings, api_version, cancel_patch, job_manifest, pod_selector, resource_path
 from .model import JOB_ID_ANNOTATION
+from .native_experiment import native_experiment
 from .plan import JobPlan, task_name
 from .status import job_json
 
@@ -74,6 +80,10 @@ class _Project:
     caches: dict[str, WatchCache]  # kind → cache
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     views: dict[str, tuple[str, dict]] = field(default_factory=dict)  # uid → (resourceVersion, job JSON)
+    sweeps: kube_sweeps.Sweeps | None = None  # None: the cluster does not serve Katib
+
+    def all_caches(self) -> list[WatchCache]:
+        return [*self.caches.values(), *(self.sweeps.caches() if self.sweeps else [])]
 
     def jobs(self) -> list[dict]:
         """Every job's JSON; an object's JSON is computed again only when its resourceVersion
@@ -89,7 +99,7 @@ class _Project:
                 hit = self.views.get(uid)
                 fresh[uid] = hit if hit is not None and hit[0] == rv else (rv, job_json(obj))
         self.views = fresh
-        return [view for _, view in fresh.values()]
+        return [view for _, view in fresh.values()] + (self.sweeps.sweeps() if self.sweeps else [])
 
     def pulse(self) -> None:
         self.changed.set()
@@ -103,7 +113,10 @@ def _typed(kind: str):
 
 
 def _job_id(obj: dict) -> str | None:
-    return ((obj.get("metadata") or {}).get("annotations") or {}).get(JOB_ID_ANNOTATION)
+    meta = obj.get("metadata") or {}
+    if any(o.get("kind") == "Trial" for o in meta.get("ownerReferences") or []):
+        return None  # a sweep trial's job
+    return (meta.get("annotations") or {}).get(JOB_ID_ANNOTATION)
 
 
 def tasks_of(kind: str, obj: dict) -> list[str]:
@@ -127,6 +140,8 @@ def _terminated(pod: dict | None, container: str) -> bool:
 
 
 class KubeBackend:
+    runs_sweeps = True
+
     def __init__(self, kube: Kube, settings: KubeSettings, *, watch_timeout: int = 300, load_timeout: float = 10,
                  poll_interval: float = 1.0, staging_env: Mapping[str, str] | None = None):
         """`staging_env`: where staging credentials are named (``GOOGLE_APPLICATION_CREDENTIALS``,
@@ -135,11 +150,14 @@ class KubeBackend:
         self.staging_env = staging_env
         self.watch_timeout, self.load_timeout, self.poll_interval = watch_timeout, load_timeout, poll_interval
         self._projects: dict[str, _Project] = {}
+        self._katib: bool | None = None  # whether the cluster serves Katib (asked once)
 
     # ---- caches --------------------------------------------------------------------------------------
     async def _project(self, project: str) -> _Project:
         if not _NAMESPACE.fullmatch(project or ""):
             raise UserInputError("project", f"{project!r} is not a project name (a DNS label)")
+        if self._projects.get(project) is None and self._katib is None:
+            self._katib = await kube_sweeps.katib_served(self.kube)
         p = self._projects.get(project)
         if p is None:
             caches: dict[str, WatchCache] = {}
@@ -148,12 +166,14 @@ class KubeBackend:
                 caches[kind] = WatchCache(self.kube, resource_path(kind, project), label_selector=SELECTOR,
                                           watch_timeout=self.watch_timeout, on_change=p.pulse,
                                           transform=_typed(kind)).start()
-            log.info("project %s: watching its jobs", project)
-        for kind, cache in p.caches.items():
+            if self._katib:
+                p.sweeps = kube_sweeps.open_sweeps(self.kube, project, SELECTOR, self.watch_timeout, p.pulse)
+            log.info("project %s: watching its jobs%s", project, " and sweeps" if self._katib else "")
+        for cache in p.all_caches():
             if not await cache.wait_loaded(self.load_timeout):
                 if cache.state == "forbidden" and self._projects.get(project) is p:
                     del self._projects[project]  # try afresh next time (RBAC may be fixed)
-                    for c in p.caches.values():
+                    for c in p.all_caches():
                         await c.stop()
                 raise UpstreamError(f"list the jobs of project {project}",
                                     cache.error or "the Kubernetes API did not answer in time")
@@ -175,17 +195,68 @@ class KubeBackend:
         return (p, *found)
 
     # ---- JobBackend ----------------------------------------------------------------------------------
+    def _taken(self, p: _Project, job_id: str) -> bool:
+        return self._find(p, job_id) is not None or (p.sweeps is not None and p.sweeps.find(job_id) is not None)
+
+    def _sweeps(self, p: _Project, project: str, field: str) -> kube_sweeps.Sweeps:
+        if p.sweeps is None:
+            raise UserInputError(field, f"hyperparameter sweeps need Katib (kubeflow.org/v1beta1 Experiments), "
+                                        f"which this cluster does not serve (project {project})")
+        return p.sweeps
+
     async def submit(self, plan: JobPlan) -> dict:
         project, job_id = plan.project, plan.job.job_id
         p = await self._project(project)
-        if self._find(p, job_id) is not None:
+        if self._taken(p, job_id):
             raise JobExists(project, job_id)
-        manifest = job_manifest(plan, self.settings)
+        sweeps = self._sweeps(p, project, "trainingInput.hyperparameters") if plan.sweep is not None else None
+        manifest = (katib.experiment_manifest(plan, self.settings) if sweeps is not None
+                    else job_manifest(plan, self.settings))
+        path = kube_sweeps.katib_path("experiments", project) if sweeps is not None else resource_path(plan.kind,
+                                                                                                       project)
         pkg = plan.package
         if pkg is not None and pkg.delivery == "bucket":
             await kube_package.stage(plan, os.environ if self.staging_env is None else self.staging_env)
+        obj = await self._create(path, manifest, project, job_id)
+        if pkg is not None and pkg.configmap is not None:
+            try:
+                await kube_package.ship_in_configmap(self.kube, plan, obj)
+            except BaseException:
+                if sweeps is not None:  # kube_package removes a job object; the Experiment is removed here
+                    sweeps.experiments.remove(project, plan.name)
+                    with contextlib.suppress(ApiException, ConnectionError, asyncio.TimeoutError):
+                        await asyncio.shield(self.kube.request(
+                            "DELETE", kube_sweeps.katib_path("experiments", project, plan.name),
+                            {"propagationPolicy": "Background", "preconditions": {"uid": obj["metadata"]["uid"]}}))
+                else:
+                    p.caches[plan.kind].remove(project, plan.name)  # in case the watch saw it meanwhile
+                raise
+        if sweeps is not None:
+            sweeps.experiments.put(obj)
+            log.info("sweep %s in %s: created Experiment %s for %s", job_id, project, plan.name, plan.owner)
+            return sweeps.json_of(obj)
+        p.caches[plan.kind].put(obj)
+        log.info("job %s in %s: created %s %s for %s", job_id, project, plan.kind, plan.name, plan.owner)
+        return job_json(obj)
+
+    async def submit_experiment(self, project: str, owner: str, doc: dict) -> dict:
+        """A user's own Katib Experiment, as `native_experiment.native_experiment` accepts it."""
+        manifest = native_experiment(doc, project, owner)
+        job_id = manifest["metadata"]["annotations"][JOB_ID_ANNOTATION]
+        p = await self._project(project)
+        if self._taken(p, job_id):
+            raise JobExists(project, job_id)
+        sweeps = self._sweeps(p, project, "kind")
+        obj = await self._create(kube_sweeps.katib_path("experiments", project), manifest, project, job_id)
+        sweeps.experiments.put(obj)
+        log.info("sweep %s in %s: created the native Experiment %s for %s", job_id, project,
+                 manifest["metadata"]["name"], owner)
+        return sweeps.json_of(obj)
+
+    async def _create(self, path: str, manifest: dict, project: str, job_id: str) -> dict:
+        """POST one object; the API's refusals as the module docstring says."""
         try:
-            obj = await self.kube.request("POST", resource_path(plan.kind, project), manifest)
+            return await self.kube.request("POST", path, manifest)
         except ApiException as e:
             if e.status == 409:
                 raise JobExists(project, job_id) from None
@@ -200,17 +271,15 @@ class KubeBackend:
         except (ConnectionError, asyncio.TimeoutError) as e:
             log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
             raise UpstreamError(f"create job {job_id}", reason(e)) from None
-        if pkg is not None and pkg.configmap is not None:
-            try:
-                await kube_package.ship_in_configmap(self.kube, plan, obj)
-            except BaseException:
-                p.caches[plan.kind].remove(project, plan.name)  # in case the watch saw it meanwhile
-                raise
-        p.caches[plan.kind].put(obj)
-        log.info("job %s in %s: created %s %s for %s", job_id, project, plan.kind, plan.name, plan.owner)
-        return job_json(obj)
+
+    async def _sweep(self, project: str, job_id: str) -> tuple[_Project, dict | None]:
+        p = await self._project(project)
+        return p, (p.sweeps.find(job_id) if p.sweeps is not None else None)
 
     async def get(self, project: str, job_id: str) -> dict:
+        p, experiment = await self._sweep(project, job_id)
+        if experiment is not None:
+            return p.sweeps.json_of(experiment)
         _, _, obj = await self._job(project, job_id)
         return job_json(obj)
 
@@ -218,6 +287,9 @@ class KubeBackend:
         return (await self._project(project)).jobs()
 
     async def cancel(self, project: str, job_id: str) -> dict:
+        p, experiment = await self._sweep(project, job_id)
+        if experiment is not None:
+            return await kube_sweeps.cancel(self.kube, p.sweeps, project, job_id, experiment)
         p, kind, obj = await self._job(project, job_id)
         job = job_json(obj)
         if job["state"] in FINAL:
@@ -245,7 +317,7 @@ class KubeBackend:
     async def close(self) -> None:
         projects, self._projects = list(self._projects.values()), {}
         for p in projects:
-            for cache in p.caches.values():
+            for cache in p.all_caches():
                 await cache.stop()
 
     # ---- logs ------------------------------------------------------------------------------------------
@@ -254,19 +326,27 @@ class KubeBackend:
         return self._logs(project, job_id, task, follow, max(0, int(after)))
 
     async def _logs(self, project: str, job_id: str, task: str, follow: bool, after: int) -> AsyncIterator[LogLine]:
-        p, kind, obj = await self._job(project, job_id)
-        task = task_name(task)
+        p, experiment = await self._sweep(project, job_id)
+        label = task = task_name(task)
+        if experiment is not None:
+            trial, task = kube_sweeps.trial_task(p.sweeps, project, job_id, experiment, task)
+            kind, obj, container = trial.kind, trial.job, trial.container
+            ended = lambda: kube_sweeps.trial_ended(p.sweeps, trial.name)  # noqa: E731
+        else:
+            p, kind, obj = await self._job(project, job_id)
+            container = CONTAINER[kind]
+            ended = lambda: self._ended(p, job_id)  # noqa: E731
         tasks = tasks_of(kind, obj)
         if task not in tasks:
-            raise UserInputError("task-name", f"job {job_id} has no task {task!r} (it has {', '.join(tasks)})")
-        selector, container = pod_selector(kind, obj["metadata"]["name"], task), CONTAINER[kind]
+            raise UserInputError("task-name", f"job {job_id} has no task {label!r} (it has {', '.join(tasks)})")
+        selector = pod_selector(kind, obj["metadata"]["name"], task)
         pod_name = pod_uid = None
         base = read = 0  # lines of pods replaced earlier; complete lines of this pod's log read so far
         while True:
             if pod_name is None:
                 found = await self._pod_of(project, job_id, selector)
                 if found is None:
-                    if not follow or self._ended(p, job_id):
+                    if not follow or ended():
                         return
                     await self._pause(p)
                     continue
@@ -282,12 +362,12 @@ class KubeBackend:
                             continue
                         read += 1
                         if base + read > after:
-                            yield LogLine(base + read, task, _text(raw))
+                            yield LogLine(base + read, label, _text(raw))
             except ApiException as e:
                 waiting = e.status == 400 and "waiting to start" in (e.body or "")  # the container has not started
                 if not (waiting or e.status == 404 or (follow and e.status in TRANSIENT)):
                     raise UpstreamError(f"read the log of {task} of job {job_id}", reason(e)) from None
-                if not follow or self._ended(p, job_id):
+                if not follow or ended():
                     return
                 if e.status == 404:
                     pod_name = None
@@ -307,12 +387,36 @@ class KubeBackend:
             if partial and (done or not follow):
                 read += 1
                 if base + read > after:
-                    yield LogLine(base + read, task, _text(partial))
+                    yield LogLine(base + read, label, _text(partial))
             if done or not follow:
                 return
             if pod is not None and pod["metadata"].get("uid") != pod_uid:
                 pod_name = None  # replaced under the same name: look it up again
             await self._pause(p)
+
+    async def trial_metrics(self, project: str, job_id: str, trial_id: str) -> list[dict]:
+        p, experiment = await self._sweep(project, job_id)
+        if experiment is None:
+            await self._job(project, job_id)  # JobNotFound when there is no such job at all
+        if experiment is None or not str(trial_id).isdigit() or p.sweeps.trial(experiment, str(trial_id)) is None:
+            raise JobNotFound(project, f"{job_id}/trials/{trial_id}")
+        trial, task = kube_sweeps.trial_task(p.sweeps, project, job_id, experiment, f"trial-{trial_id}")
+        tag = ((experiment.get("spec") or {}).get("objective") or {}).get("objectiveMetricName") or ""
+        found = await self._pod_of(project, job_id, pod_selector(trial.kind, trial.name, task))
+        if found is None:
+            return []
+        text = b""
+        try:
+            async with contextlib.aclosing(self._read(project, found[0], trial.container, False, True)) as lines:
+                async for raw in lines:
+                    text += raw
+        except ApiException as e:
+            if e.status in (400, 404):  # not started yet, or gone
+                return []
+            raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
+        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
+            raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
+        return kube_sweeps.metric_series(text.decode("utf-8", errors="replace"), tag)
 
     async def _pod_of(self, project: str, job_id: str, selector: str) -> tuple[str, str] | None:
         """(name, uid) of the task's pod (the newest, should a controller replace one), or None."""
@@ -332,9 +436,11 @@ class KubeBackend:
         except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
             raise UpstreamError(f"read the pod of job {job_id}", reason(e)) from None
 
-    async def _read(self, project: str, pod: str, container: str, follow: bool) -> AsyncIterator[bytes]:
+    async def _read(self, project: str, pod: str, container: str, follow: bool,
+                    timestamps: bool = False) -> AsyncIterator[bytes]:
         """The raw lines of one log request (the last may lack its newline)."""
         query = [("container", container)] + ([("follow", "true")] if follow else [])
+        query += [("timestamps", "true")] if timestamps else []
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.kube.timeout,
                                         sock_read=None if follow else max(self.kube.timeout, 60))
         resp = await self.kube.api_client.call_api(

@@ -12,6 +12,9 @@
   (`package.build_sdist`) into a temporary directory, attached to the plan (`plan.with_package`:
   a ConfigMap when it fits, else the staging bucket, else `UserInputError` naming
   ``--package-path``) and submitted; the temporary directory is removed once the backend has it.
+- `create(user, project, experiment)`: a body with ``"kind": "Experiment"`` is a user's own Katib
+  Experiment: the backend's ``submit_experiment(project, user, body)`` takes it as it is
+  (`native_experiment`); a backend without one (local) refuses it, naming ``kind``.
 - `list(user, project, filter, page_size, page_token)`: `listing.page` over the backend's list.
 - `get`, `cancel`, `logs`: the backend's, for that project only.
 
@@ -65,6 +68,15 @@ class JobService:
         await self._check(user, project)
         if not isinstance(body, dict):
             raise UserInputError("job", "must be a JSON object")
+        if body.get("kind") == "Experiment":  # a user's own Katib Experiment, taken as it is
+            submit = getattr(self.backend, "submit_experiment", None)
+            if submit is None:
+                raise UserInputError("kind", "a Katib Experiment needs the Kubernetes runtime; here, submit the "
+                                             "sweep as trainingInput.hyperparameters")
+            if package_path is not None:
+                raise UserInputError("--package-path", "a Katib Experiment is submitted as it is: its trialSpec "
+                                                       "names its own image and code")
+            return await submit(project, user, body)
         body = dict(body)
         mounts = body.pop("mounts", None) or {}
         if not isinstance(mounts, dict) or not set(mounts) <= {"credentials", "datasets"}:

@@ -126,11 +126,16 @@ async def _serve(args) -> None:
                       bookmark_interval=args.bookmark_interval)
     store = api.store
     filled = {}
-    for ns in dict.fromkeys(args.namespace + [f.split("=")[0] for f in args.fill]):
+    for ns in dict.fromkeys(args.namespace + [f.split("=")[0] for f in args.fill + args.sweep]):
         store.create(store.rt("", "v1", "namespaces"), None, {"metadata": {"name": ns}})
     for f in args.fill:
         ns, n = f.split("=")
         filled[ns] = fill_store(store, ns, int(n))
+    for f in args.sweep:
+        from tests.bench.sweep_status import fill_sweep  # one Katib Experiment with N Trials
+
+        ns, n = f.split("=")
+        filled[f"{ns}/sweep"] = fill_sweep(store, ns, int(n))
     runner = web.AppRunner(api.app(), access_log=None, handle_signals=False, shutdown_timeout=1)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, reuse_address=True)
@@ -150,12 +155,14 @@ class Server:
     """The stand-in process, pre-filled; `url`, `kubeconfig`, `filled` (state → count per namespace)."""
 
     def __init__(self, fill: dict[str, int] | None = None, namespaces: tuple[str, ...] = (),
-                 bookmark_interval: float = 1.0, kubeconfig: pathlib.Path | None = None):
+                 bookmark_interval: float = 1.0, kubeconfig: pathlib.Path | None = None,
+                 sweeps: dict[str, int] | None = None):
         self.kubeconfig = kubeconfig or pathlib.Path(tempfile.mkdtemp(prefix="jobs-bench-")) / "kubeconfig"
         cmd = [sys.executable, "-m", "tests.bench.jobs_env", "--kubeconfig", str(self.kubeconfig),
                "--bookmark-interval", str(bookmark_interval)]
         cmd += [a for ns, n in (fill or {}).items() for a in ("--fill", f"{ns}={n}")]
         cmd += [a for ns in namespaces for a in ("--namespace", ns)]
+        cmd += [a for ns, n in (sweeps or {}).items() for a in ("--sweep", f"{ns}={n}")]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
         if "serving on " not in line:
@@ -194,5 +201,7 @@ if __name__ == "__main__":
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--fill", action="append", default=[], help="NAMESPACE=N PyTorchJobs")
     parser.add_argument("--namespace", action="append", default=[], help="an empty namespace to create")
+    parser.add_argument("--sweep", action="append", default=[], help="NAMESPACE=N: one Katib Experiment with N "
+                                                                     "Trials (tests.bench.sweep_status)")
     parser.add_argument("--bookmark-interval", type=float, default=1.0)
     asyncio.run(_serve(parser.parse_args()))

@@ -144,7 +144,8 @@ async def test_get_and_list_read_the_cache_zero_lists_after_the_first(backend, s
     await backend.submit(plan(pytorch_doc("first"), ns))
     first = lists(standin, SELECTOR)
     assert sorted(first) == sorted(f"{base}/namespaces/{ns}/{plural}" for base, plural in (
-        ("/apis/kubeflow.org/v1", "pytorchjobs"), ("/apis/kubeflow.org/v1", "tfjobs"), ("/apis/batch/v1", "jobs")))
+        ("/apis/kubeflow.org/v1", "pytorchjobs"), ("/apis/kubeflow.org/v1", "tfjobs"), ("/apis/batch/v1", "jobs"),
+        ("/apis/kubeflow.org/v1beta1", "experiments")))  # sweeps (kube_sweeps)
     since = len(standin.requests())
     for _ in range(20):
         assert [j["jobId"] for j in await backend.list(ns)] == ["first"]
@@ -328,7 +329,7 @@ async def test_create_refused_or_failing(backend, standin, kube_target):
 async def test_410_gone_relists_exactly_once(backend, standin, kube_target):
     ns = kube_target.namespace
     await backend.submit(plan(pytorch_doc("before"), ns))
-    assert len(lists(standin, SELECTOR)) == 3
+    assert len(lists(standin, SELECTOR)) == 4  # three job kinds and Katib Experiments
     configmaps = standin.store.rt("", "v1", "configmaps")
 
     def expire_history():  # atomically: a newer resourceVersion, history compacted, watches cut
@@ -337,11 +338,11 @@ async def test_410_gone_relists_exactly_once(backend, standin, kube_target):
         standin.store.cut_watches()
     standin.call(expire_history)
     for _ in range(200):
-        if len(lists(standin, SELECTOR)) == 6:
+        if len(lists(standin, SELECTOR)) == 8:
             break
         await asyncio.sleep(0.05)
     await asyncio.sleep(1.2)  # bookmarks come every 0.5 s: a loop of re-lists would show by now
-    assert len(lists(standin, SELECTOR)) == 6
+    assert len(lists(standin, SELECTOR)) == 8
     gone = [r for r in standin.requests() if r.query.get("watch") and r.query.get("labelSelector") == SELECTOR]
     assert len(gone) >= 6  # first watches, then resumes answered 410 (and the watches after the re-list)
     assert [j["jobId"] for j in await backend.list(ns)] == ["before"]
