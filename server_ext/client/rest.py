@@ -128,7 +128,9 @@ class ServerJobs:
                                 action=f"cancel job {job_id}", project=project, job_id=job_id) or {}
 
     async def trial_metrics(self, project: str, job_id: str, trial_id: str) -> list[dict]:
-        raise NotImplementedError("the notebook server's ml/v1 API has no trial-metrics endpoint yet")
+        answer = await self._call("GET", self._url(project, f"{_q(job_id)}/trials/{_q(str(trial_id))}/metrics"),
+                                  action=f"read trial {trial_id} of {job_id}", project=project, job_id=job_id)
+        return (answer or {}).get("metrics", [])
 
     async def logs(self, project: str, job_id: str, task: str | None = None, *, follow: bool = False,
                    after: int = 0) -> AsyncIterator[LogLine]:

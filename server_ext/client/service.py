@@ -55,6 +55,9 @@ class RemoteService:
     async def cancel(self, user: str, project: str, job_id: str) -> dict:
         return await self.jobs.cancel(project, job_id)
 
+    async def trial_metrics(self, user: str, project: str, job_id: str, trial_id: str) -> list[dict]:
+        return await self.jobs.trial_metrics(project, job_id, trial_id)
+
     async def logs(self, user: str, project: str, job_id: str, task: str | None = None, *, follow: bool = False,
                    after: int = 0) -> AsyncIterator[LogLine]:
         return self.jobs.logs(project, job_id, task, follow=follow, after=after)

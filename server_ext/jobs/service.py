@@ -16,7 +16,7 @@
   Experiment: the backend's ``submit_experiment(project, user, body)`` takes it as it is
   (`native_experiment`); a backend without one (local) refuses it, naming ``kind``.
 - `list(user, project, filter, page_size, page_token)`: `listing.page` over the backend's list.
-- `get`, `cancel`, `logs`: the backend's, for that project only.
+- `get`, `cancel`, `logs`, `trial_metrics`: the backend's, for that project only.
 
 A project the caller may not use is refused with `UserInputError("project", …, 403)` for every
 verb, so another project's job ids are not even confirmed to exist.
@@ -116,6 +116,10 @@ class JobService:
     async def cancel(self, user: str, project: str, job_id: str) -> dict:
         await self._check(user, project)
         return await self.backend.cancel(project, job_id)
+
+    async def trial_metrics(self, user: str, project: str, job_id: str, trial_id: str) -> list[dict]:
+        await self._check(user, project)
+        return await self.backend.trial_metrics(project, job_id, trial_id)
 
     async def logs(self, user: str, project: str, job_id: str, task: str | None = None, *, follow: bool = False,
                    after: int = 0) -> AsyncIterator[LogLine]:

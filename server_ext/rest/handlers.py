@@ -7,6 +7,7 @@
     GET    …/jobs/{jobId}              get
     POST   …/jobs/{jobId}:cancel       cancel (empty body, answers ``{}`` as Google's does)
     GET    …/jobs/{jobId}/logs?task=&follow=true   Server-Sent Events (see `LogsHandler`)
+    GET    …/jobs/{jobId}/trials/{trialId}/metrics   a sweep trial's metric series
 
 Every method is authenticated (the server's own identity provider: the hub's OAuth in a
 JupyterHub, a token otherwise) and authorized on the resource ``mlplatform``; the jobs service
@@ -111,6 +112,16 @@ class CancelHandler(_Handler):
         self.finish("{}")
 
 
+class TrialMetricsHandler(_Handler):
+    """A sweep trial's intermediate metric: ``{"metrics": [{"trainingStep", "objectiveValue", "time"}]}``."""
+
+    @web.authenticated
+    @authorized("read")
+    async def get(self, project: str, job_id: str, trial_id: str):
+        service = await self.service()
+        self.finish(json.dumps({"metrics": await service.trial_metrics(self.user, project, job_id, trial_id)}))
+
+
 class LogsHandler(_Handler):
     """One task's log as Server-Sent Events.
 
@@ -204,5 +215,6 @@ routes = [
     (_JOBS, JobsHandler),
     (_JOB + r"(?::|%3[Aa])cancel", CancelHandler),  # some clients percent-encode the colon
     (_JOB + r"/logs", LogsHandler),
+    (_JOB + r"/trials/(?P<trial_id>[1-9][0-9]*)/metrics", TrialMetricsHandler),
     (_JOB, JobHandler),
 ]
