@@ -32,6 +32,10 @@ Guarantees:
   still being prepared is FAILED.
 - `close` stops background tasks only: the processes of running jobs keep running.
 - Times are RFC 3339 UTC with ``Z``; every log line names the job as ``<project>/<jobId>``.
+- A job with ``trainingInput.hyperparameters`` is a sweep (`local_sweeps`: an Optuna study whose
+  trials are internal jobs of this backend, ``<jobId>/trial-<id>``, not listed); its tasks are
+  read as ``trial-3`` and ``trial-3/worker-replica-1`` (`logs`), its trials' reports with
+  `trial_metrics`.
 """
 
 from __future__ import annotations
@@ -57,8 +61,10 @@ from ..errors import JobExists, JobFinished, JobNotFound
 from .backend import FINAL, LogLine
 from . import local_package
 from .local_env import command, decide, mounts_env, port_tasks, refuse_unrunnable, task_env
-from .local_procs import Replica, free_ports, read_log, start_replica, stop
+from .local_procs import Replica, free_ports, read_log, start_replica, stop, wait_any
 from .local_store import JobRecord, JobStore
+from .local_sweep_space import initial_output
+from .local_sweeps import Sweeps, is_sweep
 from .plan import JobPlan, task_name
 
 log = logging.getLogger(__name__)
@@ -80,6 +86,7 @@ class _Live:
     procs: dict[str, Replica] = field(default_factory=dict)
     cancel: asyncio.Event = field(default_factory=asyncio.Event)
     installer: asyncio.subprocess.Process | None = None
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # set once the final state is written
 
 
 class _Failed(Exception):
@@ -88,6 +95,8 @@ class _Failed(Exception):
 
 class LocalBackend:
     """`JobBackend` on this machine. `env` replaces ``os.environ`` as every process's base environment."""
+
+    runs_sweeps = True
 
     def __init__(self, state_dir: pathlib.Path | str, python: str = sys.executable,
                  env: Mapping[str, str] | None = None, *, grace_s: float = 5.0, poll_s: float = 0.2):
@@ -100,6 +109,7 @@ class LocalBackend:
         self._tasks: set[asyncio.Task] = set()
         self._touched: set[tuple[str, str]] = set()  # records changed here: saved again on close
         self._store: JobStore | None = None
+        self._sweeps = Sweeps(self)
 
     @classmethod
     async def create(cls, state_dir: pathlib.Path | str, **kwargs) -> "LocalBackend":
@@ -112,10 +122,14 @@ class LocalBackend:
     async def start(self) -> None:
         """Open the state and recover every job (see the module docstring)."""
         self._store = await JobStore.open(self.state_dir / "jobs.sqlite")
+        sweeps = []
         for rec in await self._store.load():
             self._jobs[rec.key] = rec
             state = rec.job.get("state")
             if state in FINAL:
+                continue
+            if is_sweep(rec):  # resumed once every trial job is back
+                sweeps.append(rec)
                 continue
             if not rec.procs:
                 if state == "CANCELLING":
@@ -134,6 +148,12 @@ class LocalBackend:
             log.info("job %s/%s: re-adopting %s (pids %s)", rec.project, rec.job_id, state,
                      ", ".join(str(p.pid) for p in live.procs.values()))
             self._background(rec, live, self._supervise(rec, live))
+        self._sweeps.warm()
+        for rec in sweeps:
+            live = self._live[rec.key] = _Live()
+            if rec.job.get("state") == "CANCELLING":
+                live.cancel.set()
+            self._background(rec, live, self._sweeps.resume(rec, live))
 
     async def close(self) -> None:
         tasks = list(self._tasks)
@@ -146,6 +166,7 @@ class LocalBackend:
                 await self._store.save(self._jobs[key])
             await self._store.close()
             self._store = None
+        await self._sweeps.close()
 
     def _background(self, rec: JobRecord, live: _Live, coro) -> None:
         task = asyncio.create_task(self._guard(rec, live, coro), name=f"local-job-{rec.project}/{rec.job_id}")
@@ -183,6 +204,8 @@ class LocalBackend:
         if self._store is None:
             raise RuntimeError("LocalBackend.start() was not awaited")
         refuse_unrunnable(plan)
+        if plan.sweep is not None:
+            self._sweeps.check(plan)
         if not _PROJECT.fullmatch(plan.project):
             raise UserInputError("project", f"{plan.project!r} cannot name a local project directory")
         local_package.check(plan)
@@ -195,8 +218,10 @@ class LocalBackend:
                 raise JobExists(*key)
             job = plan.job.to_json()
             job.update(state="QUEUED", createTime=now())
+            if plan.sweep is not None:
+                job["trainingOutput"] = initial_output(plan.sweep)
             job["etag"] = _etag(job)
-            rec = JobRecord(plan.project, plan.job.job_id, plan.owner, job, plan.task_names())
+            rec = JobRecord(plan.project, plan.job.job_id, plan.owner, job, [] if plan.sweep else plan.task_names())
             self._jobs[key] = rec
             try:
                 await self._store.insert(rec)
@@ -216,14 +241,16 @@ class LocalBackend:
         live = self._live[key] = _Live()
         log.info("job %s/%s: submitted by %s, tasks %s", plan.project, plan.job.job_id, plan.owner,
                  ", ".join(rec.tasks))
-        self._background(rec, live, self._run(rec, plan, live, base, dict(env or {})))
+        runner = self._sweeps.run(rec, plan, live) if plan.sweep else self._run(rec, plan, live, base, dict(env or {}))
+        self._background(rec, live, runner)
         return json.loads(json.dumps(rec.job))
 
     async def get(self, project: str, job_id: str) -> dict:
         return json.loads(json.dumps(self._record(project, job_id).job))
 
     async def list(self, project: str) -> list[dict]:
-        return [json.loads(json.dumps(r.job)) for r in self._jobs.values() if r.project == project]
+        return [json.loads(json.dumps(r.job)) for r in self._jobs.values()
+                if r.project == project and "/" not in r.job_id]  # a sweep's trial jobs are not listed
 
     async def cancel(self, project: str, job_id: str) -> dict:
         rec = self._record(project, job_id)
@@ -250,10 +277,16 @@ class LocalBackend:
              after: int = 0) -> AsyncIterator[LogLine]:
         rec = self._record(project, job_id)
         name = task_name(task)
+        if is_sweep(rec):
+            job_id, name = self._sweeps.trial_task(rec, name)
+            rec = self._record(project, job_id)
         if name not in rec.tasks:
             raise UserInputError("task-name", f"the job has no task {task!r} (it has {', '.join(rec.tasks)})")
         path = self.job_dir(project, job_id) / f"{name}.log"
         return read_log(path, name, max(0, int(after)), follow, lambda: self._task_ended(rec, name), self.poll_s)
+
+    async def trial_metrics(self, project: str, job_id: str, trial_id: str) -> list[dict]:
+        return await self._sweeps.trial_metrics(self._record(project, job_id), str(trial_id))
 
     # ---- running a job -------------------------------------------------------------------------
 
@@ -275,7 +308,9 @@ class LocalBackend:
         if message:
             fields["errorMessage"] = message
         await self._update(rec, **fields)
-        self._live.pop(rec.key, None)
+        live = self._live.pop(rec.key, None)
+        if live is not None:
+            live.done.set()
         if state == "SUCCEEDED" or state == "CANCELLED":
             log.info("job %s/%s: %s", rec.project, rec.job_id, state)
         else:
@@ -360,10 +395,7 @@ class LocalBackend:
                 await self._stop(rec, live)
                 await self._finish(rec, *decision)
                 return
-            try:
-                await asyncio.wait_for(live.cancel.wait(), self.poll_s)
-            except TimeoutError:
-                pass
+            await wait_any(live.procs.values(), live.cancel, self.poll_s)
 
     # ---- logs ----------------------------------------------------------------------------------
 

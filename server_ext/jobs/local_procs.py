@@ -11,6 +11,8 @@
   replica, and `Replica.signal` never signals a process group that is not the replica's.
 - `stop(replicas, grace_s)`: SIGTERM to every group still there, SIGKILL after `grace_s`, and
   waits until they are gone (bounded); the pids that outlived SIGKILL are returned.
+- `wait_any(replicas, event, timeout)`: returns as soon as a replica this server started exits or
+  `event` is set, else after `timeout` (adopted replicas can only be polled).
 - `read_log`: a log as `LogLine`s numbered from 1 (see `backend`): a line is sent only once it is
   complete (or its task ended), so a reader resuming ``after`` a seq never sees a line change.
 """
@@ -159,6 +161,16 @@ async def stop(replicas: Iterable[Replica], grace_s: float) -> list[int]:
         while any(not r.gone() for r in left) and loop.time() < deadline:
             await asyncio.sleep(0.05)
     return [r.pid for r in replicas if not r.gone()]
+
+
+async def wait_any(replicas: Iterable[Replica], event: asyncio.Event, timeout: float) -> None:
+    waits = [asyncio.ensure_future(event.wait())]
+    waits += [asyncio.ensure_future(r.process.wait()) for r in replicas if r.process is not None and not r.ended]
+    try:
+        await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
 
 
 def _read_chunk(path: pathlib.Path, offset: int) -> bytes:
