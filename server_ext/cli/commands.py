@@ -60,8 +60,11 @@ class Context:
 
 
 def task_names(job: dict) -> list[str]:
-    """Every task of a job, master first (the scale tier's replicas when the tier is not CUSTOM)."""
+    """Every task of a job, master first (the scale tier's replicas when the tier is not CUSTOM); none
+    for a sweep, whose tasks (``trial-N``) appear as it runs (`stream_logs` follows them)."""
     t = dict(job.get("trainingInput") or {})
+    if t.get("hyperparameters") or (job.get("trainingOutput") or {}).get("isHyperparameterTuningJob"):
+        return []
     tier = t.get("scaleTier", "BASIC")
     if tier != "CUSTOM":
         t.update(TIERS.get(tier, {}))
@@ -100,8 +103,21 @@ async def stream_logs(ctx: Context, job_id: str, tasks: list[str], dest: TextIO,
             dest.flush()
 
     async with asyncio.TaskGroup() as group:
-        for task in tasks:
-            group.create_task(pump(task))
+        if tasks:
+            for task in tasks:
+                group.create_task(pump(task))
+            return
+        # a sweep: each trial's master log, from when the trial appears until the sweep ends
+        started: set[str] = set()
+        while True:
+            job = await ctx.service.get(ctx.user, ctx.project, job_id)
+            for trial in (job.get("trainingOutput") or {}).get("trials") or []:
+                if trial.get("trialId") and trial["trialId"] not in started:
+                    started.add(trial["trialId"])
+                    group.create_task(pump(f"trial-{trial['trialId']}"))
+            if job.get("state") in FINAL:
+                return
+            await asyncio.sleep(0.5)
 
 
 async def _wait_final(ctx: Context, job_id: str, poll: float = 0.5) -> dict:

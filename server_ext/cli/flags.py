@@ -308,9 +308,37 @@ def _read(path: str) -> str:
         raise UserInputError("--config", f"cannot read {path}: {e.strerror or e}") from None
 
 
+def native_experiment_of(args: argparse.Namespace, config: dict) -> dict:
+    """A ``--config`` file that is a Katib Experiment, taken as it is: no job flag may change it, and
+    JOB must be its jobId (``metadata.name`` with ``-`` read as ``_``; set from JOB when absent)."""
+    from server_ext.jobs.model import kubernetes_name
+    from server_ext.jobs.native_experiment import job_id_of
+
+    given = [flag for attr, (flag, _) in FLAG_FIELDS.items() if attr != "job" and getattr(args, attr, None)]
+    given += ["--package-path"] if args.package_path else []
+    if given:
+        raise UserInputError(given[0], "cannot be combined with a Katib Experiment in --config: it is submitted "
+                                       "as it is")
+    doc = copy.deepcopy(config)
+    meta = doc.setdefault("metadata", {}) if isinstance(doc.get("metadata", {}), dict) else None
+    if meta is None:
+        raise UserInputError("metadata in --config", "must be a mapping")
+    meta.setdefault("name", kubernetes_name(args.job))
+    if job_id_of(str(meta["name"])) != args.job:
+        raise UserInputError("JOB", f"must be {job_id_of(str(meta['name']))!r}, the jobId of the Experiment's "
+                                    f"metadata.name {meta['name']!r}")
+    return doc
+
+
+def is_experiment(doc: Any) -> bool:
+    return isinstance(doc, dict) and doc.get("kind") == "Experiment"
+
+
 def flags_to_job(args: argparse.Namespace, read: Callable[[str], str] = _read) -> tuple[dict, str | None]:
     _check_groups(args)
     config = load_config(read(args.config), "--config") if args.config else {}
+    if is_experiment(config):
+        return native_experiment_of(args, config), None
     doc = copy.deepcopy(config)
     if not isinstance(doc.get("trainingInput", {}), dict):
         raise UserInputError("trainingInput in --config", "must be a mapping of fields")

@@ -54,8 +54,8 @@ from server_ext.jobs.service import JobService
 from server_ext.config import cli_config, context_for_region
 
 from . import commands, output
-from .flags import (PACKAGE_PLACEHOLDER, PROG, UsageError, command_path, flag_for, flags_to_job, local_train_job,
-                    mounts_from_flags, parse_args)
+from .flags import (PACKAGE_PLACEHOLDER, PROG, UsageError, command_path, flag_for, flags_to_job, is_experiment,
+                    local_train_job, mounts_from_flags, parse_args)
 
 _TRUE = ("1", "true", "yes", "on")
 Closer = Callable[[], Awaitable[None]]
@@ -160,6 +160,11 @@ def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None, user:
     """Plan the job (`flags_to_job`'s) offline; print what would be created, as YAML documents."""
     import yaml
 
+    if is_experiment(doc):
+        from server_ext.jobs.native_experiment import native_experiment
+
+        out.write(yaml.safe_dump(native_experiment(doc, project, user), default_flow_style=False, sort_keys=False))
+        return 0
     check = dict(doc, trainingInput=dict(doc["trainingInput"]))
     if package_path:
         check["trainingInput"]["packageUris"] = [*(check["trainingInput"].get("packageUris") or []),
@@ -183,7 +188,13 @@ def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None, user:
     except ImportError as e:
         raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
 
-    manifest = job_manifest(plan, KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES)))
+    settings = KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES))
+    if plan.sweep is not None:
+        from server_ext.jobs.katib import experiment_manifest
+
+        manifest = experiment_manifest(plan, settings)
+    else:
+        manifest = job_manifest(plan, settings)
     docs = manifest if isinstance(manifest, list) else [manifest]
     out.write(yaml.safe_dump_all(docs, default_flow_style=False, sort_keys=False))
     return 0

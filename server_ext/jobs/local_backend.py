@@ -276,14 +276,14 @@ class LocalBackend:
     def logs(self, project: str, job_id: str, task: str = "master-replica-0", *, follow: bool = False,
              after: int = 0) -> AsyncIterator[LogLine]:
         rec = self._record(project, job_id)
-        name = task_name(task)
+        name = shown = task_name(task)  # a sweep's lines are labelled with the asked name (trial-3)
         if is_sweep(rec):
             job_id, name = self._sweeps.trial_task(rec, name)
             rec = self._record(project, job_id)
         if name not in rec.tasks:
             raise UserInputError("task-name", f"the job has no task {task!r} (it has {', '.join(rec.tasks)})")
         path = self.job_dir(project, job_id) / f"{name}.log"
-        return read_log(path, name, max(0, int(after)), follow, lambda: self._task_ended(rec, name), self.poll_s)
+        return read_log(path, shown, max(0, int(after)), follow, lambda: self._task_ended(rec, name), self.poll_s)
 
     async def trial_metrics(self, project: str, job_id: str, trial_id: str) -> list[dict]:
         return await self._sweeps.trial_metrics(self._record(project, job_id), str(trial_id))

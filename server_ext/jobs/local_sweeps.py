@@ -62,6 +62,10 @@ if TYPE_CHECKING:
     from .local_store import JobRecord
 
 log = logging.getLogger(__name__)
+# Optuna's records go through the standard logging tree (the server's log configuration, or
+# nothing below WARNING in the kubectl plugin) instead of its own stderr handler.
+optuna.logging.disable_default_handler()
+optuna.logging.enable_propagation()
 MASTER = "master-replica-0"
 
 

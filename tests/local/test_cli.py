@@ -101,3 +101,17 @@ def test_usage_errors_help_and_bad_configs_need_no_backend(cli, tmp_path):
     helped = cli("jobs", "submit", "training", "--help")
     assert helped.returncode == 0 and "--master-accelerator" in helped.stdout
     assert not (tmp_path / "state").exists()  # nothing was created
+
+
+def test_a_sweep_from_an_hptuning_config_streams_its_trials_and_summarizes(cli, tmp_path):
+    (tmp_path / "hptuning_config.yaml").write_text(
+        "trainingInput:\n  args: ['--epochs=2', '--sleep=0']\n  hyperparameters:\n    goal: MINIMIZE\n"
+        "    hyperparameterMetricTag: rmse\n    maxTrials: 2\n    maxParallelTrials: 2\n    params:\n"
+        "    - {parameterName: learning_rate, type: DISCRETE, discreteValues: [0.01, 0.1]}\n    algorithm: GRID_SEARCH\n")
+    done = cli("jobs", "submit", "training", "sweep1", "--local", "--config", "hptuning_config.yaml",
+               "--module-name", "trainer.task", "--packages", EXAMPLE_TRAINER.as_uri(), "--stream-logs")
+    assert done.returncode == 0, done.stderr
+    assert "trial-1" in done.stderr and "trial-2" in done.stderr and "epoch 2/2" in done.stderr
+    summary = cli("jobs", "describe", "sweep1", "--local", "--summarize")
+    assert summary.returncode == 0, summary.stderr
+    assert "learning_rate=0.1" in summary.stdout and "learning_rate=0.01" in summary.stdout

@@ -269,3 +269,69 @@ def test_help_exits_0(capsys):
     for flag in ("--master-accelerator", "--scale-tier", "--stream-logs", "--package-path", "--kms-key",
                  "--credentials", "--dry-run", "--project"):
         assert flag in text
+
+
+HPTUNING = """\
+trainingInput:
+  hyperparameters:
+    goal: MINIMIZE
+    hyperparameterMetricTag: rmse
+    maxTrials: 4
+    maxParallelTrials: 2
+    params:
+    - parameterName: learning_rate
+      type: DOUBLE
+      minValue: 0.001
+      maxValue: 0.5
+      scaleType: UNIT_LOG_SCALE
+"""
+
+EXPERIMENT = """\
+apiVersion: kubeflow.org/v1beta1
+kind: Experiment
+metadata: {name: mnist-lr}
+spec:
+  objective: {type: minimize, objectiveMetricName: loss}
+  algorithm: {algorithmName: random}
+  maxTrialCount: 4
+  parallelTrialCount: 2
+  parameters:
+  - {name: lr, parameterType: double, feasibleSpace: {min: "0.01", max: "0.1"}}
+  trialTemplate:
+    primaryContainerName: trainer
+    trialParameters: [{name: lr, reference: lr}]
+    trialSpec:
+      apiVersion: batch/v1
+      kind: Job
+      spec:
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - {name: trainer, image: python:3.11-slim, command: [python, -m, trainer.task, "--lr=${trialParameters.lr}"]}
+"""
+
+
+def test_dry_run_of_a_sweep_prints_the_katib_experiment(tmp_path):
+    config = tmp_path / "hptuning_config.yaml"
+    config.write_text(HPTUNING)
+    code, out, err = run_cli(SUBMIT + ["sweep1", *CODE, "--config", str(config), "--dry-run", "-n", "team"])
+    assert code == 0, err
+    (doc,) = yaml.safe_load_all(out)
+    assert (doc["kind"], doc["metadata"]["name"], doc["spec"]["maxTrialCount"], doc["spec"]["parallelTrialCount"]) == \
+        ("Experiment", "sweep1", 4, 2)
+    assert (doc["spec"]["objective"]["type"], doc["spec"]["objective"]["objectiveMetricName"]) == ("minimize", "rmse")
+
+
+def test_a_native_experiment_config_is_taken_as_it_is(tmp_path):
+    config = tmp_path / "experiment.yaml"
+    config.write_text(EXPERIMENT)
+    code, out, err = run_cli(SUBMIT + ["mnist_lr", "--config", str(config), "--dry-run", "-n", "team"])
+    assert code == 0, err
+    doc = yaml.safe_load(out)
+    assert doc["spec"] == yaml.safe_load(EXPERIMENT)["spec"]
+    assert doc["metadata"]["namespace"] == "team" and doc["metadata"]["annotations"]["mlplatform.io/job-id"] == "mnist_lr"
+    code, out, err = run_cli(SUBMIT + ["other", "--config", str(config), "--dry-run"])
+    assert code == 2 and "[JOB]" in err and "'mnist_lr'" in err
+    code, out, err = run_cli(SUBMIT + ["mnist_lr", "--config", str(config), "--scale-tier", "basic", "--dry-run"])
+    assert code == 2 and "[--scale-tier]" in err and "Katib Experiment" in err
