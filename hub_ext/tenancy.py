@@ -3,7 +3,8 @@
 `project_objects` returns, for one project (as one user sees it), every object the hub manages
 there, in the order they must exist:
 
-1. the Namespace (named after the project), labelled as the platform's;
+1. the Namespace (named after the project), labelled as the platform's and with Katib's
+   ``katib.kubeflow.org/metrics-collector-injection: enabled`` (sweeps' metrics are collected);
 2. the ServiceAccount ``mlplatform-runner`` that notebook and job pods run as;
 3. the Role ``mlplatform-project``: manage training jobs, sweeps (Katib), batch Jobs and
    ConfigMaps (packages); read and delete pods, read their logs and events; read datasets
@@ -36,6 +37,7 @@ from .profiles import Profile
 from .publish import catalog_json
 
 SERVICE_ACCOUNT = "mlplatform-runner"
+NAMESPACE_LABELS = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
 ROLE = "mlplatform-project"
 QUOTA = "mlplatform-accelerators"
 CATALOG_CONFIGMAP = "mlplatform-catalog"
@@ -84,7 +86,7 @@ def project_objects(project: Project, accelerators: Mapping[str, Accelerator], p
         return {"name": name, "namespace": ns, "labels": {**lab, **extra}}
 
     objects = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": lab}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": {**lab, **NAMESPACE_LABELS}}},
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SERVICE_ACCOUNT)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(ROLE), "rules": ROLE_RULES},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(ROLE),
