@@ -151,6 +151,8 @@ def demo_config(
             "ip": "127.0.0.1",
             "start_timeout": 120,
             "http_timeout": 90,
+            # the example training package, for `cp -r $MLPLATFORM_EXAMPLES/trainer .` in a notebook
+            "environment": {"MLPLATFORM_EXAMPLES": str(PROJECT_ROOT / "examples")},
         },
         "SimpleLocalProcessSpawner": {
             "home_dir_template": str(state_dir / "users" / "{username}"),

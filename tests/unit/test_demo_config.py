@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_ext.demo import ADMIN_USER, DEMO_PLATFORM, DemoSecrets, banner, demo_config, render_config
+from hub_ext.demo import ADMIN_USER, DEMO_PLATFORM, PROJECT_ROOT, DemoSecrets, banner, demo_config, render_config
 
 pytestmark = pytest.mark.unit
 
@@ -60,6 +60,7 @@ def test_whole_config():
             "ip": "127.0.0.1",
             "start_timeout": 120,
             "http_timeout": 90,
+            "environment": {"MLPLATFORM_EXAMPLES": str(PROJECT_ROOT / "examples")},
         },
         "SimpleLocalProcessSpawner": {"home_dir_template": "/srv/demo/users/{username}"},
         "LocalPlatformSpawner": {**DEMO_PLATFORM, "state_dir": "/srv/demo/platform"},
