@@ -107,9 +107,10 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
 
         state = pathlib.Path(env["MLPLATFORM_STATE_DIR"]).expanduser() if env.get("MLPLATFORM_STATE_DIR") \
             else default_state_dir()
+        project = project_of(args, user, env)  # before the backend's threads start importing
         backend = LocalBackend(state)
         await backend.start()
-        return backend, default_plan_settings(), project_of(args, user, env)
+        return backend, default_plan_settings(), project
     from hub_ext.kube_mounts import MountSettings
     from server_ext.jobs.kube_backend import KubeBackend
     from server_ext.jobs.kubeflow import KubeSettings

@@ -28,10 +28,11 @@ Guarantees:
   numbering). Without ``follow`` it ends at the current end of the log.
   A task the job does not have is `UserInputError("task-name", …)`.
 - Sweeps (``runs_sweeps``): a plan with ``sweep``, or a user's own Katib Experiment
-  (`submit_experiment`), is a Katib ``Experiment``; `kube_sweeps` says how they are cached, read,
-  cancelled, logged (``trial-<id>``) and how `trial_metrics` reads a trial's series. A jobId is
-  unique across jobs and sweeps of a project. The jobs a sweep's Trials own are not jobs of their
-  own (they are read as that sweep's trials).
+  (`submit_experiment`), is a Katib ``Experiment``; this class only dispatches to `kube_sweeps`,
+  which says how they are created, cached, read, cancelled, logged (``trial-<id>``) and how
+  `trial_metrics` reads a trial's series. A jobId is unique across jobs and sweeps of a project.
+  The jobs a sweep's Trials own are not jobs of their own (they are read as that sweep's trials).
+  Pods and their logs are read through `kube_pods`.
 
 Request and response bodies are never logged.
 """
@@ -45,7 +46,7 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Mapping
+from typing import AsyncIterator, Awaitable, Callable, Mapping
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -56,7 +57,7 @@ from hub_ext.kube import TRANSIENT, Kube, reason
 from hub_ext.watchcache import WatchCache
 
 from ..errors import JobExists, JobFinished, JobNotFound
-from . import katib, kube_package, kube_sweeps
+from . import katib, kube_package, kube_pods, kube_sweeps
 from .backend import FINAL, LogLine
 from .kubeflow import CONTAINER, KubeSettings, api_version, cancel_patch, job_manifest, pod_selector, resource_path
 from .model import JOB_ID_ANNOTATION
@@ -128,17 +129,6 @@ def tasks_of(kind: str, obj: dict) -> list[str]:
             for rtype, spec in specs.items() for i in range(int(spec.get("replicas", 1)))]
 
 
-def _terminated(pod: dict | None, container: str) -> bool:
-    """True when the container can write no more lines (or the pod is gone or going)."""
-    if pod is None or pod["metadata"].get("deletionTimestamp"):
-        return True
-    status = pod.get("status") or {}
-    if status.get("phase") in ("Succeeded", "Failed"):
-        return True
-    return any(s.get("name") == container and "terminated" in (s.get("state") or {})
-               for s in status.get("containerStatuses") or [])
-
-
 class KubeBackend:
     runs_sweeps = True
 
@@ -198,44 +188,25 @@ class KubeBackend:
     def _taken(self, p: _Project, job_id: str) -> bool:
         return self._find(p, job_id) is not None or (p.sweeps is not None and p.sweeps.find(job_id) is not None)
 
-    def _sweeps(self, p: _Project, project: str, field: str) -> kube_sweeps.Sweeps:
-        if p.sweeps is None:
-            raise UserInputError(field, f"hyperparameter sweeps need Katib (kubeflow.org/v1beta1 Experiments), "
-                                        f"which this cluster does not serve (project {project})")
-        return p.sweeps
-
     async def submit(self, plan: JobPlan) -> dict:
         project, job_id = plan.project, plan.job.job_id
         p = await self._project(project)
         if self._taken(p, job_id):
             raise JobExists(project, job_id)
-        sweeps = self._sweeps(p, project, "trainingInput.hyperparameters") if plan.sweep is not None else None
-        manifest = (katib.experiment_manifest(plan, self.settings) if sweeps is not None
-                    else job_manifest(plan, self.settings))
-        path = kube_sweeps.katib_path("experiments", project) if sweeps is not None else resource_path(plan.kind,
-                                                                                                       project)
-        pkg = plan.package
-        if pkg is not None and pkg.delivery == "bucket":
-            await kube_package.stage(plan, os.environ if self.staging_env is None else self.staging_env)
-        obj = await self._create(path, manifest, project, job_id)
-        if pkg is not None and pkg.configmap is not None:
-            try:
-                await kube_package.ship_in_configmap(self.kube, plan, obj)
-            except BaseException:
-                if sweeps is not None:  # kube_package removes a job object; the Experiment is removed here
-                    sweeps.experiments.remove(project, plan.name)
-                    with contextlib.suppress(ApiException, ConnectionError, asyncio.TimeoutError):
-                        await asyncio.shield(self.kube.request(
-                            "DELETE", kube_sweeps.katib_path("experiments", project, plan.name),
-                            {"propagationPolicy": "Background", "preconditions": {"uid": obj["metadata"]["uid"]}}))
-                else:
-                    p.caches[plan.kind].remove(project, plan.name)  # in case the watch saw it meanwhile
-                raise
-        if sweeps is not None:
-            sweeps.experiments.put(obj)
-            log.info("sweep %s in %s: created Experiment %s for %s", job_id, project, plan.name, plan.owner)
-            return sweeps.json_of(obj)
-        p.caches[plan.kind].put(obj)
+        if plan.sweep is not None:
+            sweeps = kube_sweeps.required(p.sweeps, project, "trainingInput.hyperparameters")
+            obj = await self._create_shipped(plan, kube_sweeps.katib_path("experiments", project),
+                                             katib.experiment_manifest(plan, self.settings),
+                                             lambda obj: kube_sweeps.discard(self.kube, sweeps, project, obj))
+            return kube_sweeps.created(sweeps, obj, project, job_id, plan.owner)
+        cache = p.caches[plan.kind]
+
+        async def forget(obj: dict) -> None:  # kube_package deleted it; in case the watch saw it meanwhile
+            cache.remove(project, plan.name)
+
+        obj = await self._create_shipped(plan, resource_path(plan.kind, project), job_manifest(plan, self.settings),
+                                         forget)
+        cache.put(obj)
         log.info("job %s in %s: created %s %s for %s", job_id, project, plan.kind, plan.name, plan.owner)
         return job_json(obj)
 
@@ -246,12 +217,25 @@ class KubeBackend:
         p = await self._project(project)
         if self._taken(p, job_id):
             raise JobExists(project, job_id)
-        sweeps = self._sweeps(p, project, "kind")
+        sweeps = kube_sweeps.required(p.sweeps, project, "kind")
         obj = await self._create(kube_sweeps.katib_path("experiments", project), manifest, project, job_id)
-        sweeps.experiments.put(obj)
-        log.info("sweep %s in %s: created the native Experiment %s for %s", job_id, project,
-                 manifest["metadata"]["name"], owner)
-        return sweeps.json_of(obj)
+        return kube_sweeps.created(sweeps, obj, project, job_id, owner, "the native Experiment")
+
+    async def _create_shipped(self, plan: JobPlan, path: str, manifest: dict,
+                              undo: Callable[[dict], Awaitable[None]]) -> dict:
+        """`_create` with the plan's package, as `kube_package` says: staged before, or shipped in a
+        ConfigMap after (on any failure there, `undo(obj)` and raise)."""
+        pkg = plan.package
+        if pkg is not None and pkg.delivery == "bucket":
+            await kube_package.stage(plan, os.environ if self.staging_env is None else self.staging_env)
+        obj = await self._create(path, manifest, plan.project, plan.job.job_id)
+        if pkg is not None and pkg.configmap is not None:
+            try:
+                await kube_package.ship_in_configmap(self.kube, plan, obj)
+            except BaseException:
+                await undo(obj)
+                raise
+        return obj
 
     async def _create(self, path: str, manifest: dict, project: str, job_id: str) -> dict:
         """POST one object; the API's refusals as the module docstring says."""
@@ -344,7 +328,7 @@ class KubeBackend:
         base = read = 0  # lines of pods replaced earlier; complete lines of this pod's log read so far
         while True:
             if pod_name is None:
-                found = await self._pod_of(project, job_id, selector)
+                found = await kube_pods.task_pod(self.kube, project, job_id, selector)
                 if found is None:
                     if not follow or ended():
                         return
@@ -355,7 +339,8 @@ class KubeBackend:
                 pod_name, pod_uid = found
             partial = b""
             try:
-                async with contextlib.aclosing(self._read(project, pod_name, container, follow)) as lines:
+                reader = kube_pods.read_log(self.kube, project, pod_name, container, follow)
+                async with contextlib.aclosing(reader) as lines:
                     async for raw in lines:
                         if not raw.endswith(b"\n"):
                             partial = raw  # the last one: kept only once the container has ended
@@ -382,8 +367,8 @@ class KubeBackend:
                 continue
             if not follow and not partial:
                 return
-            pod = await self._get_pod(project, pod_name, job_id)
-            done = _terminated(pod, container)
+            pod = await kube_pods.get_pod(self.kube, project, pod_name, job_id)
+            done = kube_pods.terminated(pod, container)
             if partial and (done or not follow):
                 read += 1
                 if base + read > after:
@@ -398,70 +383,8 @@ class KubeBackend:
         p, experiment = await self._sweep(project, job_id)
         if experiment is None:
             await self._job(project, job_id)  # JobNotFound when there is no such job at all
-        if experiment is None or not str(trial_id).isdigit() or p.sweeps.trial(experiment, str(trial_id)) is None:
             raise JobNotFound(project, f"{job_id}/trials/{trial_id}")
-        trial, task = kube_sweeps.trial_task(p.sweeps, project, job_id, experiment, f"trial-{trial_id}")
-        tag = ((experiment.get("spec") or {}).get("objective") or {}).get("objectiveMetricName") or ""
-        found = await self._pod_of(project, job_id, pod_selector(trial.kind, trial.name, task))
-        if found is None:
-            return []
-        text = b""
-        try:
-            async with contextlib.aclosing(self._read(project, found[0], trial.container, False, True)) as lines:
-                async for raw in lines:
-                    text += raw
-        except ApiException as e:
-            if e.status in (400, 404):  # not started yet, or gone
-                return []
-            raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
-            raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
-        return kube_sweeps.metric_series(text.decode("utf-8", errors="replace"), tag)
-
-    async def _pod_of(self, project: str, job_id: str, selector: str) -> tuple[str, str] | None:
-        """(name, uid) of the task's pod (the newest, should a controller replace one), or None."""
-        try:
-            body = await self.kube.list(f"/api/v1/namespaces/{project}/pods", labelSelector=selector)
-        except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
-            raise UpstreamError(f"find the pods of job {job_id}", reason(e)) from None
-        pods = [o for o in body.get("items") or [] if not o["metadata"].get("deletionTimestamp")]
-        if not pods:
-            return None
-        meta = max(pods, key=lambda o: (o["metadata"].get("creationTimestamp") or "", o["metadata"]["name"]))["metadata"]
-        return meta["name"], meta.get("uid", "")
-
-    async def _get_pod(self, project: str, name: str, job_id: str) -> dict | None:
-        try:
-            return await self.kube.get(f"/api/v1/namespaces/{project}/pods/{name}")
-        except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
-            raise UpstreamError(f"read the pod of job {job_id}", reason(e)) from None
-
-    async def _read(self, project: str, pod: str, container: str, follow: bool,
-                    timestamps: bool = False) -> AsyncIterator[bytes]:
-        """The raw lines of one log request (the last may lack its newline)."""
-        query = [("container", container)] + ([("follow", "true")] if follow else [])
-        query += [("timestamps", "true")] if timestamps else []
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.kube.timeout,
-                                        sock_read=None if follow else max(self.kube.timeout, 60))
-        resp = await self.kube.api_client.call_api(
-            f"/api/v1/namespaces/{project}/pods/{pod}/log", "GET", query_params=query,
-            header_params={"Accept": "*/*"}, auth_settings=["BearerToken"], _preload_content=False,
-            _request_timeout=timeout)
-        try:
-            if resp.status != 200:
-                error = ApiException(status=resp.status, reason=resp.reason)
-                error.body = await resp.text()
-                raise error
-            pending = b""
-            async for chunk in resp.content.iter_any():  # not readline: a log line may be any length
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    yield line + b"\n"
-            if pending:
-                yield pending
-        finally:
-            resp.release()
+        return await kube_sweeps.trial_metrics(self.kube, p.sweeps, project, job_id, experiment, trial_id)
 
     def _ended(self, p: _Project, job_id: str) -> bool:
         found = self._find(p, job_id)

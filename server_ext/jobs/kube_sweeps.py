@@ -11,7 +11,12 @@ Guarantees:
   Experiment's labels too, but the platform does not rely on that). A Trial belongs to the
   Experiment its label names and, when it has one, whose uid its ownerReference holds. Whether the
   cluster serves Katib is asked once per backend (discovery of ``kubeflow.org/v1beta1``): without
-  it, projects still work for jobs, and a sweep is refused (`UserInputError`).
+  it, projects still work for jobs, and a sweep is refused (`required`: `UserInputError`).
+- **Create**: `KubeBackend.submit` (a plan with ``sweep``) and `submit_experiment` create the
+  Experiment as they create a job (same refusals; `kube_package` ships a plan's package); `created`
+  puts it into the cache at once, so a `get` right after sees it. Should the package ConfigMap
+  fail, `discard` removes the Experiment again (Background propagation, precondition on its uid;
+  a failed delete is not raised over the package's error).
 - **Reads**: `get`/`list` answer `sweep_status.sweep_json(experiment, trials)` from the caches, no
   API request; the JSON of a sweep is computed again only when the resourceVersion of its
   Experiment or of one of its Trials changed (or a Trial came or went).
@@ -33,19 +38,16 @@ Guarantees:
 - **Logs**: ``trial-<id>[/<task>]`` streams that Trial's job's pod, as a job's task (same
   numbering, follow and resume rules); it ends when the Trial has completed or is gone.
 - **Trial metrics** (`trial_metrics`): read from the log of the trial's master pod
-  (``timestamps=true``), oldest first, the reports of ``hyperparameterMetricTag`` (the Experiment's
-  ``objectiveMetricName``) in either form a trainer prints: Katib's StdOut collector form
-  ``<tag>=<number>`` (several per line allowed; ``global_step=``/``step=``/``epoch=`` on the same
-  line is the ``trainingStep``, else the report's ordinal), or a hypertune JSON line
-  (``{"<tag>": v, "global_step": "10", "timestamp": 1767...}``, as ``cloudml-hypertune`` writes it,
-  teed to stdout). ``time`` is the JSON's timestamp, else the line's log timestamp. A trial whose
-  pods are gone has an empty series (Katib's DB keeps them on a real cluster; it is not reachable
-  from here).
+  (``timestamps=true``) as `metric_reports.series` parses it: the reports of
+  ``hyperparameterMetricTag`` (the Experiment's ``objectiveMetricName``), oldest first. A trial
+  whose pods are gone has an empty series (Katib's DB keeps them on a real cluster; it is not
+  reachable from here).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -53,6 +55,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.errors import UpstreamError, UserInputError
@@ -60,9 +63,9 @@ from hub_ext.kube import Kube, reason
 from hub_ext.watchcache import WatchCache
 
 from ..errors import JobFinished, JobNotFound
-from . import sweep_status
+from . import kube_pods, metric_reports, sweep_status
 from .backend import FINAL
-from .kubeflow import CANCEL_ANNOTATION, CONTAINER
+from .kubeflow import CANCEL_ANNOTATION, CONTAINER, pod_selector
 from .model import JOB_ID_ANNOTATION
 
 log = logging.getLogger("mlplatform.jobs.kube")
@@ -73,9 +76,6 @@ CANCELLED_TRIALS = "mlplatform.io/cancelled-trials"
 MERGE_PATCH = "application/merge-patch+json"
 COMPLETED = ("Succeeded", "Failed", "Killed", "EarlyStopped", "MetricsUnavailable")
 _TRIAL_TASK = re.compile(r"trial-(?P<id>[1-9][0-9]*)(?:/(?P<task>.+))?")
-_STDOUT = re.compile(r"([\w|-]+)\s*=\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[Ee][+-]?\d+)?)")
-_STEP_KEYS = ("global_step", "step", "epoch")
-_STAMP = re.compile(r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?P<fraction>\.\d+)?(?P<zone>Z|[+-]\d\d:\d\d)")
 
 
 def katib_path(plural: str, namespace: str, name: str | None = None) -> str:
@@ -202,6 +202,32 @@ def open_sweeps(kube: Kube, project: str, selector: str, watch_timeout: int, on_
     return Sweeps(cache("experiments", "Experiment", selector), cache("trials", "Trial", EXPERIMENT_LABEL))
 
 
+def required(sweeps: Sweeps | None, project: str, field: str) -> Sweeps:
+    """The project's sweeps; `UserInputError` on `field` when the cluster does not serve Katib."""
+    if sweeps is None:
+        raise UserInputError(field, f"hyperparameter sweeps need Katib (kubeflow.org/v1beta1 Experiments), "
+                                    f"which this cluster does not serve (project {project})")
+    return sweeps
+
+
+# ---- create ------------------------------------------------------------------------------------------------
+def created(sweeps: Sweeps, obj: dict, project: str, job_id: str, owner: str, what: str = "Experiment") -> dict:
+    """An Experiment just created, put into the cache at once; its sweep JSON."""
+    sweeps.experiments.put(obj)
+    log.info("sweep %s in %s: created %s %s for %s", job_id, project, what, obj["metadata"]["name"], owner)
+    return sweeps.json_of(obj)
+
+
+async def discard(kube: Kube, sweeps: Sweeps, project: str, obj: dict) -> None:
+    """Remove an Experiment just created (its package could not be shipped); a failed delete is not raised."""
+    name = obj["metadata"]["name"]
+    sweeps.experiments.remove(project, name)
+    with contextlib.suppress(ApiException, ConnectionError, asyncio.TimeoutError):
+        await asyncio.shield(kube.request(
+            "DELETE", katib_path("experiments", project, name),
+            {"propagationPolicy": "Background", "preconditions": {"uid": obj["metadata"]["uid"]}}))
+
+
 # ---- cancel ------------------------------------------------------------------------------------------------
 async def cancel(kube: Kube, sweeps: Sweeps, project: str, job_id: str, experiment: dict) -> dict:
     job = sweeps.json_of(experiment)
@@ -259,7 +285,7 @@ async def cancel(kube: Kube, sweeps: Sweeps, project: str, job_id: str, experime
     return sweeps.json_of(obj)
 
 
-# ---- trials: tasks and metrics -----------------------------------------------------------------------------
+# ---- trials: tasks, logs and metrics -----------------------------------------------------------------------
 @dataclass(frozen=True)
 class TrialTask:
     kind: str  # the trial job's kind (PyTorchJob, TFJob, Job)
@@ -297,62 +323,26 @@ def trial_ended(sweeps: Sweeps, trial_name: str) -> bool:
     return trial is None or trial_completed(trial) or bool(trial["metadata"].get("deletionTimestamp"))
 
 
-def metric_series(text: str, tag: str) -> list[dict]:
-    """The reports of `tag` in a log read with ``timestamps=true`` (see the module docstring)."""
-    out: list[dict] = []
-    for raw in text.splitlines():
-        stamp, _, line = raw.partition(" ")
-        when = _rfc3339(stamp)
-        if when is None:
-            when, line = None, raw
-        body = line.strip()
-        if body.startswith("{"):
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                doc = None
-            if isinstance(doc, dict) and tag in doc:
-                try:
-                    value = float(doc[tag])
-                except (TypeError, ValueError):
-                    continue
-                step = next((doc[k] for k in _STEP_KEYS if k in doc), len(out) + 1)
-                ts = doc.get("timestamp")
-                if isinstance(ts, (int, float)):
-                    when = dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat().replace("+00:00", "Z")
-                out.append(_point(step, value, when))
-                continue
-        pairs = _STDOUT.findall(body)
-        values = [float(v) for k, v in pairs if k == tag]
-        if not values:
-            continue
-        step = next((v for k in _STEP_KEYS for key, v in pairs if key == k), None)
-        for value in values:
-            out.append(_point(step if step is not None else len(out) + 1, value, when))
-    return out
-
-
-def _point(step, value: float, when: str | None) -> dict:
-    step = str(int(float(step))) if isinstance(step, (int, float, str)) and _is_number(step) else str(step)
-    point = {"trainingStep": step, "objectiveValue": value}
-    if when:
-        point["time"] = when
-    return point
-
-
-def _is_number(v) -> bool:
+async def trial_metrics(kube: Kube, sweeps: Sweeps, project: str, job_id: str, experiment: dict,
+                        trial_id: str) -> list[dict]:
+    """A trial's metric series (see the module docstring); `JobNotFound` for a trial the sweep does not have."""
+    if not str(trial_id).isdigit() or sweeps.trial(experiment, str(trial_id)) is None:
+        raise JobNotFound(project, f"{job_id}/trials/{trial_id}")
+    trial, task = trial_task(sweeps, project, job_id, experiment, f"trial-{trial_id}")
+    tag = ((experiment.get("spec") or {}).get("objective") or {}).get("objectiveMetricName") or ""
+    found = await kube_pods.task_pod(kube, project, job_id, pod_selector(trial.kind, trial.name, task))
+    if found is None:
+        return []
+    text = b""
     try:
-        float(v)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
-def _rfc3339(text: str) -> str | None:
-    """A log line's timestamp (RFC 3339, nanoseconds allowed) in UTC with ``Z``; None if it is not one."""
-    m = _STAMP.fullmatch(text)
-    if not m:
-        return None
-    fraction = (m["fraction"] or "")[:7]
-    when = dt.datetime.fromisoformat(m["time"] + fraction + ("+00:00" if m["zone"] == "Z" else m["zone"]))
-    return when.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
+        async with contextlib.aclosing(kube_pods.read_log(kube, project, found[0], trial.container, False,
+                                                          True)) as lines:
+            async for raw in lines:
+                text += raw
+    except ApiException as e:
+        if e.status in (400, 404):  # not started yet, or gone
+            return []
+        raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
+    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
+        raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
+    return metric_reports.series(text.decode("utf-8", errors="replace"), tag)

@@ -45,6 +45,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import alembic.command  # noqa: F401  (imported here, not first by Optuna on the worker thread: two
+import alembic.migration  # noqa: F401  threads importing alembic at once can deadlock on import locks)
 import optuna
 from optuna.trial import TrialState
 

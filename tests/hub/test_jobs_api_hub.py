@@ -23,6 +23,7 @@ from hub_ext.entitlements import personal_project_name
 from tests.conftest import ROOT
 from tests.harness.hub import HubProcess
 from tests.hub.test_hub_harness import demo_hub_config
+from tests.sse import sse_events
 
 pytestmark = pytest.mark.hub
 
@@ -35,21 +36,6 @@ ENVDUMP = '''import json, os
 for key, value in sorted(os.environ.items()):
     print("ENV " + json.dumps([key, value]))
 '''
-
-
-def sse_events(text: str) -> list[dict]:
-    """Server-Sent Events as [{"id", "event", "data"}] (comments skipped)."""
-    events = []
-    for block in text.split("\n\n"):
-        event = {}
-        for line in block.splitlines():
-            if line.startswith(":") or ":" not in line:
-                continue
-            key, _, value = line.partition(":")
-            event[key] = value[1:] if value.startswith(" ") else value
-        if event:
-            events.append(event)
-    return events
 
 
 class Platform:

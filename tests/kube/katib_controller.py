@@ -52,6 +52,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from hub_ext.kube import Kube, reason
 from hub_ext.watchcache import WatchCache
 from server_ext.jobs.kubeflow import resource_path
+from tests.kube.controller import Controller, controller_ref
 from tests.kube.training_operator import KINDS, MERGE, is_true, now, set_condition
 
 log = logging.getLogger("tests.katib_controller")
@@ -65,15 +66,6 @@ _COND_TYPE = re.compile(r'#\(type=="(\w+)"\)#')
 _PARAM_REF = re.compile(r"\$\{trialParameters\.([^}]+)\}")
 
 
-def _typed(kind: str, api_version: str):
-    return lambda obj: {**obj, "kind": obj.get("kind") or kind, "apiVersion": obj.get("apiVersion") or api_version}
-
-
-def _owner(obj: dict) -> dict:
-    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
-            "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
-
-
 def _owned_by(obj: dict, owner: dict) -> bool:
     return any(o.get("uid") == owner["metadata"]["uid"] for o in obj["metadata"].get("ownerReferences") or [])
 
@@ -82,47 +74,23 @@ def completed(trial: dict) -> bool:
     return any(is_true(trial, t) for t in COMPLETED)
 
 
-class KatibController:
+class KatibController(Controller):
     def __init__(self, kube: Kube, namespace: str, *, seed: int = 0):
-        self.kube, self.ns, self.rng = kube, namespace, random.Random(seed)
-        katib = {plural: WatchCache(kube, KATIB.format(ns=namespace, plural=plural), on_change=self._kick,
-                                    retry_delay=0.1, transform=_typed(kind, "kubeflow.org/v1beta1"))
-                 for plural, kind in (("experiments", "Experiment"), ("trials", "Trial"))}
-        self.experiments, self.trials = katib["experiments"], katib["trials"]
-        self.jobs = {kind: WatchCache(kube, path.format(ns=namespace), on_change=self._kick, retry_delay=0.1,
-                                      transform=_typed(kind, path.split("/namespaces/")[0].removeprefix("/apis/")))
-                     for kind, (path, *_) in KINDS.items()}
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        super().__init__(kube, namespace)
+        self.rng = random.Random(seed)
+        self.experiments = self.watch(KATIB.format(ns=namespace, plural="experiments"), "Experiment")
+        self.trials = self.watch(KATIB.format(ns=namespace, plural="trials"), "Trial")
+        self.jobs = {kind: self.watch(path.format(ns=namespace), kind) for kind, (path, *_) in KINDS.items()}
         self.max_running = 0  # the most trials active at once, over all experiments (for tests)
 
-    def _caches(self) -> list[WatchCache]:
+    def caches(self) -> list[WatchCache]:
         return [self.experiments, self.trials, *self.jobs.values()]
 
-    async def start(self) -> "KatibController":
-        for cache in self._caches():
-            assert await cache.wait_loaded(), cache.error
-        self._task = asyncio.ensure_future(self._loop())
-        return self
-
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        for cache in self._caches():
-            await cache.stop()
-
-    def _kick(self) -> None:
-        self._wake.set()
-
-    async def _loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            for trial in self.trials.items():
-                await self._guard(self.reconcile_trial, trial)
-            for exp in self.experiments.items():
-                await self._guard(self.reconcile_experiment, exp)
+    async def reconcile_all(self) -> None:
+        for trial in self.trials.items():
+            await self._guard(self.reconcile_trial, trial)
+        for exp in self.experiments.items():
+            await self._guard(self.reconcile_experiment, exp)
 
     async def _guard(self, fn, obj: dict) -> None:
         try:
@@ -257,7 +225,7 @@ class KatibController:
         trial = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial",
                  "metadata": {"name": name, "namespace": self.ns,
                               "labels": {**(meta.get("labels") or {}), EXPERIMENT_LABEL: meta["name"]},
-                              "ownerReferences": [_owner(exp)]},
+                              "ownerReferences": [controller_ref(exp)]},
                  "spec": trial_spec}
         created = await self.kube.request("POST", KATIB.format(ns=self.ns, plural="trials"), trial)
         self.trials.put(created)  # Katib's expectations: never made twice
@@ -293,7 +261,7 @@ class KatibController:
         job = next((j for j in self.jobs[kind].items() if j["metadata"]["name"] == meta["name"]), None)
         if job is None:
             manifest = copy.deepcopy(run_spec)
-            manifest["metadata"]["ownerReferences"] = [_owner(trial)]
+            manifest["metadata"]["ownerReferences"] = [controller_ref(trial)]
             try:
                 self.jobs[kind].put(await self.kube.request("POST", resource_path(kind, self.ns), manifest))
             except ApiException as e:

@@ -12,16 +12,13 @@ import os
 import pathlib
 import sysconfig
 
-import kubernetes_asyncio
 import pytest
 import yaml
 
 from hub_ext.catalog import parse_accelerators
-from hub_ext.kube import Kube
 from hub_ext.publish import catalog_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP
-from tests.kube.job_env import NODES, pod
-from tests.kube.training_operator import TrainingOperator
+from tests.kube.job_env import pod
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
 
 pytestmark = [pytest.mark.kube, pytest.mark.standin_only]
@@ -32,17 +29,12 @@ CATALOG = parse_accelerators({"a100": {"type": "gpu", "product": "NVIDIA-A100-SX
 
 
 @pytest.fixture
-async def cluster(standin, kube_target):
-    api = await kubernetes_asyncio.config.new_client_from_config(config_file=kube_target.kubeconfig)
-    kube = Kube(api)
+async def cluster(cluster, kube, kube_target):
+    """The shared `cluster` (tests/kube/conftest.py), with the project's published catalogue."""
     await kube.create({"apiVersion": "v1", "kind": "ConfigMap",
                        "metadata": {"name": CATALOG_CONFIGMAP, "namespace": kube_target.namespace},
                        "data": {"catalog.json": json.dumps(catalog_json(CATALOG.values(), []))}})
-    kubelet = standin.kubelet(auto_run=False, nodes=NODES)
-    operator = await TrainingOperator(kube, kube_target.namespace).start()
-    yield kubelet
-    await operator.stop()
-    await api.close()
+    return cluster
 
 
 async def cli(kube_target, *argv: str) -> tuple[int, str, str]:

@@ -13,7 +13,6 @@ import pathlib
 import subprocess
 import sys
 
-import kubernetes_asyncio
 import pytest
 
 from hub_ext.errors import UpstreamError, UserInputError
@@ -38,21 +37,6 @@ USER = "alice@example.com"
 def body(job_id: str, **training) -> dict:
     return {"jobId": job_id, "trainingInput": {"pythonModule": "trainer.task", "runtimeVersion": "python-3.11",
                                                "args": ["--epochs=2", "--sleep=0"], **training}}
-
-
-@pytest.fixture
-async def kube(kube_target):
-    api = await kubernetes_asyncio.config.new_client_from_config(config_file=kube_target.kubeconfig,
-                                                                context=kube_target.context)
-    yield Kube(api)
-    await api.close()
-
-
-@pytest.fixture
-async def backend(kube):
-    b = KubeBackend(kube, SETTINGS, poll_interval=0.1)
-    yield b
-    await b.close()
 
 
 def service(backend, ns: str, **kw) -> JobService:

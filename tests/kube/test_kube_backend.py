@@ -8,46 +8,19 @@ from __future__ import annotations
 import asyncio
 import json
 
-import kubernetes_asyncio
 import pytest
 
 from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.kube_backend import SELECTOR, KubeBackend
 from server_ext.jobs.kubeflow import job_manifest
-from tests.kube.job_env import (NODES, SETTINGS, lists, plan, pod, pods, pytorch_doc, single_doc, state, tf_doc)
-from tests.kube.training_operator import TrainingOperator
+from tests.kube.job_env import SETTINGS, lists, plan, pod, pods, pytorch_doc, single_doc, state, tf_doc
 
 pytestmark = pytest.mark.kube
 standin_only = pytest.mark.standin_only
 JOB_LABEL = "training.kubeflow.org/job-name"
 TYPE_LABEL = "training.kubeflow.org/replica-type"
 INDEX_LABEL = "training.kubeflow.org/replica-index"
-
-
-@pytest.fixture
-async def kube(kube_target):
-    api = await kubernetes_asyncio.config.new_client_from_config(config_file=kube_target.kubeconfig,
-                                                                context=kube_target.context)
-    yield Kube(api)
-    await api.close()
-
-
-@pytest.fixture
-async def backend(kube):
-    b = KubeBackend(kube, SETTINGS, poll_interval=0.1)
-    yield b
-    await b.close()
-
-
-@pytest.fixture
-async def cluster(standin, kube_target, kube):
-    """The stand-in with a kubelet that runs pods only when told, and the operator helper."""
-    kubelet = standin.kubelet(auto_run=False, nodes=NODES)
-    operator = await TrainingOperator(kube, kube_target.namespace).start()
-    yield kubelet
-    await operator.stop()
 
 
 @pytest.fixture

@@ -11,17 +11,13 @@ import json
 import pathlib
 
 import jsonschema
-import kubernetes_asyncio
 import pytest
 
 from hub_ext.errors import UserInputError
-from hub_ext.kube import Kube
 from server_ext.errors import JobExists, JobFinished, JobNotFound
-from server_ext.jobs.kube_backend import KubeBackend
 from server_ext.jobs.native_experiment import native_experiment
-from tests.kube.job_env import NODES, SETTINGS, plan, pods, pytorch_doc, state
+from tests.kube.job_env import plan, pods, pytorch_doc, state
 from tests.kube.katib_controller import EXPERIMENT_LABEL, KatibController, completed
-from tests.kube.training_operator import TrainingOperator
 
 pytestmark = pytest.mark.kube
 standin_only = pytest.mark.standin_only
@@ -61,30 +57,12 @@ def native_doc(name: str) -> dict:
 
 
 @pytest.fixture
-async def kube(kube_target):
-    api = await kubernetes_asyncio.config.new_client_from_config(config_file=kube_target.kubeconfig,
-                                                                context=kube_target.context)
-    yield Kube(api)
-    await api.close()
-
-
-@pytest.fixture
-async def backend(kube):
-    b = KubeBackend(kube, SETTINGS, poll_interval=0.1)
-    yield b
-    await b.close()
-
-
-@pytest.fixture
-async def katib(standin, kube_target, kube):
-    """Kubelet (pods run when told), Training Operator and Katib helpers."""
-    kubelet = standin.kubelet(auto_run=False, nodes=NODES)
-    operator = await TrainingOperator(kube, kube_target.namespace).start()
+async def katib(cluster, kube_target, kube):
+    """The Katib helper on the `cluster` (kubelet: pods run when told; Training Operator)."""
     controller = await KatibController(kube, kube_target.namespace, seed=3).start()
-    controller.kubelet = kubelet
+    controller.kubelet = cluster
     yield controller
     await controller.stop()
-    await operator.stop()
 
 
 def items(standin, ns: str, plural: str, group: str = "kubeflow.org", version: str = "v1beta1") -> list[dict]:

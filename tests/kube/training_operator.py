@@ -34,6 +34,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.kube import Kube, reason
 from hub_ext.watchcache import WatchCache
+from tests.kube.controller import Controller, controller_ref
 
 log = logging.getLogger("tests.training_operator")
 # kind → (collection path, replica specs field, default container, operator name)
@@ -64,41 +65,22 @@ def is_true(obj: dict, type_: str) -> bool:
     return any(c["type"] == type_ and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or [])
 
 
-class TrainingOperator:
+class TrainingOperator(Controller):
     def __init__(self, kube: Kube, namespace: str):
-        self.kube, self.ns = kube, namespace
-        self.jobs = {kind: WatchCache(kube, path.format(ns=namespace), on_change=self._kick, retry_delay=0.1,
-                                      transform=_typed(kind, path)) for kind, (path, *_) in KINDS.items()}
-        self.pods = WatchCache(kube, f"/api/v1/namespaces/{namespace}/pods", on_change=self._kick, retry_delay=0.1)
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        super().__init__(kube, namespace)
+        self.jobs = {kind: self.watch(path.format(ns=namespace), kind) for kind, (path, *_) in KINDS.items()}
+        self.pods = self.watch(f"/api/v1/namespaces/{namespace}/pods")
 
-    async def start(self) -> "TrainingOperator":
-        for cache in [*self.jobs.values(), self.pods]:
-            assert await cache.wait_loaded(), cache.error
-        self._task = asyncio.ensure_future(self._loop())
-        return self
+    def caches(self) -> list[WatchCache]:
+        return [*self.jobs.values(), self.pods]
 
-    async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-        for cache in [*self.jobs.values(), self.pods]:
-            await cache.stop()
-
-    def _kick(self) -> None:
-        self._wake.set()
-
-    async def _loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            for kind, cache in self.jobs.items():
-                for job in cache.items():
-                    try:
-                        await self.reconcile(kind, job)
-                    except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
-                        log.warning("operator: %s %s: %s", kind, job["metadata"]["name"], reason(e))
+    async def reconcile_all(self) -> None:
+        for kind, cache in self.jobs.items():
+            for job in cache.items():
+                try:
+                    await self.reconcile(kind, job)
+                except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+                    log.warning("operator: %s %s: %s", kind, job["metadata"]["name"], reason(e))
 
     # ---- one job ------------------------------------------------------------------------------
     async def reconcile(self, kind: str, job: dict) -> None:
@@ -187,7 +169,7 @@ class TrainingOperator:
                 c["env"] = [*(c.get("env") or []), *env]
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": f"{meta['name']}-{rtype.lower()}-{index}", "namespace": self.ns, "labels": labels,
-                             "annotations": pod_meta.get("annotations") or {}, "ownerReferences": [_owner(job)]},
+                             "annotations": pod_meta.get("annotations") or {}, "ownerReferences": [controller_ref(job)]},
                 "spec": spec}
 
     def _env(self, kind: str, job: dict, rtype: str, index: int) -> list[dict]:
@@ -225,7 +207,7 @@ class TrainingOperator:
             pod = {"apiVersion": "v1", "kind": "Pod",
                    "metadata": {"generateName": f"{meta['name']}-", "namespace": self.ns, "labels": labels,
                                 "annotations": (template.get("metadata") or {}).get("annotations") or {},
-                                "ownerReferences": [_owner(job)]}, "spec": template["spec"]}
+                                "ownerReferences": [controller_ref(job)]}, "spec": template["spec"]}
             if await self._create_pod("Job", job, pod):
                 active += 1
         ready = sum(1 for p in live if any(c["type"] == "Ready" and c["status"] == "True"
@@ -261,12 +243,3 @@ class TrainingOperator:
                 raise
 
 
-def _typed(kind: str, path: str):
-    """List items of built-in kinds come without kind/apiVersion: fill them in."""
-    api_version = path.split("/namespaces/")[0].removeprefix("/apis/")
-    return lambda obj: {**obj, "kind": obj.get("kind") or kind, "apiVersion": obj.get("apiVersion") or api_version}
-
-
-def _owner(job: dict) -> dict:
-    return {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": job["metadata"]["name"],
-            "uid": job["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}

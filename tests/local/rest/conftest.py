@@ -51,18 +51,3 @@ def api(jp_fetch):
         resp = await jp_fetch("ml", "v1", "projects", *parts, **kwargs)
         return resp.code, json.loads(resp.body or b"null")
     return call
-
-
-def sse_events(text: str) -> list[dict]:
-    """Parse a Server-Sent Events body into [{"id", "event", "data"}] (comments skipped)."""
-    events = []
-    for block in text.split("\n\n"):
-        event: dict = {}
-        for line in block.splitlines():
-            if line.startswith(":") or ":" not in line:
-                continue
-            key, _, value = line.partition(":")
-            event[key] = value[1:] if value.startswith(" ") else value
-        if event:
-            events.append(event)
-    return events

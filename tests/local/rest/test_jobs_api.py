@@ -9,9 +9,10 @@ import time
 
 import pytest
 
+from tests.sse import sse_events
 from tests.unit.test_job_model import JOB_SCHEMA
 
-from .conftest import PROJECT, job_body, sse_events
+from .conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 

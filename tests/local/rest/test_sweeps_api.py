@@ -8,9 +8,10 @@ import json
 
 import pytest
 
+from tests.sse import sse_events
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA
 
-from .conftest import PROJECT, job_body, sse_events
+from .conftest import PROJECT, job_body
 from .test_jobs_api import wait_state
 
 pytestmark = pytest.mark.local

@@ -1,0 +1,86 @@
+"""The metric reports a sweep trial's trainer prints, read from its pod's log: pure (the log's text
+in, a series out); `kube_sweeps.trial_metrics` reads the log.
+
+A log read with ``timestamps=true`` gives, oldest first, the reports of ``hyperparameterMetricTag``
+(the Experiment's ``objectiveMetricName``) in either form a trainer prints:
+
+- Katib's StdOut collector form ``<tag>=<number>`` (several per line allowed; ``global_step=``/
+  ``step=``/``epoch=`` on the same line is the ``trainingStep``, else the report's ordinal);
+- a hypertune JSON line (``{"<tag>": v, "global_step": "10", "timestamp": 1767...}``, as
+  ``cloudml-hypertune`` writes it, teed to stdout).
+
+``time`` is the JSON's timestamp, else the line's log timestamp (RFC 3339, nanoseconds allowed,
+answered in UTC with ``Z``); a line without a log timestamp is read whole, without a ``time``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+
+_STDOUT = re.compile(r"([\w|-]+)\s*=\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[Ee][+-]?\d+)?)")
+_STEP_KEYS = ("global_step", "step", "epoch")
+_STAMP = re.compile(r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?P<fraction>\.\d+)?(?P<zone>Z|[+-]\d\d:\d\d)")
+
+
+def series(text: str, tag: str) -> list[dict]:
+    """The reports of `tag` in a log read with ``timestamps=true``, oldest first, as
+    ``[{"trainingStep", "objectiveValue", "time"?}]`` (see the module docstring)."""
+    out: list[dict] = []
+    for raw in text.splitlines():
+        stamp, _, line = raw.partition(" ")
+        when = _rfc3339(stamp)
+        if when is None:
+            when, line = None, raw
+        body = line.strip()
+        if body.startswith("{"):
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict) and tag in doc:
+                try:
+                    value = float(doc[tag])
+                except (TypeError, ValueError):
+                    continue
+                step = next((doc[k] for k in _STEP_KEYS if k in doc), len(out) + 1)
+                ts = doc.get("timestamp")
+                if isinstance(ts, (int, float)):
+                    when = dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+                out.append(_point(step, value, when))
+                continue
+        pairs = _STDOUT.findall(body)
+        values = [float(v) for k, v in pairs if k == tag]
+        if not values:
+            continue
+        step = next((v for k in _STEP_KEYS for key, v in pairs if key == k), None)
+        for value in values:
+            out.append(_point(step if step is not None else len(out) + 1, value, when))
+    return out
+
+
+def _point(step, value: float, when: str | None) -> dict:
+    step = str(int(float(step))) if isinstance(step, (int, float, str)) and _is_number(step) else str(step)
+    point = {"trainingStep": step, "objectiveValue": value}
+    if when:
+        point["time"] = when
+    return point
+
+
+def _is_number(v) -> bool:
+    try:
+        float(v)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def _rfc3339(text: str) -> str | None:
+    """A log line's timestamp (RFC 3339, nanoseconds allowed) in UTC with ``Z``; None if it is not one."""
+    m = _STAMP.fullmatch(text)
+    if not m:
+        return None
+    fraction = (m["fraction"] or "")[:7]
+    when = dt.datetime.fromisoformat(m["time"] + fraction + ("+00:00" if m["zone"] == "Z" else m["zone"]))
+    return when.astimezone(dt.timezone.utc).isoformat().replace("+00:00", "Z")
