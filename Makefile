@@ -5,7 +5,8 @@
 #                      fails if any tier fails or collects no tests
 #   make test-<tier>   one tier: test-unit, test-local, test-kube, test-hub, test-browser
 #   make bench         benchmarks: the Kubernetes API stand-in; spawn cost, PlatformSpawner vs KubeSpawner;
-#                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script
+#                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script;
+#                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail)
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
 
@@ -78,3 +79,4 @@ bench: $(VENV)/.stamp
 	$(PY) -m tests.bench.idle_lists --seconds 60 --watch-timeout 10
 	$(PY) -m tests.bench.sse_logs --mb 100
 	$(PY) -m tests.bench.local_trials --trials 10 --seconds 1
+	$(PY) -m tests.bench.widget_traffic --jobs 10 --seconds 20 --mb 100

@@ -1,6 +1,7 @@
 """Clients of the notebook server's own ml/v1 API, for code running inside that server (the
 kubectl plugin in its terminal, widgets in its kernels): `ServerJobs` (the REST + SSE client),
-`RemoteService` (`JobService`'s interface over it) and `from_environment`."""
+`RemoteService` (`JobService`'s interface over it) and `from_environment`; for notebook cells, the
+blocking API of `client.notebook`: `submit`, `job`, `jobs`, `connect` → `JobHandle`s."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import os
 from typing import Mapping
 
 from .environment import server_from_environment
+from .notebook import Client, JobHandle, connect, job, jobs, submit
 from .rest import ServerJobs
 from .service import RemoteService
 
-__all__ = ["ServerJobs", "RemoteService", "from_environment", "server_from_environment"]
+__all__ = ["ServerJobs", "RemoteService", "from_environment", "server_from_environment",
+           "Client", "JobHandle", "connect", "submit", "job", "jobs"]
 
 
 def from_environment(env: Mapping[str, str] = os.environ) -> ServerJobs | None:

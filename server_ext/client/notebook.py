@@ -1,0 +1,339 @@
+"""The notebook user's jobs API: plain (blocking) calls, for a kernel's cells.
+
+    from server_ext import client
+    job = client.submit("job.yaml", job_id="train_1", args=["--epochs=5"])
+    job.wait()                      # → the handle, once SUCCEEDED / FAILED / CANCELLED
+    for line in job.logs(): ...     # an iterator of lines; nothing is printed
+    job.cancel(); job.widget()      # a JobDetail widget of this job
+
+Guarantees:
+
+- Every call goes to the notebook server this kernel runs in (`server_ext.client.from_environment`:
+  the kernel inherits the server's URL and token), through `ServerJobs`; errors are
+  `server_ext.errors` (`UserInputError` with the field at fault, `JobNotFound`, `JobExists`,
+  `JobFinished`, `UpstreamError`).
+- The asyncio work runs on **one** background thread with its own loop (`background()`), shared by
+  every client and widget of the process, so the kernel's own loop is never blocked by it and
+  never runs it; a blocking call waits only for its own answer.
+- `JobHandle.logs()` reads the server's SSE stream in batches with back-pressure (at most
+  `LOG_QUEUE_BATCHES` batches wait for the reader), so a 100 MB log never sits in memory; closing
+  the iterator (or leaving its ``for`` loop) stops the stream.
+- The token is never printed, logged, or stored in a handle's repr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import getpass
+import json
+import os
+import pathlib
+import queue
+import threading
+import time
+from typing import Any, Iterator, Mapping
+
+from ..errors import UpstreamError, UserInputError
+from ..jobs.backend import FINAL
+from .environment import server_from_environment
+from .rest import ServerJobs
+from .service import RemoteService
+
+__all__ = ["Client", "JobHandle", "connect", "submit", "job", "jobs", "background"]
+
+LOG_QUEUE_BATCHES = 64
+_FORBIDDEN_FLAGS = {"dry_run", "stream_logs", "async_", "context", "local", "project", "config"}
+
+
+class _Background:
+    """A daemon thread running one asyncio loop forever."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="mlplatform-client", daemon=True)
+        self.thread.start()
+
+    def spawn(self, coro) -> concurrent.futures.Future:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro, timeout: float | None = None) -> Any:
+        """Run `coro` there and wait for its result (from any thread but the loop's own)."""
+        if threading.current_thread() is self.thread:
+            raise RuntimeError("a blocking client call was made on the client thread")
+        future = self.spawn(coro)
+        try:
+            return future.result(timeout)
+        except BaseException:
+            future.cancel()
+            raise
+
+
+_background: _Background | None = None
+_lock = threading.RLock()
+
+
+def background() -> _Background:
+    """The process's client thread (started on first use)."""
+    global _background
+    with _lock:
+        if _background is None:
+            _background = _Background()
+        return _background
+
+
+def default_project(env: Mapping[str, str] = os.environ) -> str:
+    """``$MLPLATFORM_PROJECT``, else the user's personal project (as ``kubectl ai-platform``'s)."""
+    from hub_ext.entitlements import personal_project_name
+
+    return env.get("MLPLATFORM_PROJECT") or personal_project_name(env.get("JUPYTERHUB_USER") or getpass.getuser())
+
+
+class Client:
+    """A notebook server's jobs API for one project, with blocking methods."""
+
+    def __init__(self, base_url: str, token: str, project: str | None = None, *, env: Mapping[str, str] = os.environ,
+                 jobs: Any = None):
+        """`jobs`: the ml/v1 client to use instead of a `ServerJobs` of (`base_url`, `token`), e.g. a
+        stand-in with `ServerJobs`' async methods."""
+        self.jobs = jobs if jobs is not None else ServerJobs(base_url, token)  # used only on the background loop
+        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self.project = project or default_project(env)
+        self.bg = background()
+
+    def __repr__(self) -> str:
+        return f"Client({self.base_url!r}, project={self.project!r})"
+
+    def call(self, coro, timeout: float | None = None) -> Any:
+        return self.bg.run(coro, timeout)
+
+    def submit(self, config: dict | str | os.PathLike | None = None, project: str | None = None,
+               package_path: str | os.PathLike | None = None, **flags: Any) -> "JobHandle":
+        """Create a job from `config` (a Job dict, a YAML/JSON file path, or YAML text; a Katib
+        Experiment too) overridden by `flags`: ``kubectl ai-platform jobs submit training``'s flags
+        with ``_`` for ``-`` (``job_id``, ``module_name``, ``scale_tier``, ``labels={...}``,
+        ``master_accelerator="type=…,count=1"``, ``credentials=[...]``, ``datasets=[...]``, …) and
+        ``args=[...]`` (the trainer's arguments). `package_path`: a directory inside the server's
+        root, built and shipped as the job's package. An error found before sending names the
+        argument (``module_name``); the server's name its field (``trainingInput.pythonModule``)."""
+        project = project or self.project
+        doc, staging, mounts = job_document(config, package_path, flags)
+        body = {**doc, "mounts": mounts} if mounts else doc
+        service = RemoteService(self.jobs)
+        answer = self.call(service.create("", project, body, package_path=pathlib.Path(package_path)
+                                          if package_path else None, staging_bucket=staging))
+        return JobHandle(self, project, answer)
+
+    def job(self, job_id: str, project: str | None = None) -> "JobHandle":
+        project = project or self.project
+        return JobHandle(self, project, self.call(self.jobs.get(project, job_id)))
+
+    def jobs_list(self, filter: str | None = None, project: str | None = None) -> list["JobHandle"]:
+        project = project or self.project
+        return [JobHandle(self, project, j) for j in self.call(list_all(self.jobs, project, filter))]
+
+
+async def list_all(jobs: ServerJobs, project: str, filter: str | None = None) -> list[dict]:
+    """Every job of `project` matching `filter` (all pages), newest first."""
+    out, token = [], None
+    while True:
+        page = await jobs.list(project, filter, 100, token)
+        out += page.get("jobs", [])
+        token = page.get("nextPageToken")
+        if not token:
+            return out
+
+
+class JobHandle:
+    """One job. `job` is its JSON as last read; `state` reads it again unless it has ended."""
+
+    def __init__(self, client: Client, project: str, job: dict):
+        self.client, self.project, self.job = client, project, job
+        self.id: str = job["jobId"]
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.id!r}, project={self.project!r}, state={self.job.get('state')!r})"
+
+    @property
+    def state(self) -> str:
+        if self.job.get("state") not in FINAL:
+            self.refresh()
+        return self.job["state"]
+
+    def refresh(self) -> "JobHandle":
+        self.job = self.client.call(self.client.jobs.get(self.project, self.id))
+        return self
+
+    def wait(self, timeout: float | None = None, poll: float = 1.0) -> "JobHandle":
+        """Block until the job has ended (`TimeoutError` after `timeout` s); the handle, refreshed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.refresh().job.get("state") not in FINAL:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.id} is still {self.job.get('state')} after {timeout} s")
+            time.sleep(poll if deadline is None else max(min(poll, deadline - time.monotonic()), 0))
+        return self
+
+    def cancel(self) -> "JobHandle":
+        """Ask the server to cancel (`JobFinished` if the job already ended); the handle, refreshed."""
+        self.client.call(self.client.jobs.cancel(self.project, self.id))
+        return self.refresh()
+
+    def logs(self, task: str | None = None, follow: bool = False) -> Iterator[str]:
+        """The lines of one task's log (``master-replica-0`` by default; a sweep's ``trial-3``); with
+        `follow`, until the task ends. Lines are yielded, never printed."""
+        return _log_lines(self.client, self.client.jobs.logs(self.project, self.id, task, follow=follow))
+
+    def widget(self):
+        """A `JobDetail` widget of this job (state timeline, live log, cancel)."""
+        from ..widgets import views
+
+        return views.JobDetail.of(self.client, self.id, project=self.project)
+
+
+def _log_lines(client: Client, lines) -> Iterator[str]:
+    out: queue.Queue = queue.Queue()
+    end = object()
+
+    async def pump() -> None:
+        batch: list[str] = []
+        loop = asyncio.get_running_loop()
+        scheduled = False
+
+        def flush() -> None:
+            nonlocal batch, scheduled
+            scheduled = False
+            if batch:
+                out.put(batch)
+                batch = []
+
+        try:
+            async for line in lines:
+                batch.append(line.text)
+                if not scheduled:  # runs once this network chunk's lines have been read
+                    scheduled = True
+                    loop.call_soon(flush)
+                while out.qsize() >= LOG_QUEUE_BATCHES:
+                    await asyncio.sleep(0.01)
+            flush()
+            out.put(end)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # handed to the reader, who raises it
+            flush()
+            out.put(e)
+        finally:
+            await lines.aclose()
+
+    future = client.bg.spawn(pump())
+    try:
+        while True:
+            item = out.get()
+            if item is end:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield from item
+    finally:
+        future.cancel()
+
+
+def job_document(config: Any, package_path: Any, flags: Mapping[str, Any]) -> tuple[dict, str | None, dict]:
+    """(the create body without mounts, the staging bucket, the mounts) of a `submit` call, read
+    as ``kubectl ai-platform jobs submit training`` reads its flags. Pure but for reading a config
+    file."""
+    from ..cli.flags import UsageError, flags_to_job, mounts_from_flags, parse_args
+
+    flags = dict(flags)
+    bad = sorted(set(flags) & _FORBIDDEN_FLAGS)
+    if bad:
+        raise UserInputError(bad[0], "is not an argument of submit()")
+    text = _config_text(config)
+    job_id = flags.pop("job_id", None) or flags.pop("job", None)
+    if job_id is None and text is not None:
+        from ..jobs.model import load_config
+
+        loaded = load_config(text, "config")
+        job_id = loaded.get("jobId") or ((loaded.get("metadata") or {}).get("name") or "").replace("-", "_") or None
+    if not job_id:
+        raise UserInputError("job_id", "is required (or a jobId in the config)")
+    user_args = flags.pop("args", None)
+    argv = ["jobs", "submit", "training", str(job_id)]
+    if text is not None:
+        argv += ["--config", "<config>"]
+    if package_path is not None:
+        argv += ["--package-path", str(package_path)]
+    for name, value in flags.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + name.rstrip("_").replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, Mapping):
+            argv.append(f"{flag}={','.join(f'{k}={v}' for k, v in value.items())}")
+        elif isinstance(value, (list, tuple)):
+            argv.append(f"{flag}={','.join(map(str, value))}")
+        else:
+            argv.append(f"{flag}={value}")
+    if user_args is not None:
+        argv += ["--", *map(str, user_args)]
+    try:
+        args = parse_args(argv)
+    except UsageError as e:
+        raise UserInputError("flags", e.message) from None
+    try:
+        doc, _ = flags_to_job(args, read=lambda _path: text)
+    except UserInputError as e:  # named as submit()'s arguments: --module-name → module_name
+        field = e.field.replace(" in --config", " in config")
+        if field.startswith("--"):
+            field = field[2:].replace("-", "_")
+        raise UserInputError("job_id" if field == "JOB" else field, e.message, e.status) from None
+    return doc, args.staging_bucket, mounts_from_flags(args)
+
+
+def _config_text(config: Any) -> str | None:
+    if config is None:
+        return None
+    if isinstance(config, Mapping):
+        return json.dumps(dict(config))
+    if isinstance(config, os.PathLike) or (isinstance(config, str) and "\n" not in config and ":" not in config):
+        path = pathlib.Path(config)
+        try:
+            return path.read_text()
+        except OSError as e:
+            raise UserInputError("config", f"cannot read {path}: {e.strerror or e}") from None
+    if isinstance(config, str):
+        return config
+    raise UserInputError("config", "must be a dict, a file path or YAML text")
+
+
+# --------------------------------------------------------------------- the kernel's default client
+
+_clients: dict[tuple[str, str, str | None], Client] = {}
+
+
+def connect(project: str | None = None, env: Mapping[str, str] = os.environ) -> Client:
+    """The client of the notebook server this kernel runs in (one per server and project)."""
+    found = server_from_environment(env)
+    if found is None:
+        raise UpstreamError("find the notebook server", "this kernel runs in no notebook server (neither "
+                            "JUPYTERHUB_SERVICE_URL + JUPYTERHUB_API_TOKEN nor MLPLATFORM_SERVER_URL + "
+                            "MLPLATFORM_SERVER_TOKEN is set)")
+    key = (*found, project or default_project(env))
+    with _lock:
+        if key not in _clients:
+            _clients[key] = Client(*found, project=key[2], env=env)
+        return _clients[key]
+
+
+def submit(config: Any = None, project: str | None = None, package_path: Any = None, **flags: Any) -> JobHandle:
+    """`Client.submit` on this kernel's notebook server."""
+    return connect(project).submit(config, project, package_path, **flags)
+
+
+def job(job_id: str, project: str | None = None) -> JobHandle:
+    return connect(project).job(job_id)
+
+
+def jobs(filter: str | None = None, project: str | None = None) -> list[JobHandle]:
+    """The project's jobs (ml.v1 `filter`, e.g. ``state=RUNNING``, ``labels.team=vision``), newest first."""
+    return connect(project).jobs_list(filter)

@@ -1,0 +1,131 @@
+"""The notebook user's API (`server_ext.client.notebook`, `server_ext.widgets`) against a real
+notebook server (the extension on the local backend, the example trainer as real processes).
+
+The blocking calls run in a worker thread (`asyncio.to_thread`) while the test drives the server's
+loop (`run`): in a kernel they run on the kernel's thread while the server is another process.
+Widgets run with no frontend: `comm.create_comm`, the hook a kernel fills, records what they send."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import comm
+import pytest
+
+from server_ext import client as nb
+from server_ext.client.notebook import Client
+from server_ext.errors import JobFinished, UserInputError
+from server_ext.widgets.sync import JobsPoll
+from server_ext.widgets.views import JobDetail, JobsTable
+from tests.bench.widget_traffic import TRAFFIC, RecordingComm, from_view
+
+from .conftest import PROJECT, TRAINER, job_body
+
+pytestmark = pytest.mark.local
+
+
+@pytest.fixture
+def server(jp_serverapp, http_server, http_server_port, jp_base_url):
+    return f"http://127.0.0.1:{http_server_port[-1]}{jp_base_url}", jp_serverapp.identity_provider.token
+
+
+@pytest.fixture
+def client(server):
+    return Client(*server, project=PROJECT)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    monkeypatch.setattr(comm, "create_comm", RecordingComm)
+    return TRAFFIC
+
+
+def blocking(run, fn):
+    """Run the blocking `fn` in a thread while the server's loop serves it."""
+    return run(asyncio.to_thread(fn))
+
+
+def until(predicate, timeout=60.0, step=0.1):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(step)
+
+
+def test_submit_wait_logs_from_the_environment(server, run, monkeypatch):
+    monkeypatch.setenv("MLPLATFORM_SERVER_URL", server[0])
+    monkeypatch.setenv("MLPLATFORM_SERVER_TOKEN", server[1])
+    monkeypatch.setenv("MLPLATFORM_PROJECT", PROJECT)
+
+    def go():
+        job = nb.submit(job_body("nb_quick", "--epochs=3", "--sleep=0"))
+        assert job.id == "nb_quick" and "token" not in repr(job)
+        assert job.wait(timeout=60) is job and job.state == "SUCCEEDED"
+        lines = list(job.logs())
+        followed = list(nb.job("nb_quick").logs(follow=True))
+        listed = [j.id for j in nb.jobs("labels.team=vision")]
+        return lines, followed, listed
+
+    lines, followed, listed = blocking(run, go)
+    assert [line for line in lines if line.startswith("epoch ")][-1].startswith("epoch 3/3 ")
+    assert followed == lines and listed == ["nb_quick"]
+
+
+def test_submit_with_flags_cancel_and_errors(client, run):
+    def go():
+        long = client.submit(None, job_id="nb_long", module_name="trainer.task", packages=[TRAINER.as_uri()],
+                             scale_tier="basic", labels={"team": "nlp"}, args=["--epochs=1000", "--sleep=0.5"])
+        assert long.job["labels"] == {"team": "nlp"}
+        assert long.job["trainingInput"]["args"] == ["--epochs=1000", "--sleep=0.5"]
+        until(lambda: long.state == "RUNNING")
+        first = next(iter(long.logs(follow=True)))  # a followed stream left early is closed
+        assert long.cancel().state in ("CANCELLING", "CANCELLED")
+        assert long.wait(timeout=30).state == "CANCELLED"
+        with pytest.raises(JobFinished):
+            long.cancel()
+        with pytest.raises(UserInputError) as e:
+            client.submit({"trainingInput": {"scaleTier": "BASIC"}}, job_id="nb_bad")
+        return first, e.value
+
+    first, error = blocking(run, go)
+    assert first.startswith("role: ") and error.field == "module_name"
+
+
+def test_jobs_table_gets_a_snapshot_then_only_deltas(client, run, recorded):
+    poll = JobsPoll(client, PROJECT, interval=0.5)
+
+    def go():
+        client.submit(job_body("nb_long", "--epochs=1000", "--sleep=0.5"))
+        table = JobsTable(client, poll=poll)
+        until(lambda: not table.loading)
+        t0 = time.monotonic()
+        from_view(table, {"type": "ready"})
+        until(lambda: recorded.since(t0))
+        client.submit(job_body("nb_second", "--epochs=1", "--sleep=0"))
+        until(lambda: table.rows.get("nb_second", {}).get("state") == "SUCCEEDED")
+        until(lambda: table.rows["nb_long"]["state"] == "RUNNING")
+        sent = [r for r in recorded.since(t0) if r[2] == "custom"]
+        time.sleep(3.0)  # steady: one RUNNING job, six polls, nothing changes
+        quiet = [r for r in recorded.since(t0 + 0.001) if r[2] == "custom"][len(sent):]
+        t1 = time.monotonic()
+        detail = JobDetail(client, "nb_long", poll=poll)
+        from_view(detail, {"type": "ready"})
+        until(lambda: any(r[3] == "log_append" for r in recorded.since(t1)), timeout=30)
+        from_view(detail, {"type": "cancel"})
+        until(lambda: any(r[3] == "confirm_cancel" for r in recorded.since(t1)))
+        token = recorded.last("confirm_cancel")["token"]
+        from_view(detail, {"type": "cancel_confirmed", "token": token})
+        until(lambda: detail.job.get("state") == "CANCELLED", timeout=30)
+        until(lambda: any(r[3] == "log_end" for r in recorded.since(t1)), timeout=30)
+        states = [e["state"] for e in detail.timeline]
+        table.close()
+        detail.close()
+        return sent, quiet, states
+
+    sent, quiet, states = blocking(run, go)
+    kinds = [r[3] for r in sent]
+    assert kinds[0] == "snapshot" and set(kinds[1:]) == {"delta"}, kinds
+    assert len(sent) <= 6 and all(r[4] < 2000 for r in sent[1:]), sent  # deltas: the second job's fields only
+    assert quiet == []
+    assert states[0] == "QUEUED" and states[-1] == "CANCELLED" and "RUNNING" in states
