@@ -60,24 +60,21 @@ def csv_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"Value must be an integer; received: {text}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"Value must be greater than or equal to 1; received: {text}")
-    return value
+def _integer_from(low: int):
+    """An argparse type: a whole number ≥ `low`, refused in gcloud's words."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"Value must be an integer; received: {text}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"Value must be greater than or equal to {low}; received: {text}")
+        return value
+    return parse
 
 
-def non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"Value must be an integer; received: {text}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"Value must be greater than or equal to 0; received: {text}")
-    return value
+at_least_one = _integer_from(1)
+non_negative = _integer_from(0)
 
 
 def boolean(text: str) -> bool:

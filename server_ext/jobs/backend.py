@@ -11,7 +11,7 @@ A sweep (a job with ``trainingInput.hyperparameters``) is a job too: its JSON ca
 ``hyperparameterMetricTag``, ``trials[]`` with ``trialId`` "1", "2", … in creation order,
 ``hyperparameters``, ``finalMetric``, ``state``, times, ``isTrialStoppedEarly``); its tasks are
 named ``trial-<id>`` (that trial's master) and ``trial-<id>/<task>`` (e.g.
-``trial-3/worker-replica-1``). A backend that runs sweeps has ``runs_sweeps = True``.
+``trial-3/worker-replica-1``).
 
 Log streams are async iterators of `LogLine`: ``seq`` numbers the lines of one task's log from 1,
 so a reader resumes with ``after=<last seq seen>`` (the SSE ``Last-Event-ID``) and never sees a

@@ -27,7 +27,7 @@ Guarantees:
   terminated and every line was sent (a pod its controller replaced meanwhile continues the
   numbering). Without ``follow`` it ends at the current end of the log.
   A task the job does not have is `UserInputError("task-name", …)`.
-- Sweeps (``runs_sweeps``): a plan with ``sweep``, or a user's own Katib Experiment
+- Sweeps: a plan with ``sweep``, or a user's own Katib Experiment
   (`submit_experiment`), is a Katib ``Experiment``; this class only dispatches to `kube_sweeps`,
   which says how they are created, cached, read, cancelled, logged (``trial-<id>``) and how
   `trial_metrics` reads a trial's series. A jobId is unique across jobs and sweeps of a project.
@@ -130,7 +130,6 @@ def tasks_of(kind: str, obj: dict) -> list[str]:
 
 
 class KubeBackend:
-    runs_sweeps = True
 
     def __init__(self, kube: Kube, settings: KubeSettings, *, watch_timeout: int = 300, load_timeout: float = 10,
                  poll_interval: float = 1.0, staging_env: Mapping[str, str] | None = None):

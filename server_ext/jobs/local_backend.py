@@ -96,7 +96,6 @@ class _Failed(Exception):
 class LocalBackend:
     """`JobBackend` on this machine. `env` replaces ``os.environ`` as every process's base environment."""
 
-    runs_sweeps = True
 
     def __init__(self, state_dir: pathlib.Path | str, python: str = sys.executable,
                  env: Mapping[str, str] | None = None, *, grace_s: float = 5.0, poll_s: float = 0.2):

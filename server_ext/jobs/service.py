@@ -88,9 +88,6 @@ class JobService:
         plan = plan_job(job, settings, project=project, owner=user,
                         credentials=tuple(selected(available.credentials, mounts.get("credentials"), "credentials")),
                         datasets=tuple(selected(available.datasets, mounts.get("datasets"), "datasets")))
-        if plan.sweep is not None and not getattr(self.backend, "runs_sweeps", False):
-            raise UserInputError("trainingInput.hyperparameters", "hyperparameter tuning is not available on this "
-                                                                  "runtime yet")
         if package_path is None:
             return await self.backend.submit(plan)
         if not plan.python_module:
