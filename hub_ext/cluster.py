@@ -7,7 +7,8 @@
   with a ``type=`` field selector each; a Secret's data is dropped as it arrives, only its keys
   are kept) and datasets (PVCs with the dataset label), also from watch caches, so the form and a
   spawn read them without a request; where the hub may not watch them cluster-wide it lists
-  the project's instead. It adds and deletes credentials (validated with `hub_ext.credentials`;
+  the project's instead (`list_available`: the same LISTs, for a client that asks once, such as
+  `kubectl ai-platform`). It adds and deletes credentials (validated with `hub_ext.credentials`;
   a Secret that is not a credential cannot be deleted through it).
 """
 
@@ -22,7 +23,7 @@ from .credentials import CredentialFiles, secret_manifest
 from .errors import UpstreamError, UserInputError
 from .kube import Kube, path_of, reason
 from .kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
-from .mounts import Available, Credential
+from .mounts import Available
 from .watchcache import WatchCache
 
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -64,6 +65,37 @@ def _without_data(secret: dict) -> dict:
     return {"type": secret.get("type", ""), "metadata": secret.get("metadata") or {}, "data": dict.fromkeys(keys, "")}
 
 
+async def list_in(kube: Kube, kind: str, namespace: str, **query) -> list[dict]:
+    """One LIST of `kind` in `namespace`: [] when the namespace does not exist, `UpstreamError`
+    when the API refuses or fails."""
+    try:
+        return (await kube.list(path_of(kind, namespace), **query)).get("items") or []
+    except ApiException as e:
+        if e.status == 404:
+            return []
+        raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
+    except (asyncio.TimeoutError, OSError) as e:
+        raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
+
+
+async def list_available(kube: Kube, namespace: str, settings: MountSettings) -> Available:
+    """A project's credentials and datasets with plain LISTs (no watch): for a client that asks
+    once, such as `kubectl ai-platform` with the user's own kubeconfig and RBAC."""
+    secrets = []
+    for secret_type in settings.credential_types.values():
+        secrets += [_without_data(s) for s in await list_in(kube, "Secret", namespace,
+                                                             fieldSelector=f"type={secret_type}")]
+    pvcs = await list_in(kube, "PersistentVolumeClaim", namespace, labelSelector=settings.dataset_label)
+    return _available(secrets, pvcs, settings)
+
+
+def _available(secrets: list[dict], pvcs: list[dict], settings: MountSettings) -> Available:
+    found = (credential_from_secret(s, settings) for s in secrets)
+    credentials = tuple(sorted((c for c in found if c is not None), key=lambda c: c.name))
+    datasets = tuple(sorted((dataset_from_pvc(p, settings) for p in pvcs), key=lambda d: d.name))
+    return Available(credentials, datasets)
+
+
 class ProjectResources:
     def __init__(self, kube: Kube, settings: MountSettings):
         self.kube, self.settings = kube, settings
@@ -77,36 +109,21 @@ class ProjectResources:
     async def stop(self) -> None:
         await asyncio.gather(self.pvcs.stop(), *(c.stop() for c in self.secrets.values()))
 
-    async def _list(self, kind: str, namespace: str, **query) -> list[dict]:
-        try:
-            return (await self.kube.list(path_of(kind, namespace), **query)).get("items") or []
-        except ApiException as e:
-            if e.status == 404:
-                return []
-            raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
-        except (asyncio.TimeoutError, OSError) as e:
-            raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
-
-    async def credentials(self, namespace: str) -> tuple[Credential, ...]:
+    async def available(self, namespace: str) -> Available:
         await self.start()
         secrets = []
         for cache in self.secrets.values():
             if cache.known:
                 secrets += cache.items(namespace)
             else:
-                secrets += [_without_data(s) for s in await self._list("Secret", namespace,
-                                                                        fieldSelector=cache.query["fieldSelector"])]
-        found = (credential_from_secret(s, self.settings) for s in secrets)
-        return tuple(sorted((c for c in found if c is not None), key=lambda c: c.name))
-
-    async def available(self, namespace: str) -> Available:
-        await self.start()
+                secrets += [_without_data(s) for s in await list_in(self.kube, "Secret", namespace,
+                                                                     fieldSelector=cache.query["fieldSelector"])]
         if self.pvcs.known:
             pvcs = self.pvcs.items(namespace)
         else:
-            pvcs = await self._list("PersistentVolumeClaim", namespace, labelSelector=self.settings.dataset_label)
-        datasets = tuple(sorted((dataset_from_pvc(p, self.settings) for p in pvcs), key=lambda d: d.name))
-        return Available(await self.credentials(namespace), datasets)
+            pvcs = await list_in(self.kube, "PersistentVolumeClaim", namespace,
+                                 labelSelector=self.settings.dataset_label)
+        return _available(secrets, pvcs, self.settings)
 
     async def add_credential(self, namespace: str, name: str, creds: CredentialFiles, description: str,
                              created_by: str) -> None:

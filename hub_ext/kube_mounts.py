@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+import posixpath
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -83,7 +84,9 @@ def volumes(credentials: Iterable[Credential], datasets: Iterable[Dataset], sett
     for c in credentials:
         vol = f"credential-{safe_slug(c.name, max_length=50)}"
         vols.append({"name": vol, "secret": {"secretName": c.name, "defaultMode": mode}})
-        mounts.append({"name": vol, "mountPath": f"{settings.credentials_root}/{c.name}", "readOnly": True})
+        # the directory its paths name (`credential_from_secret` puts them under the root), so a path
+        # that came from elsewhere (a hub with another root, through the platform API) is where it says
+        mounts.append({"name": vol, "mountPath": posixpath.dirname(c.path), "readOnly": True})
     for d in datasets:
         vol = f"dataset-{safe_slug(d.name, max_length=52)}"
         vols.append({"name": vol, "persistentVolumeClaim": {"claimName": d.name, "readOnly": True}})

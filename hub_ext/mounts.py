@@ -102,13 +102,29 @@ def selected(items: Iterable[Credential | Dataset], names: Any, field_name: str)
 
 
 def metadata(items: Iterable[Credential | Dataset], project: str) -> list[dict[str, str]]:
-    """What the API and the form may show: names, types, descriptions and states, never content."""
+    """What the API and the form may show: names, types, descriptions, states and where the files
+    are seen (``path``; an AWS credential's ``config_path`` when it has a config file), never
+    content. A notebook server rebuilds the choices it may mount for jobs from this
+    (`credential_from_metadata`, `dataset_from_metadata`)."""
     out = []
     for item in items:
-        entry = {"project": project, "name": item.name, "description": item.description}
+        entry = {"project": project, "name": item.name, "description": item.description, "path": item.path}
         if isinstance(item, Credential):
             entry["type"] = item.type
+            if item.config_path:
+                entry["config_path"] = item.config_path
         else:
             entry.update(state=item.state, message=item.message, source=item.source, size=item.size)
         out.append(entry)
     return out
+
+
+def credential_from_metadata(entry: dict) -> Credential:
+    """The `Credential` a `metadata` entry describes (KeyError/TypeError on a malformed entry)."""
+    return Credential(entry["name"], entry["type"], entry["path"], entry.get("config_path") or None,
+                      entry.get("description", ""))
+
+
+def dataset_from_metadata(entry: dict) -> Dataset:
+    return Dataset(entry["name"], entry["path"], entry.get("state", "ready"), entry.get("message", ""),
+                   entry.get("source", ""), entry.get("description", ""), entry.get("size", ""))

@@ -12,6 +12,11 @@ Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubern
                                                  # the built-in one
     c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects" # local runtime: credentials and datasets
 
+A job's credentials and datasets (the request's ``mounts``) are chosen from the project's: on the
+local runtime the files under ``projects_dir``; on Kubernetes what the hub's platform API lists
+for the server's owner (`server_ext.hub_files`), or, with no hub, the project's Secrets and PVCs
+read through the server's kubeconfig.
+
 The spawners set the environment this reads by default: ``MLPLATFORM_BACKEND`` (``kubernetes``
 in a PlatformSpawner pod), ``MLPLATFORM_STATE_DIR``, ``MLPLATFORM_PROJECTS_DIR``. The backend
 starts on the first request (not at server start) and stops with the server.
@@ -35,6 +40,7 @@ from .jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
 from .jobs.machines import Machines
 from .jobs.plan import PlanSettings
 from .jobs.service import JobService
+from .hub_files import HubFiles
 from .projects import HubProjects, StaticProjects
 from .rest.handlers import routes
 
@@ -135,14 +141,27 @@ class MLPlatformApp(ExtensionApp):
         from .kube_target import catalog, connect
 
         kube, _ = await connect(self.kube_context or None)
-        backend = KubeBackend(kube, KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES)))
+        mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
+        backend = KubeBackend(kube, KubeSettings(mounts))
 
         async def settings_for(project: str) -> PlanSettings:
             accelerators = fixed or (await catalog(kube, project))[0]
             return PlanSettings(Machines(accelerators))
 
         return JobService(backend, PlanSettings(Machines(fixed or DEFAULT_ACCELERATORS)), self._project_source(),
-                          settings_for=settings_for)
+                          self._kube_files(kube, mounts), settings_for=settings_for)
+
+    def _kube_files(self, kube, mounts):
+        """Where a job's credentials and datasets are chosen from: the hub's platform API in a
+        JupyterHub (this server may not read Secrets), else the project's own objects through
+        this server's kubeconfig."""
+        api, token, owner = (os.environ.get(k) for k in ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN",
+                                                         "JUPYTERHUB_USER"))
+        if api and token and owner:
+            return HubFiles(api, token, owner)
+        from hub_ext.cluster import list_available
+
+        return lambda project: list_available(kube, project, mounts)
 
     async def stop_extension(self):
         if getattr(self, "_service", None) is not None:

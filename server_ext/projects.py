@@ -28,6 +28,21 @@ class StaticProjects:
         return self.names or [personal_project_name(user)]
 
 
+async def hub_get(api_url: str, token: str, user: str, what: str, doing: str) -> dict | None:
+    """``GET {api}/mlplatform/users/{user}/{what}`` with the server's token: the JSON answer, None
+    when the hub refuses this server (403/404: not its owner), `UpstreamError` on any other failure."""
+    url = f"{api_url}/mlplatform/users/{urllib.parse.quote(user, safe='')}/{what}"
+    try:
+        resp = await AsyncHTTPClient().fetch(url, headers={"Authorization": f"token {token}"}, request_timeout=10)
+    except HTTPClientError as e:
+        if e.code in (403, 404):
+            return None
+        raise UpstreamError(doing, f"the hub answered {e.code}") from None
+    except OSError as e:
+        raise UpstreamError(doing, type(e).__name__) from None
+    return json.loads(resp.body)
+
+
 class HubProjects:
     def __init__(self, api_url: str, token: str, ttl: float = 30.0):
         self.api_url, self._token, self.ttl = api_url.rstrip("/"), token, ttl
@@ -37,16 +52,9 @@ class HubProjects:
         hit = self._cache.get(user)
         if hit and time.monotonic() - hit[0] < self.ttl:
             return hit[1]
-        url = f"{self.api_url}/mlplatform/users/{urllib.parse.quote(user, safe='')}/projects"
-        try:
-            resp = await AsyncHTTPClient().fetch(url, headers={"Authorization": f"token {self._token}"},
-                                                 request_timeout=10)
-        except HTTPClientError as e:
-            if e.code in (403, 404):  # not this server's owner: no projects
-                return []
-            raise UpstreamError("read your projects from the hub", f"the hub answered {e.code}") from None
-        except OSError as e:
-            raise UpstreamError("read your projects from the hub", type(e).__name__) from None
-        names = [p["name"] for p in json.loads(resp.body)["projects"]]
+        answer = await hub_get(self.api_url, self._token, user, "projects", "read your projects from the hub")
+        if answer is None:  # not this server's owner: no projects
+            return []
+        names = [p["name"] for p in answer["projects"]]
         self._cache[user] = (time.monotonic(), names)
         return names

@@ -44,13 +44,14 @@ from typing import Awaitable, Callable, Mapping, TextIO
 
 from hub_ext.entitlements import personal_project_name
 from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
+from hub_ext.mounts import Available
 from server_ext.client import RemoteService, from_environment
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import JobBackend
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.defaults import DEFAULT_CREDENTIAL_TYPES, default_plan_settings
 from server_ext.jobs.plan import PlanSettings, plan_job
-from server_ext.jobs.service import JobService
+from server_ext.jobs.service import Files, JobService
 from server_ext.config import cli_config, context_for_region
 
 from . import commands, output
@@ -79,11 +80,26 @@ def project_of(args: argparse.Namespace, user: str, env: Mapping[str, str] = os.
     return args.project or env.get("MLPLATFORM_PROJECT") or namespace or personal_project_name(user)
 
 
-def _service(backend: JobBackend, settings: PlanSettings, project: str) -> tuple[JobService, str, Closer]:
+def _service(backend: JobBackend, settings: PlanSettings, project: str,
+             files: Files) -> tuple[JobService, str, Closer]:
     async def projects(caller: str) -> list[str]:
         return [project]  # Kubernetes RBAC gates projects; the local runtime trusts its users
 
-    return JobService(backend, settings, projects), project, backend.close
+    return JobService(backend, settings, projects, files), project, backend.close
+
+
+def _local_files(env: Mapping[str, str]) -> Files:
+    """The local runtime's credentials and datasets: the files under ``MLPLATFORM_PROJECTS_DIR``."""
+    import pathlib
+
+    from hub_ext.local_files import project_files
+
+    root = env.get("MLPLATFORM_PROJECTS_DIR")
+
+    async def files(project: str) -> Available:
+        return project_files(pathlib.Path(root), project) if root else Available()
+
+    return files
 
 
 async def open_target(args: argparse.Namespace, user: str, err: TextIO,
@@ -97,8 +113,8 @@ async def open_target(args: argparse.Namespace, user: str, err: TextIO,
 
 
 async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
-                        env: Mapping[str, str]) -> tuple[JobBackend, PlanSettings, str]:
-    """(started backend, plan settings, project) of the command."""
+                        env: Mapping[str, str]) -> tuple[JobBackend, PlanSettings, str, Files]:
+    """(started backend, plan settings, project, where its credentials and datasets are chosen from)."""
     if is_local(args, env):
         import pathlib
 
@@ -110,7 +126,8 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
         project = project_of(args, user, env)  # before the backend's threads start importing
         backend = LocalBackend(state)
         await backend.start()
-        return backend, default_plan_settings(), project
+        return backend, default_plan_settings(), project, _local_files(env)
+    from hub_ext.cluster import list_available
     from hub_ext.kube_mounts import MountSettings
     from server_ext.jobs.kube_backend import KubeBackend
     from server_ext.jobs.kubeflow import KubeSettings
@@ -124,8 +141,10 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
     accelerators, published = await catalog(kube, project)
     if not published:
         err.write(f"note: project {project!r} has no published catalogue; using the built-in one\n")
-    backend = KubeBackend(kube, KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES)))
-    return backend, PlanSettings(Machines(accelerators)), project
+    mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
+    backend = KubeBackend(kube, KubeSettings(mounts))
+    # the user's own RBAC decides which Secrets and PVCs they may mount
+    return backend, PlanSettings(Machines(accelerators)), project, lambda p: list_available(kube, p, mounts)
 
 
 def command_of(args: argparse.Namespace | None) -> str:

@@ -1,6 +1,8 @@
 """A real JupyterHub with PlatformSpawner against the stand-in (process-mode kubelet): credentials
 through the hub's REST API and page, a spawn into the team project with a MIG slice, a credential
-and a dataset, and a canary credential value that never shows up anywhere it should not."""
+and a dataset, a training job from that notebook server mounting them (chosen from what the hub
+lists: the server reads no Secret), and a canary credential value that never shows up anywhere it
+should not."""
 
 import json
 import re
@@ -18,8 +20,10 @@ pytestmark = [pytest.mark.hub, pytest.mark.standin_only]
 
 @pytest.fixture
 def kube_hub(standin, hub_factory, tmp_path):
-    kubelet = standin.kubelet("process", nodes=NODES, workdir=tmp_path / "kubelet")
     kubeconfig = standin.write_kubeconfig(tmp_path / "kubeconfig")
+    # the notebook server in its pod reaches the API through this kubeconfig (the stand-in has no
+    # in-cluster ServiceAccount token); what it may mount comes from the hub
+    kubelet = standin.kubelet("process", nodes=NODES, workdir=tmp_path / "kubelet", env={"KUBECONFIG": str(kubeconfig)})
     secrets = DemoSecrets.generate()
     hub = hub_factory(kube_hub_config(standin, tmp_path / "state", secrets),
                       env={"KUBECONFIG": str(kubeconfig)})
@@ -85,7 +89,8 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
     answers = [call(hub, "GET", f"/mlplatform/users/alice/{what}", alice)
                for what in ("credentials", "datasets", "capacity", "projects", "catalog")]
     assert answers[0].json() == {"credentials": [{"project": "vision", "name": "training-sa", "type": "gcp-credential",
-                                                  "description": "trainer service account"}]}
+                                                  "description": "trainer service account",
+                                                  "path": "/etc/mlplatform/credentials/training-sa/key.json"}]}
     assert answers[1].json()["datasets"][0]["source"] == "gs://vision-data/imagenet"
     assert answers[2].json()["accelerators"]["1g.5gb"] == {"free": 1, "total": 2}
     assert {p["name"]: p["in_use"] for p in answers[3].json()["projects"]}["vision"] == {"1g.5gb": 1}
@@ -95,6 +100,27 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
     assert canary not in seen
     token_env = [e for e in pod["spec"]["containers"][0]["env"] if e["name"] == "JUPYTERHUB_API_TOKEN"]
     assert "value" not in token_env[0] and token_env[0]["valueFrom"]["secretKeyRef"]["key"] == "token"
+
+    # a training job from alice's server mounts what the hub lists for her (the server reads no Secret)
+    jobs = f"{hub.url}/user/alice/ml/v1/projects/vision/jobs"
+    body = {"jobId": "mounted", "trainingInput": {"pythonModule": "trainer.task",
+                                                  "packageUris": ["gs://b/trainer.tar.gz"]},
+            "mounts": {"credentials": ["training-sa"], "datasets": ["imagenet"]}}
+    headers = {"Authorization": f"token {alice}"}
+    refused = requests.post(jobs, json={**body, "mounts": {"credentials": ["prod-sa"]}}, headers=headers, timeout=60)
+    assert refused.status_code == 403 and "prod-sa" in refused.json()["error"]["message"], refused.text
+    r = requests.post(jobs, json=body, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    job = standin.get("kubeflow.org", "v1", "tfjobs", "vision", "mounted")  # AI Platform's default: TensorFlow
+    (replica,) = job["spec"]["tfReplicaSpecs"].values()
+    spec = replica["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
+    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/etc/mlplatform/credentials/training-sa/key.json"
+    assert json.loads(env["MLPLATFORM_DATASETS"]) == {"imagenet": "/datasets/imagenet"}
+    volumes = {v["name"]: v.get("secret", v.get("persistentVolumeClaim")) for v in spec["volumes"]}
+    assert volumes["credential-training-sa"] == {"secretName": "training-sa", "defaultMode": 0o440}
+    assert volumes["dataset-imagenet"] == {"claimName": "imagenet", "readOnly": True}
+    assert canary not in json.dumps(job) + r.text
 
     assert call(hub, "DELETE", "/users/alice/server", alice).status_code in (202, 204)
     deadline = time.monotonic() + 60

@@ -261,12 +261,13 @@ def test_credentials_and_datasets_of_the_chosen_project(demo_hub, tmp_path):
     creds = requests.get(f"{hub.api_url}/mlplatform/users/alice/credentials", timeout=30,
                          headers={"Authorization": f"token {token}"})
     assert creds.json() == {"credentials": [{"project": "vision", "name": "training-sa", "type": "gcp-credential",
-                                             "description": ""}]}
+                                             "description": "", "path": str(key)}]}
     assert SECRET not in creds.text
     datasets = requests.get(f"{hub.api_url}/mlplatform/users/alice/datasets", timeout=30,
                             headers={"Authorization": f"token {token}"})
     assert datasets.json() == {"datasets": [{"project": "vision", "name": "imagenet", "description": "",
-                                                    "state": "ready", "message": "", "source": "", "size": ""}]}
+                                             "path": str(vision / "datasets" / "imagenet"),
+                                             "state": "ready", "message": "", "source": "", "size": ""}]}
     assert SECRET not in hub.log_text()
     # the personal project has no such credential: a crafted request is refused, nothing starts
     r = spawn(hub, "alice", "other", {"profile": "cpu", "credentials": ["training-sa"]})

@@ -19,6 +19,7 @@ from hub_ext.catalog import parse_accelerators
 from hub_ext.publish import catalog_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP
 from tests.kube.job_env import pod
+from tests.kube.platform_env import CANARY, GCP_KEY, dataset_pvc, secret_body
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
 
 pytestmark = [pytest.mark.kube, pytest.mark.standin_only]
@@ -128,3 +129,31 @@ async def test_package_path_is_built_and_shipped_in_a_configmap_owned_by_the_job
                                "--package-path", str(TRAINER.parent / "README.md"), "--runtime-version", "pytorch-2.3")
     assert (code, out) == (2, "") and "Invalid value for [--package-path]: " in err, err
     assert standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "unbuilt-job") is None
+
+
+async def test_credentials_and_datasets_of_the_project_are_mounted_into_the_job(cluster, standin, kube, kube_target):
+    """``--credentials``/``--datasets`` are chosen from the project's Secrets and PVCs, read with the
+    user's own kubeconfig: mounted read-only, named by path in the environment, content nowhere."""
+    ns = kube_target.namespace
+    await kube.create(secret_body(ns, "training-sa", "gcp-credential", {"key.json": GCP_KEY}))
+    await kube.create(secret_body(ns, "s3-reader", "aws-credential", {"credentials": "[default]\n", "config": "x"}))
+    await kube.create(dataset_pvc(ns, "imagenet", "gs://vision-data/imagenet"))
+    code, out, err = await cli(kube_target, *SUBMIT[:3], "mounted_job", *SUBMIT[3:],
+                               "--credentials", "training-sa,s3-reader", "--datasets", "imagenet")
+    assert code == 0, err
+    spec = standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "mounted-job")["spec"]
+    pod = spec["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/etc/mlplatform/credentials/training-sa/key.json"
+    assert env["AWS_SHARED_CREDENTIALS_FILE"] == "/etc/mlplatform/credentials/s3-reader/credentials"
+    assert env["AWS_CONFIG_FILE"] == "/etc/mlplatform/credentials/s3-reader/config"
+    assert json.loads(env["MLPLATFORM_DATASETS"]) == {"imagenet": "/datasets/imagenet"}
+    mounts = {m["mountPath"]: m.get("readOnly") for m in pod["containers"][0]["volumeMounts"]}
+    assert mounts["/etc/mlplatform/credentials/training-sa"] and mounts["/datasets/imagenet"]
+    assert {"secretName": "training-sa", "defaultMode": 0o440} in [v.get("secret") for v in pod["volumes"]]
+    assert CANARY.replace("-", "") not in json.dumps(spec) + out + err
+
+    code, out, err = await cli(kube_target, *SUBMIT[:3], "unmounted_job", *SUBMIT[3:], "--datasets", "coco")
+    assert (code, out) == (1, ""), err
+    assert "PERMISSION_DENIED" in err and "no dataset 'coco'" in err, err
+    assert standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "unmounted-job") is None
