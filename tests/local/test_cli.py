@@ -28,9 +28,9 @@ def cli(tmp_path):
     env.update(MLPLATFORM_STATE_DIR=str(tmp_path / "state"), JUPYTERHUB_USER="alice", PYTHONPATH=str(ROOT))
     command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "server_ext.cli.main"]
 
-    def run(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([*command, *argv], cwd=tmp_path, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+    def run(*argv: str, timeout: float = 120, **more_env: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*command, *argv], cwd=tmp_path, env={**env, **more_env}, capture_output=True,
+                              text=True, timeout=timeout)
     yield run
     shutil.rmtree(tmp_path / "state", ignore_errors=True)
 
@@ -115,3 +115,27 @@ def test_a_sweep_from_an_hptuning_config_streams_its_trials_and_summarizes(cli, 
     summary = cli("jobs", "describe", "sweep1", "--local", "--summarize")
     assert summary.returncode == 0, summary.stderr
     assert "learning_rate=0.1" in summary.stdout and "learning_rate=0.01" in summary.stdout
+
+
+def test_submit_mounts_the_projects_credentials_and_datasets_by_path(cli, tmp_path):
+    """On the local runtime the project's files live under ``MLPLATFORM_PROJECTS_DIR``; the job
+    gets their paths, never their content, and a name the project lacks is refused up front."""
+    project = tmp_path / "projects" / "user-alice"
+    (project / "credentials").mkdir(parents=True)
+    key = project / "credentials" / "sa.json"
+    key.write_text('{"private_key": "canary-value-never-shown"}')
+    (project / "datasets" / "imagenet").mkdir(parents=True)
+    (tmp_path / "trainer" / "env.py").write_text(
+        "import os\nfor k in ('GOOGLE_APPLICATION_CREDENTIALS', 'MLPLATFORM_DATASETS'):\n"
+        "    print(k, os.environ.get(k), flush=True)\n")
+    args = ("--local", "--package-path", "trainer", "--module-name", "trainer.env", "--stream-logs")
+    projects = str(tmp_path / "projects")
+    done = cli("jobs", "submit", "training", "mounted", *args, "--credentials", "sa", "--datasets", "imagenet",
+               MLPLATFORM_PROJECTS_DIR=projects)
+    refused = cli("jobs", "submit", "training", "refused", *args, "--datasets", "coco", MLPLATFORM_PROJECTS_DIR=projects)
+    assert done.returncode == 0, done.stderr
+    assert f"GOOGLE_APPLICATION_CREDENTIALS {key}" in done.stderr
+    assert f'MLPLATFORM_DATASETS {{"imagenet": "{project / "datasets" / "imagenet"}"}}' in done.stderr
+    assert "canary-value-never-shown" not in done.stdout + done.stderr
+    assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr and "no dataset 'coco'" in refused.stderr
+    assert "NOT_FOUND" in cli("jobs", "describe", "refused", "--local").stderr  # nothing was created
