@@ -343,7 +343,7 @@ async def test_restart_keeps_finished_adopts_running_and_fails_orphans(tmp_path)
     try:
         await first.submit(make_plan(done, ["--epochs=1", "--sleep=0"]))
         finished = await wait_for(first, "alice", done)
-        await first.submit(make_plan(adopted, ["--epochs=8", "--sleep=0.3"]))
+        await first.submit(make_plan(adopted, ["--epochs=8", "--sleep=0.75"]))  # still running after the restart
         await first.submit(make_plan(killed, ["--epochs=100", "--sleep=1"]))
         await first.submit(make_plan(cancelled, ["--epochs=100", "--sleep=1"], runtimeVersion="2.11",
                                      **cluster(workers=1)))
