@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 import uuid
 from dataclasses import dataclass
 
@@ -34,6 +35,11 @@ def pytest_configure(config):
     path = pathlib.Path(tempfile.mkdtemp(prefix="standin-kubeconfig-")) / "config"
     write_kubeconfig(path, "http://127.0.0.1:9")  # a closed port until a test overrides the host
     os.environ["KUBECONFIG"] = str(path)
+    # a conftest named on the command line (pytest tests/kube/...) is imported before this hook
+    # runs, and with it the clients: give them the path too
+    for name in ("kubernetes_asyncio.config.kube_config", "kubernetes.config.kube_config"):
+        if name in sys.modules:
+            sys.modules[name].KUBE_CONFIG_DEFAULT_LOCATION = str(path)
 
 
 def pytest_collection_modifyitems(config, items):
