@@ -162,15 +162,22 @@ class SubmitForm(w.VBox):
                                           "accuracy\nmaxTrials: 4\nparams: [...]", layout=w.Layout(display="none")),
         }
         self.errors = {name: w.HTML() for name in self.fields}
+        for name in self.fields:  # DOM hooks (protocol.md): .mlp-field-<name>, .mlp-error-<name>
+            self.fields[name].add_class(f"mlp-field-{name}")
+            self.errors[name].add_class(f"mlp-error-{name}")
         self.fields["hyperparameters_on"].observe(
             lambda c: setattr(self.fields["hyperparameters"].layout, "display", None if c["new"] else "none"), "value")
         self.message = w.HTML()
+        self.message.add_class("mlp-form-message")
         self.button = w.Button(description="Submit", button_style="primary")
+        self.button.add_class("mlp-submit")
         self.button.on_click(lambda _b: self.submit())
-        self.result = w.Box()
+        self.result = w.VBox()  # a column: the detail gets the form's width (a row: its longest log line's)
+        self.result.add_class("mlp-submit-result")
         self.job = None
         rows = [w.HBox([self.fields[n], self.errors[n]]) for n in self.fields]
         super().__init__([*rows, self.message, self.button, self.result])
+        self.add_class("mlp-submit-form")
 
     def values(self) -> dict:
         return {name: field.value for name, field in self.fields.items()}

@@ -5,8 +5,12 @@ Their traits and messages are `protocol.md`'s; the data are `state`'s; the updat
 
 Guarantees:
 
-- A widget sends bulk data only as a snapshot answering a view's ``ready`` and then as deltas
-  (`state.diff`), at most one per poll, none when nothing changed.
+- A widget sends bulk data as a snapshot answering a view's ``ready`` and then as deltas
+  (`state.diff`), at most one per poll, none when nothing changed. Until a view has asked, each
+  update goes out as a snapshot instead of a delta, and the first `UNASKED_POLLS` polls send one
+  even when nothing changed: the kernel reads a ``ready`` only between cells, and a snapshot that
+  arrives before the view has rendered is not seen, so a view shown by a cell that then blocks
+  (``display(widgets.jobs()); job.wait()``) would otherwise stay empty until the cell ends.
 - Widgets of one kernel share one `sync.JobsPoll` per (server, project); `close()` unsubscribes and
   stops the widget's log stream.
 - No token, credential or secret is ever put in a trait or message.
@@ -31,11 +35,15 @@ from .sync import JobsPoll, LogFollower, shared_poll
 
 STATIC = pathlib.Path(__file__).parent / "static"
 CONFIRM_TTL_S = 60.0
+UNASKED_POLLS = 15  # polls (about 30 s) that re-send the snapshot while no view has asked for one
 
 
 class _Widget(anywidget.AnyWidget):
     """Common parts: the project, a status line, the shared poll, custom messages dispatched by
-    ``type`` to ``_on_<type>`` (on the kernel's thread)."""
+    ``type`` to ``_on_<type>`` (on the kernel's thread), and whether a view has asked (``ready``)
+    yet (`_asked`, read and set on the client thread)."""
+
+    _asked, _unasked_polls = False, 0
 
     project = t.Unicode("").tag(sync=True)
     status = t.Unicode("").tag(sync=True)
@@ -59,6 +67,16 @@ class _Widget(anywidget.AnyWidget):
 
     def _on_jobs(self, jobs: dict, error: str) -> None:
         raise NotImplementedError
+
+    def _answer_ready(self) -> None:  # JobsTable, SweepMonitor: they have `_snapshot()`
+        self._asked = True
+        self.send(self._snapshot())
+
+    def _resend_unasked(self) -> bool:
+        """Whether this poll sends a snapshot even though nothing changed (no view has asked yet,
+        and the widget is young); counts the polls."""
+        self._unasked_polls += 1
+        return not self._asked and self._unasked_polls <= UNASKED_POLLS
 
     def _set_status(self, text: str) -> None:
         if self.status != text:
@@ -96,12 +114,16 @@ class JobsTable(_Widget):
         self._set_status(error)
         if self.loading:
             self.loading = False
-        if delta is not None:
+        if self._resend_unasked() or delta is not None:
             self._rev += 1
-            self.send({"type": "delta", "rev": self._rev, "now": time.time(), **delta})
+            self.send({"type": "delta", "rev": self._rev, "now": time.time(), **delta} if self._asked
+                      else self._snapshot())
+
+    def _snapshot(self) -> dict:
+        return {"type": "snapshot", "rev": self._rev, "now": time.time(), "rows": self._rows}
 
     def _on_ready(self, _msg: dict) -> None:
-        self._soon(lambda: self.send({"type": "snapshot", "rev": self._rev, "now": time.time(), "rows": self._rows}))
+        self._soon(self._answer_ready)
 
     def _on_refresh(self, _msg: dict) -> None:
         self._poll.poke()
@@ -258,16 +280,20 @@ class SweepMonitor(_Widget):
             for name, value in (("job", row), ("metric_tag", tag), ("goal", goal), ("best_trial", best)):
                 if getattr(self, name) != value:
                     setattr(self, name, value)
-            if delta is not None or points:
+            if self._resend_unasked() or delta is not None or points:
                 self._rev += 1
                 self.send({"type": "delta", "rev": self._rev, "now": time.time(),
-                           **(delta or {"added": {}, "changed": {}, "removed": []}), "series": points})
+                           **(delta or {"added": {}, "changed": {}, "removed": []}), "series": points}
+                          if self._asked else self._snapshot())
         finally:
             self._updating = False
 
+    def _snapshot(self) -> dict:
+        return {"type": "snapshot", "rev": self._rev, "now": time.time(), "trials": self._trials,
+                "series": self._series}
+
     def _on_ready(self, _msg: dict) -> None:
-        self._soon(lambda: self.send({"type": "snapshot", "rev": self._rev, "now": time.time(),
-                                      "trials": self._trials, "series": self._series}))
+        self._soon(self._answer_ready)
 
     def _on_open_trial(self, msg: dict) -> None:
         if self.on_open_trial is not None:
@@ -278,7 +304,8 @@ class Browser(ipywidgets.VBox):
     """`main` (a JobsTable or SweepMonitor) with a `JobDetail` shown below it on request."""
 
     def __init__(self, main: _Widget, client: Client, project: str):
-        self.main, self.detail_box = main, ipywidgets.Box()
+        # a column: the detail gets the box's width (in a row it would be as wide as its longest log line)
+        self.main, self.detail_box = main, ipywidgets.VBox()
         self._client, self._project = client, project
         super().__init__([main, self.detail_box])
 
