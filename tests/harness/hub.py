@@ -116,6 +116,36 @@ def related_processes(root_pid: int, pgid: int, marker: bytes) -> list[ProcInfo]
     ]
 
 
+def stop_group(proc: subprocess.Popen, processes, stop_timeout: float, settle_s: float) -> list[ProcInfo]:
+    """SIGTERM `proc`'s process group, SIGKILL it after `stop_timeout`; give what `processes()`
+    found before (and finds after) `settle_s` to exit, then SIGKILL the rest. Returns those that
+    were still alive (killed now): a clean stop returns []."""
+    tracked = processes()
+    for sig, wait in ((signal.SIGTERM, stop_timeout), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    deadline = time.monotonic() + settle_s
+    leftovers = [p for p in tracked if p.alive()]
+    while leftovers and time.monotonic() < deadline:
+        time.sleep(0.2)
+        leftovers = [p for p in leftovers if p.alive()]
+    leftovers += [p for p in processes() if p not in leftovers]
+    for p in leftovers:
+        if p.alive():
+            try:
+                os.kill(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    return leftovers
+
+
 class HubProcess:
     """A running ``jupyterhub``; use as a context manager or call :meth:`start` / :meth:`stop`.
 
@@ -228,29 +258,7 @@ _h.load_roles = (list(_h.load_roles) if "load_roles" in _h else []) + [
         """Stop the hub and everything it started; with ``check``, assert none survived."""
         if self.proc is None:
             return
-        pgid = self.proc.pid
-        tracked = self.processes()
-        try:
-            os.killpg(pgid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(self.stop_timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.proc.wait(10)
-        deadline = time.monotonic() + 10
-        leftovers = [p for p in tracked if p.alive()]
-        while leftovers and time.monotonic() < deadline:
-            time.sleep(0.2)
-            leftovers = [p for p in leftovers if p.alive()]
-        leftovers += [p for p in self.processes() if p not in leftovers]
-        for p in leftovers:
-            if p.alive():
-                try:
-                    os.kill(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        leftovers = stop_group(self.proc, self.processes, self.stop_timeout, settle_s=10)
         self.proc = None
         if check:
             assert not leftovers, "processes left behind by jupyterhub:\n" + "\n".join(

@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from pathlib import Path
 import requests
 
 from hub_ext.demo import free_port
-from tests.harness.hub import related_processes
+from tests.harness.hub import related_processes, stop_group
 
 MARKER_ENV = "MLPLATFORM_HARNESS_LAB"
 
@@ -141,28 +140,7 @@ class NotebookServer:
         """Stop the server and everything it started; with ``check``, assert none survived."""
         if self.proc is None:
             return
-        tracked = self.processes()
-        try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(self.stop_timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        deadline = time.monotonic() + 15
-        leftovers = [p for p in tracked if p.alive()]
-        while leftovers and time.monotonic() < deadline:
-            time.sleep(0.2)
-            leftovers = [p for p in leftovers if p.alive()]
-        leftovers += [p for p in self.processes() if p not in leftovers]
-        for p in leftovers:
-            if p.alive():
-                try:
-                    os.kill(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
+        leftovers = stop_group(self.proc, self.processes, self.stop_timeout, settle_s=15)
         self.proc = None
         if check:
             assert not leftovers, f"processes left behind by jupyter {self.app}:\n" + "\n".join(
