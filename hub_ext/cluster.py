@@ -78,13 +78,25 @@ async def list_in(kube: Kube, kind: str, namespace: str, **query) -> list[dict]:
         raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
 
 
-async def list_available(kube: Kube, namespace: str, settings: MountSettings) -> Available:
+async def list_available(kube: Kube, namespace: str, settings: MountSettings, credentials: bool = True) -> Available:
     """A project's credentials and datasets with plain LISTs (no watch): for a client that asks
-    once, such as `kubectl ai-platform` with the user's own kubeconfig and RBAC."""
+    once, such as `kubectl ai-platform` with the user's own kubeconfig and RBAC. Secrets are listed
+    only when `credentials` are wanted: the platform's project Role lets members read PVCs but not
+    Secrets, so a refusal there is a `UserInputError` on ``credentials`` (403) that says where
+    credentials can be chosen instead, not an outage."""
     secrets = []
-    for secret_type in settings.credential_types.values():
-        secrets += [_without_data(s) for s in await list_in(kube, "Secret", namespace,
-                                                             fieldSelector=f"type={secret_type}")]
+    for secret_type in settings.credential_types.values() if credentials else ():
+        try:
+            found = (await kube.list(path_of("Secret", namespace), fieldSelector=f"type={secret_type}")).get("items")
+        except ApiException as e:
+            if e.status != 403:
+                raise UpstreamError(f"read the Secrets of the project {namespace!r}", reason(e)) from None
+            raise UserInputError("credentials", f"your Kubernetes identity may not read the Secrets of the project "
+                                                f"{namespace!r}, so credentials cannot be chosen here; submit from "
+                                                "a notebook server, where the hub lists them for you", 403) from None
+        except (asyncio.TimeoutError, OSError) as e:
+            raise UpstreamError(f"read the Secrets of the project {namespace!r}", reason(e)) from None
+        secrets += [_without_data(s) for s in found or []]
     pvcs = await list_in(kube, "PersistentVolumeClaim", namespace, labelSelector=settings.dataset_label)
     return _available(secrets, pvcs, settings)
 

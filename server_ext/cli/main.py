@@ -80,12 +80,12 @@ def project_of(args: argparse.Namespace, user: str, env: Mapping[str, str] = os.
     return args.project or env.get("MLPLATFORM_PROJECT") or namespace or personal_project_name(user)
 
 
-def _service(backend: JobBackend, settings: PlanSettings, project: str,
-             files: Files) -> tuple[JobService, str, Closer]:
+def _service(backend: JobBackend, settings: PlanSettings, project: str, files: Files,
+             close: Closer) -> tuple[JobService, str, Closer]:
     async def projects(caller: str) -> list[str]:
         return [project]  # Kubernetes RBAC gates projects; the local runtime trusts its users
 
-    return JobService(backend, settings, projects, files), project, backend.close
+    return JobService(backend, settings, projects, files), project, close
 
 
 def _local_files(env: Mapping[str, str]) -> Files:
@@ -113,8 +113,9 @@ async def open_target(args: argparse.Namespace, user: str, err: TextIO,
 
 
 async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
-                        env: Mapping[str, str]) -> tuple[JobBackend, PlanSettings, str, Files]:
-    """(started backend, plan settings, project, where its credentials and datasets are chosen from)."""
+                        env: Mapping[str, str]) -> tuple[JobBackend, PlanSettings, str, Files, Closer]:
+    """(started backend, plan settings, project, where its credentials and datasets are chosen from,
+    what closes the backend and its connections)."""
     if is_local(args, env):
         import pathlib
 
@@ -126,7 +127,7 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
         project = project_of(args, user, env)  # before the backend's threads start importing
         backend = LocalBackend(state)
         await backend.start()
-        return backend, default_plan_settings(), project, _local_files(env)
+        return backend, default_plan_settings(), project, _local_files(env), backend.close
     from hub_ext.cluster import list_available
     from hub_ext.kube_mounts import MountSettings
     from server_ext.jobs.kube_backend import KubeBackend
@@ -143,8 +144,15 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
         err.write(f"note: project {project!r} has no published catalogue; using the built-in one\n")
     mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
     backend = KubeBackend(kube, KubeSettings(mounts))
-    # the user's own RBAC decides which Secrets and PVCs they may mount
-    return backend, PlanSettings(Machines(accelerators)), project, lambda p: list_available(kube, p, mounts)
+    # the user's own RBAC decides which Secrets and PVCs they may mount (Secrets read only if asked for)
+    wants_credentials = bool(getattr(args, "credentials", None))
+
+    async def close() -> None:
+        await backend.close()
+        await kube.api_client.close()
+
+    return backend, PlanSettings(Machines(accelerators)), project, \
+        lambda p: list_available(kube, p, mounts, credentials=wants_credentials), close
 
 
 def command_of(args: argparse.Namespace | None) -> str:

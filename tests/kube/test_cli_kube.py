@@ -157,3 +157,18 @@ async def test_credentials_and_datasets_of_the_project_are_mounted_into_the_job(
     assert (code, out) == (1, ""), err
     assert "PERMISSION_DENIED" in err and "no dataset 'coco'" in err, err
     assert standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "unmounted-job") is None
+
+
+async def test_an_identity_that_may_not_read_secrets_is_told_where_to_choose_credentials(cluster, standin, kube,
+                                                                                        kube_target):
+    """The platform's project Role grants members PVCs but not Secrets: datasets still work from a
+    laptop, and asking for a credential says why not and where instead."""
+    ns = kube_target.namespace
+    await kube.create(dataset_pvc(ns, "imagenet", "gs://vision-data/imagenet"))
+    standin.inject_fault("GET", rf"^/api/v1/namespaces/{ns}/secrets(\?|$)", status=403, count=100)
+    code, out, err = await cli(kube_target, *SUBMIT[:3], "datasets_job", *SUBMIT[3:], "--datasets", "imagenet")
+    assert code == 0, err
+    code, out, err = await cli(kube_target, *SUBMIT[:3], "credentials_job", *SUBMIT[3:], "--credentials", "sa")
+    assert (code, out) == (1, "") and "PERMISSION_DENIED" in err and "submit from a notebook server" in err, err
+    assert standin.get("kubeflow.org", "v1", "pytorchjobs", ns, "credentials-job") is None
+    assert "Unclosed" not in err  # the CLI closes its connections on an error too
