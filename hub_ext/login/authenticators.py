@@ -107,10 +107,14 @@ class PlatformGitHubAuthenticator(IdentityChecks, GitHubOAuthenticator):
 @dataclass(frozen=True)
 class GitHubGroups:
     """``auth_state_groups_key`` callable for GitHub: ``org`` for each organisation the user is a
-    member of, ``org:team`` (the team's slug, as in GitHub's URLs) for each team; renamed by
-    `group_map` where listed."""
+    member of, ``org:team`` (the team's slug, as in GitHub's URLs) for each team, renamed by
+    `group_map` where listed; only for the `trusted` organisations (and names `group_map` lists).
+    Anyone can create a GitHub organisation with any free name, so an organisation the hub was
+    not told about (one named ``ml-admins`` or ``vision``, say) must not become a group: it would
+    grant admin rights or a team's projects."""
 
     group_map: tuple[tuple[str, str], ...] = ()
+    trusted: frozenset[str] = frozenset()
 
     def __call__(self, auth_state: Mapping[str, Any]) -> set[str]:
         names = list((auth_state or {}).get("orgs") or [])
@@ -118,4 +122,6 @@ class GitHubGroups:
             org = (team.get("organization") or {}).get("login") if isinstance(team, Mapping) else None
             if isinstance(org, str) and isinstance(team.get("slug"), str):
                 names += [org, f"{org}:{team['slug']}"]
-        return group_names(names, self.group_map)
+        mapped = dict(self.group_map)
+        kept = [n for n in names if isinstance(n, str) and (n.split(":")[0] in self.trusted or n in mapped)]
+        return group_names(kept, self.group_map)

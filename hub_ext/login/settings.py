@@ -205,6 +205,15 @@ def google_settings(*, client_id: str = "", client_secret: str = "", hosted_doma
     return out
 
 
+def _trusted_orgs(orgs, allowed_groups, admin_groups, renames) -> frozenset[str]:
+    """The GitHub organisations whose memberships may become groups: those the hub names itself
+    (allowed organisations, ``org:team`` groups, `group_map` keys). A bare group name is a
+    platform group, never a reason to trust an organisation of that name."""
+    named = [*orgs, *(g for g in [*(allowed_groups or ()), *(admin_groups or ())] if isinstance(g, str) and ":" in g),
+             *(k for k, _ in renames)]
+    return frozenset(n.split(":")[0] for n in named if isinstance(n, str) and n)
+
+
 def github_settings(*, client_id: str = "", client_secret: str = "", allowed_organizations=(), allowed_groups=(),
                     admin_groups=(), allowed_users=(), admin_users=(), github_url: str | None = None,
                     callback_url: str | None = None, refresh_age: int = 300, max_username_length: int = 128,
@@ -229,7 +238,7 @@ def github_settings(*, client_id: str = "", client_secret: str = "", allowed_org
         "allowed_organizations": set(orgs),
         "scope": ["read:user", "read:org"],
         "populate_teams_in_auth_state": True,
-        "auth_state_groups_key": GitHubGroups(renames),
+        "auth_state_groups_key": GitHubGroups(renames, _trusted_orgs(orgs, allowed_groups, admin_groups, renames)),
     })
     if github_url:
         out[section]["github_url"] = github_url.rstrip("/")

@@ -40,7 +40,7 @@ USERS = {
 GITHUB_USERS = {
     "octo": {"password": PASSWORD, "id": 1, "name": "Octo", "email": None, "orgs": ["acme"],
              "teams": {"acme": ["vision"]}},
-    "stranger": {"password": PASSWORD, "id": 2, "name": "Stranger", "email": None, "orgs": ["other"], "teams": {}},
+    "stranger": {"password": PASSWORD, "id": 2, "name": "Stranger", "email": None, "orgs": ["other", "ml-admins"], "teams": {}},
 }
 COMMON = {"allowed_groups": ["vision", "research"], "refresh_age": 300}
 
@@ -68,7 +68,8 @@ def world(tmp_path_factory):
             **COMMON)
         hubs["github"].config_source = login_hub_source(
             base / "github-state", "configure_github", github_url=github.url, allowed_organizations=["acme"],
-            group_map={"acme:vision": "vision"}, **creds["github"])
+            group_map={"acme:vision": "vision", "acme:admins": "ml-admins"}, admin_groups=["ml-admins"],
+            **creds["github"])
         for hub in hubs.values():
             started.append(hub.start())
         yield hubs, provider, clients
@@ -245,7 +246,7 @@ def test_github_login_orgs_and_teams_become_groups(world):
     assert r.status_code == 200 and "Small GPU slice" in r.text and "Vision team" in r.text, (r.status_code, r.url)
     assert "Whole GPU" not in r.text
     assert sorted(hub.api("GET", "/users/octo").json()["groups"]) == ["acme", "vision"]  # "acme:vision" renamed
-    _, r = github_login(hub, "stranger")
+    _, r = github_login(hub, "stranger")  # a member of an organisation anyone could name "ml-admins"
     assert r.status_code == 403
     assert hub.api("GET", "/users/stranger").status_code == 404
 

@@ -98,10 +98,27 @@ def test_resolve_never_raises(info, path, value):
     assert resolve(info, path) == value
 
 
-def test_github_groups_are_orgs_and_org_teams():
+def test_github_groups_are_orgs_and_org_teams_of_trusted_orgs_only():
     state = {"orgs": ["acme", "other"], "teams": [{"slug": "vision", "organization": {"login": "acme"}},
+                                                  {"slug": "x", "organization": {"login": "other"}},
                                                   {"slug": "broken"}, "junk"]}
-    assert GitHubGroups()(state) == {"acme", "other", "acme:vision"}
+    assert GitHubGroups(trusted=frozenset({"acme"}))(state) == {"acme", "acme:vision"}
+    assert GitHubGroups((("other:x", "vision"),), frozenset({"acme"}))(state) == {"acme", "acme:vision", "vision"}
+    assert GitHubGroups()(state) == set()
+
+
+def test_a_github_org_named_like_an_admin_or_team_group_grants_nothing():
+    """Anyone may create an organisation called ``ml-admins``: it must not make them admin."""
+    settings = github_settings(**CLIENT, allowed_organizations=["acme"], admin_groups=["ml-admins"],
+                               group_map={"acme:ml-admins": "ml-admins", "acme:vision": "vision"})
+    groups = settings["GitHubOAuthenticator"]["auth_state_groups_key"]
+    stranger = {"orgs": ["ml-admins", "vision"], "teams": [{"slug": "ml-admins", "organization": {"login": "vision"}}]}
+    assert groups(stranger) == set()
+    member = {"orgs": ["acme"], "teams": [{"slug": "ml-admins", "organization": {"login": "acme"}}]}
+    assert groups(member) == {"acme", "ml-admins"}
+    # an org:team group names its organisation; a bare group name does not
+    assert github_settings(**CLIENT, allowed_groups=["acme:vision", "research"])[
+        "GitHubOAuthenticator"]["auth_state_groups_key"].trusted == {"acme"}
 
 
 def test_github_settings_and_their_problems():
@@ -154,7 +171,7 @@ def test_the_configured_authenticator_loads_with_groups_managed_and_refreshed():
     auth = PlatformGitHubAuthenticator(config=c)
     assert (auth.manage_groups, auth.enable_auth_state, auth.refresh_pre_spawn, auth.allow_all) == \
         (True, True, True, False)
-    assert auth.allowed_organizations == {"acme"} and auth.auth_state_groups_key == GitHubGroups()
+    assert auth.allowed_organizations == {"acme"} and auth.auth_state_groups_key == GitHubGroups(trusted=frozenset({"acme"}))
 
 
 def test_discover_refuses_a_non_http_issuer():
