@@ -17,12 +17,15 @@ What every result guarantees:
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
 
 from ..errors import ConfigError, Problem
 from .authenticators import NOT_ALLOWED, GitHubGroups
 from .claims import ClaimGroups, format_path, parse_claim_path, parse_group_map
+
+log = logging.getLogger("mlplatform.login")
 
 PACKAGE = "hub_ext.login.authenticators"
 
@@ -103,21 +106,24 @@ def _provider_names(names: Iterable[str], renames: tuple[tuple[str, str], ...]) 
     return renamed | {n for n in wanted if n not in dict(renames)}
 
 
-def _check_claims(path: tuple[str, ...], key: str, endpoints: Endpoints | None, problems: list[Problem]) -> None:
+def _check_claims(path: tuple[str, ...], key: str, endpoints: Endpoints | None) -> None:
+    """Warn (at hub start) about a claim the provider's discovery document does not list: many list
+    only standard claims (Keycloak's ``claims_supported`` never has mapper claims such as
+    ``groups``), so a missing name is a hint, not proof."""
     supported = endpoints.claims_supported if endpoints else None
     if path and supported is not None and path[0] not in supported:
-        problems.append(Problem(key, f"the provider does not issue the claim {path[0]!r} (its claims_supported: "
-                                     f"{', '.join(sorted(supported))})"))
+        log.warning("%s: the provider's claims_supported does not list %r (%s); if logins get no groups or "
+                    "usernames, fix this setting", key, path[0], ", ".join(sorted(supported)))
 
 
 def oidc_settings(*, endpoints: Endpoints, client_id: str = "", client_secret: str = "", allowed_groups=(),
                   admin_groups=(), allowed_users=(), admin_users=(), groups_claim: Any = "groups",
-                  username_claim: str = "preferred_username", scope: Iterable[str] = ("openid", "profile", "email",
-                                                                                      "groups"),
+                  username_claim: str = "preferred_username", scope: Iterable[str] | None = None,
                   callback_url: str | None = None, refresh_age: int = 300, max_username_length: int = 128,
                   login_service: str = "your organisation", group_map: Mapping[str, str] | None = None
                   ) -> dict[str, dict[str, Any]]:
-    """GenericOAuthenticator settings for an OpenID Connect provider."""
+    """GenericOAuthenticator settings for an OpenID Connect provider. `scope` defaults to openid,
+    profile, email, and groups where the provider lists that scope (or lists none)."""
     section, problems = "GenericOAuthenticator", []
     out = _common(section, "PlatformOIDCAuthenticator", client_id=client_id, client_secret=client_secret,
                   allowed_groups=allowed_groups, admin_groups=admin_groups, allowed_users=allowed_users,
@@ -125,22 +131,23 @@ def oidc_settings(*, endpoints: Endpoints, client_id: str = "", client_secret: s
                   max_username_length=max_username_length, problems=problems)
     groups_key = f"groups_claim ({section}.auth_state_groups_key)"
     path = parse_claim_path(groups_claim, groups_key, problems)
-    _check_claims(path, groups_key, endpoints, problems)
+    _check_claims(path, groups_key, endpoints)
     renames = parse_group_map(group_map, "group_map", problems)
     user_key = f"username_claim ({section}.username_claim)"
     if not isinstance(username_claim, str) or not username_claim:
         problems.append(Problem(user_key, f"must be the name of a claim, not {username_claim!r}"))
     else:
-        _check_claims((username_claim,), user_key, endpoints, problems)
+        _check_claims((username_claim,), user_key, endpoints)
+    if scope is None:
+        listed = endpoints.scopes_supported
+        scope = ["openid", "profile", "email", *(["groups"] if listed is None or "groups" in listed else [])]
     scopes = _names(scope, f"{section}.scope", problems)
     if scopes and "openid" not in scopes:
         problems.append(Problem(f"{section}.scope", "must include 'openid'"))
-    if endpoints.scopes_supported is not None:
-        for s in scopes:
-            if s not in endpoints.scopes_supported:
-                problems.append(Problem(f"{section}.scope", f"the provider does not support the scope {s!r} "
-                                                            f"(its scopes_supported: "
-                                                            f"{', '.join(sorted(endpoints.scopes_supported))})"))
+    for name in scopes if endpoints.scopes_supported is not None else ():
+        if name not in endpoints.scopes_supported:  # a provider may accept scopes it does not list
+            log.warning("%s.scope: the provider's scopes_supported does not list %r (%s)", section, name,
+                        ", ".join(sorted(endpoints.scopes_supported)))
     if problems:
         raise ConfigError(problems)
     out[section].update({
@@ -194,7 +201,7 @@ def google_settings(*, client_id: str = "", client_secret: str = "", hosted_doma
             })
     else:
         path = parse_claim_path(groups_claim, groups_key, problems)
-        _check_claims(path, groups_key, endpoints, problems)
+        _check_claims(path, groups_key, endpoints)
         settings["auth_state_groups_key"] = ClaimGroups("google_user", path, renames)
     if problems:
         raise ConfigError(problems)

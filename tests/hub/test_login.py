@@ -254,10 +254,10 @@ def test_github_login_orgs_and_teams_become_groups(world):
 def test_misconfiguration_stops_the_hub_naming_the_keys(world, tmp_path):
     provider = world[1]
     source = login_hub_source(tmp_path / "state", "configure_oidc", issuer=provider.issuer, client_id="hub-oidc",
-                              client_secret="s", allowed_groups=[], groups_claim="grps")
+                              client_secret="s", allowed_groups=[], groups_claim="realm_access..roles")
     hub = HubProcess(source, tmp_path / "hub", env=hub_env(), start_timeout=30)
     with pytest.raises(RuntimeError) as e:
         hub.start()
     assert "GenericOAuthenticator.allowed_groups: no one could log in" in str(e.value)
-    assert "groups_claim (GenericOAuthenticator.auth_state_groups_key): the provider does not issue the claim " \
-           "'grps'" in str(e.value)
+    assert "groups_claim (GenericOAuthenticator.auth_state_groups_key): 'realm_access..roles' is not a claim " \
+           "path" in str(e.value)
