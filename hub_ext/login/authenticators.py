@@ -79,14 +79,28 @@ class PlatformOIDCAuthenticator(IdentityChecks, GenericOAuthenticator):
     """GenericOAuthenticator for any OpenID Connect provider, with the platform's identity checks."""
 
 
+GOOGLE_DOMAIN_REFUSED = ("Your account does not belong to a Google organisation (hosted domain) allowed on this "
+                         "hub, or it has been blocked.")
+
+
 class PlatformGoogleAuthenticator(IdentityChecks, GoogleOAuthenticator):
     """GoogleOAuthenticator (hosted domain checked on the ``hd`` claim), with the identity checks;
-    a user refused for their hosted domain is told why."""
+    a user refused for their hosted domain is told why. With Workspace groups (service-account
+    keys per domain), an account of another domain is refused *before* its groups are looked up:
+    upstream would look up the key of the email's domain first and fail with a KeyError (a 500)."""
+
+    async def update_auth_model(self, auth_model):
+        info = auth_model["auth_state"][self.user_auth_state_key]
+        if self.google_service_account_keys and (
+                (self.hosted_domain and info.get("hd", "") not in self.hosted_domain)
+                or info.get("domain", "") not in self.google_service_account_keys):
+            self.log.warning("login refused: a Google account outside the configured Workspace domains")
+            raise web.HTTPError(403, GOOGLE_DOMAIN_REFUSED)
+        return await super().update_auth_model(auth_model)
 
     def check_blocked_users(self, username, auth_model):
         if not super().check_blocked_users(username, auth_model):
-            raise web.HTTPError(403, "Your account does not belong to a Google organisation (hosted domain) "
-                                     "allowed on this hub, or it has been blocked.")
+            raise web.HTTPError(403, GOOGLE_DOMAIN_REFUSED)
         return True
 
 

@@ -190,6 +190,10 @@ def google_settings(*, client_id: str = "", client_secret: str = "", hosted_doma
         if not isinstance(keys, Mapping) or not keys or not isinstance(admins, Mapping) or set(keys) != set(admins):
             problems.append(Problem("workspace", "must be {'service_account_keys': {domain: key file}, "
                                                  "'administrators': {domain: admin user}} for the same domains"))
+        elif not set(domains) <= set(keys):
+            problems.append(Problem("workspace", f"has no service-account key for the hosted domains "
+                                                 f"{sorted(set(domains) - set(keys))}: their users' groups could "
+                                                 "not be read, so they could never log in"))
         else:
             settings.update({
                 "google_service_account_keys": dict(keys),

@@ -164,6 +164,11 @@ def test_google_settings_groups_from_workspace_or_a_claim():
             google_settings(**CLIENT, allowed_groups=["vision"], **extra)
         assert str(e.value.problems[0]).startswith("groups_claim (GoogleOAuthenticator.auth_state_groups_key): "
                                                    "give exactly one source of groups")
+    with pytest.raises(ConfigError) as e:
+        google_settings(**CLIENT, hosted_domains=["example.org", "example.com"], allowed_groups=["vision"],
+                        workspace={"service_account_keys": {"example.org": "k"}, "administrators": {"example.org": "a"}})
+    assert str(e.value.problems[0]).startswith("workspace: has no service-account key for the hosted domains "
+                                               "['example.com']")
 
 
 def test_apply_reports_hub_wide_preconditions():
@@ -214,6 +219,17 @@ def test_email_as_username_needs_a_verified_address(verified, refused):
 def test_google_verified_email_counts_too():
     auth = PlatformGoogleAuthenticator()
     assert auth.user_info_to_username({"email": "g@example.org", "verified_email": True}) == "g@example.org"
+
+
+async def test_google_workspace_groups_refuse_another_domain_before_looking_up_its_groups():
+    auth = PlatformGoogleAuthenticator(hosted_domain=["example.org"], google_service_account_keys={
+        "example.org": "/nonexistent/key.json"}, gsuite_administrator={"example.org": "admin"},
+                                       allowed_google_groups={"example.org": {"vision"}})
+    for info in ({"email": "eve@gmail.com", "domain": "gmail.com"},  # no hd: a consumer account
+                 {"email": "al@alias.example.org", "domain": "alias.example.org", "hd": "example.org"}):
+        with pytest.raises(web.HTTPError) as e:
+            await auth.update_auth_model({"name": info["email"], "admin": None, "auth_state": {"google_user": info}})
+        assert e.value.status_code == 403 and "hosted domain" in e.value.log_message
 
 
 def test_a_long_or_missing_username_is_refused_without_echoing_it():
