@@ -40,7 +40,13 @@ async def hub_get(api_url: str, token: str, user: str, what: str, doing: str) ->
         raise UpstreamError(doing, f"the hub answered {e.code}") from None
     except OSError as e:
         raise UpstreamError(doing, type(e).__name__) from None
-    return json.loads(resp.body)
+    try:
+        answer = json.loads(resp.body)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):  # e.g. a proxy's error page
+        raise UpstreamError(doing, "the hub's answer is not a JSON object")
+    return answer
 
 
 class HubProjects:
@@ -55,6 +61,9 @@ class HubProjects:
         answer = await hub_get(self.api_url, self._token, user, "projects", "read your projects from the hub")
         if answer is None:  # not this server's owner: no projects
             return []
-        names = [p["name"] for p in answer["projects"]]
+        try:
+            names = [p["name"] for p in answer["projects"]]
+        except (KeyError, TypeError):
+            raise UpstreamError("read your projects from the hub", "the answer is malformed") from None
         self._cache[user] = (time.monotonic(), names)
         return names

@@ -16,6 +16,7 @@ from tests.hub.test_hub_harness import form_login
 from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, kube_hub_config
 
 pytestmark = [pytest.mark.hub, pytest.mark.standin_only]
+CREDENTIALS = "/var/run/mlplatform/credentials"
 
 
 @pytest.fixture
@@ -25,7 +26,8 @@ def kube_hub(standin, hub_factory, tmp_path):
     # in-cluster ServiceAccount token); what it may mount comes from the hub
     kubelet = standin.kubelet("process", nodes=NODES, workdir=tmp_path / "kubelet", env={"KUBECONFIG": str(kubeconfig)})
     secrets = DemoSecrets.generate()
-    hub = hub_factory(kube_hub_config(standin, tmp_path / "state", secrets),
+    # not the default mount root: a job's paths must come from the hub, not from the server's defaults
+    hub = hub_factory(kube_hub_config(standin, tmp_path / "state", secrets, credentials_mount_path=CREDENTIALS),
                       env={"KUBECONFIG": str(kubeconfig)})
     return hub, secrets, kubelet
 
@@ -90,7 +92,7 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
                for what in ("credentials", "datasets", "capacity", "projects", "catalog")]
     assert answers[0].json() == {"credentials": [{"project": "vision", "name": "training-sa", "type": "gcp-credential",
                                                   "description": "trainer service account",
-                                                  "path": "/etc/mlplatform/credentials/training-sa/key.json"}]}
+                                                  "path": f"{CREDENTIALS}/training-sa/key.json"}]}
     assert answers[1].json()["datasets"][0]["source"] == "gs://vision-data/imagenet"
     assert answers[2].json()["accelerators"]["1g.5gb"] == {"free": 1, "total": 2}
     assert {p["name"]: p["in_use"] for p in answers[3].json()["projects"]}["vision"] == {"1g.5gb": 1}
@@ -115,7 +117,9 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
     (replica,) = job["spec"]["tfReplicaSpecs"].values()
     spec = replica["template"]["spec"]
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
-    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == "/etc/mlplatform/credentials/training-sa/key.json"
+    assert env["GOOGLE_APPLICATION_CREDENTIALS"] == f"{CREDENTIALS}/training-sa/key.json"
+    assert {"name": "credential-training-sa", "mountPath": f"{CREDENTIALS}/training-sa", "readOnly": True} in \
+        spec["containers"][0]["volumeMounts"]
     assert json.loads(env["MLPLATFORM_DATASETS"]) == {"imagenet": "/datasets/imagenet"}
     volumes = {v["name"]: v.get("secret", v.get("persistentVolumeClaim")) for v in spec["volumes"]}
     assert volumes["credential-training-sa"] == {"secretName": "training-sa", "defaultMode": 0o440}
