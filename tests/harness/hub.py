@@ -116,6 +116,22 @@ def related_processes(root_pid: int, pgid: int, marker: bytes) -> list[ProcInfo]
     ]
 
 
+def wait_answering(proc: subprocess.Popen, probe, timeout: float, what: str, log_tail, interval: float = 0.25) -> None:
+    """Return once `probe()` is true (a `requests` error counts as not yet); RuntimeError with the
+    log's tail if `proc` exits first, TimeoutError after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}:\n{log_tail()}")
+        try:
+            if probe():
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(interval)
+    raise TimeoutError(f"{what} did not answer in {timeout}s:\n{log_tail()}")
+
+
 def stop_group(proc: subprocess.Popen, processes, stop_timeout: float, settle_s: float) -> list[ProcInfo]:
     """SIGTERM `proc`'s process group, SIGKILL it after `stop_timeout`; give what `processes()`
     found before (and finds after) `settle_s` to exit, then SIGKILL the rest. Returns those that
@@ -235,17 +251,8 @@ _h.load_roles = (list(_h.load_roles) if "load_roles" in _h else []) + [
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyterhub exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if requests.get(f"{self.api_url}/", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.25)
-        raise TimeoutError(f"jupyterhub did not answer {self.api_url}/ in {self.start_timeout}s:\n{self.log_tail()}")
+        wait_answering(self.proc, lambda: requests.get(f"{self.api_url}/", timeout=2).status_code == 200,
+                       self.start_timeout, f"jupyterhub ({self.api_url}/)", self.log_tail)
 
     def processes(self) -> list[ProcInfo]:
         """The live hub process and everything it started (proxy, servers, kernels)."""

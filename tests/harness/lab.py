@@ -26,13 +26,12 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import requests
 
 from hub_ext.demo import free_port
-from tests.harness.hub import related_processes, stop_group
+from tests.harness.hub import related_processes, stop_group, wait_answering
 
 MARKER_ENV = "MLPLATFORM_HARNESS_LAB"
 
@@ -102,17 +101,8 @@ class NotebookServer:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"jupyter {self.app} exited with {self.proc.returncode}:\n{self.log_tail()}")
-            try:
-                if self.api("GET", "api/status", timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.25)
-        raise TimeoutError(f"jupyter {self.app} did not answer in {self.start_timeout}s:\n{self.log_tail()}")
+        wait_answering(self.proc, lambda: self.api("GET", "api/status", timeout=2).status_code == 200,
+                       self.start_timeout, f"jupyter {self.app}", self.log_tail)
 
     def api(self, method: str, path: str, **kwargs) -> requests.Response:
         """``{method} {url}{path}`` with the token (``path`` relative to the base URL)."""

@@ -18,12 +18,12 @@ import secrets
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import requests
 
 from hub_ext.demo import free_port
+from tests.harness.hub import wait_answering
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE / "oidc_provider.mjs"
@@ -65,18 +65,14 @@ class OIDCProvider:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([node, str(SCRIPT), str(self.config_path)], cwd=HERE, stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"oidc provider exited with {self.proc.returncode}:\n{self.log_text()}")
-            try:
-                if requests.get(f"{self.issuer}/.well-known/openid-configuration", timeout=2).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise TimeoutError(f"oidc provider did not answer in {self.start_timeout}s:\n{self.log_text()}")
+        try:
+            wait_answering(self.proc, lambda: requests.get(f"{self.issuer}/.well-known/openid-configuration",
+                                                           timeout=2).status_code == 200,
+                           self.start_timeout, "oidc provider", self.log_text, interval=0.1)
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def stop(self) -> None:
         if self.proc is None:
