@@ -196,10 +196,15 @@ async def test_restart_shows_a_finished_sweep_and_resumes_an_unfinished_one(tmp_
     try:
         await first.submit(sweep_plan(done, [EPOCHS], ["--sleep=0"], maxTrials=2, maxParallelTrials=2))
         finished = await wait_for(first, done)
-        # trials of 2-4 epochs of 1 s: the second is still running when the server has stopped (0.4 s
-        # epochs raced a slow machine's shutdown)
+        # trials of 2-4 epochs of 1 s: the second is still running when the server has stopped
         await first.submit(sweep_plan(unfinished, [EPOCHS], ["--sleep=1"], maxTrials=3, maxParallelTrials=1))
         await wait_for(first, unfinished, lambda j: running(j) == ["2"])
+        # a trial is RUNNING in the sweep from the moment it is asked for, while its job still prepares:
+        # stop the server only once its process is there (a trial stopped while preparing fails instead)
+        deadline = time.monotonic() + 30
+        while not job_pids(unfinished):
+            assert time.monotonic() < deadline, "trial 2's process never started"
+            await asyncio.sleep(0.05)
     finally:
         await first.close()  # the running trial's process keeps running
     assert job_pids(unfinished)
