@@ -65,14 +65,16 @@ def _without_data(secret: dict) -> dict:
     return {"type": secret.get("type", ""), "metadata": secret.get("metadata") or {}, "data": dict.fromkeys(keys, "")}
 
 
-async def list_in(kube: Kube, kind: str, namespace: str, **query) -> list[dict]:
-    """One LIST of `kind` in `namespace`: [] when the namespace does not exist, `UpstreamError`
-    when the API refuses or fails."""
+async def list_in(kube: Kube, kind: str, namespace: str, forbidden: Exception | None = None, **query) -> list[dict]:
+    """One LIST of `kind` in `namespace`: [] when the namespace does not exist; `forbidden` raised
+    when the API refuses (403) and one is given; otherwise `UpstreamError` when it refuses or fails."""
     try:
         return (await kube.list(path_of(kind, namespace), **query)).get("items") or []
     except ApiException as e:
         if e.status == 404:
             return []
+        if e.status == 403 and forbidden is not None:
+            raise forbidden from None
         raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
     except (asyncio.TimeoutError, OSError) as e:
         raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
@@ -84,19 +86,13 @@ async def list_available(kube: Kube, namespace: str, settings: MountSettings, cr
     only when `credentials` are wanted: the platform's project Role lets members read PVCs but not
     Secrets, so a refusal there is a `UserInputError` on ``credentials`` (403) that says where
     credentials can be chosen instead, not an outage."""
+    refused = UserInputError("credentials", f"your Kubernetes identity may not read the Secrets of the project "
+                                            f"{namespace!r}, so credentials cannot be chosen here; submit from a "
+                                            "notebook server, where the hub lists them for you", 403)
     secrets = []
     for secret_type in settings.credential_types.values() if credentials else ():
-        try:
-            found = (await kube.list(path_of("Secret", namespace), fieldSelector=f"type={secret_type}")).get("items")
-        except ApiException as e:
-            if e.status != 403:
-                raise UpstreamError(f"read the Secrets of the project {namespace!r}", reason(e)) from None
-            raise UserInputError("credentials", f"your Kubernetes identity may not read the Secrets of the project "
-                                                f"{namespace!r}, so credentials cannot be chosen here; submit from "
-                                                "a notebook server, where the hub lists them for you", 403) from None
-        except (asyncio.TimeoutError, OSError) as e:
-            raise UpstreamError(f"read the Secrets of the project {namespace!r}", reason(e)) from None
-        secrets += [_without_data(s) for s in found or []]
+        secrets += [_without_data(s) for s in await list_in(kube, "Secret", namespace, refused,
+                                                             fieldSelector=f"type={secret_type}")]
     pvcs = await list_in(kube, "PersistentVolumeClaim", namespace, labelSelector=settings.dataset_label)
     return _available(secrets, pvcs, settings)
 

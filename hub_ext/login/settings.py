@@ -1,6 +1,7 @@
 """Pure login settings: provider parameters in, ``{"Section": {"trait": value}}`` out.
 
-Nothing here does I/O or reads traits; :mod:`hub_ext.login` applies the result to a config.
+Nothing here does I/O (beyond logging a warning) or reads traits; :mod:`hub_ext.login` applies
+the result to a config.
 Every function checks *all* its inputs and raises one :class:`~hub_ext.errors.ConfigError`
 listing each problem with the config key to fix (``GenericOAuthenticator.allowed_groups``,
 ``groups_claim (GenericOAuthenticator.auth_state_groups_key)``).
@@ -216,13 +217,12 @@ def google_settings(*, client_id: str = "", client_secret: str = "", hosted_doma
     return out
 
 
-def _trusted_orgs(orgs, allowed_groups, admin_groups, renames) -> frozenset[str]:
+def _trusted_orgs(orgs: Iterable[str], groups: Iterable[str], renames) -> frozenset[str]:
     """The GitHub organisations whose memberships may become groups: those the hub names itself
     (allowed organisations, ``org:team`` groups, `group_map` keys). A bare group name is a
     platform group, never a reason to trust an organisation of that name."""
-    named = [*orgs, *(g for g in [*(allowed_groups or ()), *(admin_groups or ())] if isinstance(g, str) and ":" in g),
-             *(k for k, _ in renames)]
-    return frozenset(n.split(":")[0] for n in named if isinstance(n, str) and n)
+    named = [*orgs, *(g for g in groups if ":" in g), *(k for k, _ in renames)]
+    return frozenset(n.split(":")[0] for n in named)
 
 
 def github_settings(*, client_id: str = "", client_secret: str = "", allowed_organizations=(), allowed_groups=(),
@@ -249,7 +249,8 @@ def github_settings(*, client_id: str = "", client_secret: str = "", allowed_org
         "allowed_organizations": set(orgs),
         "scope": ["read:user", "read:org"],
         "populate_teams_in_auth_state": True,
-        "auth_state_groups_key": GitHubGroups(renames, _trusted_orgs(orgs, allowed_groups, admin_groups, renames)),
+        "auth_state_groups_key": GitHubGroups(renames, _trusted_orgs(
+            orgs, out[section]["allowed_groups"] | out[section]["admin_groups"], renames)),
     })
     if github_url:
         out[section]["github_url"] = github_url.rstrip("/")
