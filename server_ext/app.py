@@ -11,6 +11,9 @@ Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubern
                                                  # catalogue the hub published in each project, else
                                                  # the built-in one
     c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects" # local runtime: credentials and datasets
+    c.MLPlatformApp.job_tables = {...}           # machine types, accelerator aliases, the legacy GPU,
+                                                 # runtimes → images, the fetcher image
+                                                 # (`server_ext.jobs.tables`)
 
 A job's credentials and datasets (the request's ``mounts``) are chosen from the project's: on the
 local runtime the files under ``projects_dir``; on Kubernetes what the hub's platform API lists
@@ -37,8 +40,8 @@ from hub_ext.mounts import Available
 
 from .config import default_state_dir
 from .jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
-from .jobs.machines import Machines
 from .jobs.plan import PlanSettings
+from .jobs.tables import parse_tables
 from .jobs.service import JobService
 from .hub_files import HubFiles
 from .projects import HubProjects, StaticProjects
@@ -91,6 +94,14 @@ class MLPlatformApp(ExtensionApp):
                         c.MLPlatformApp.accelerators = {"1g.5gb": {"type": "mig", "profile": "1g.5gb"}}
                         """).tag(config=True)
 
+    job_tables = Dict(help="""The operator's job tables (server_ext.jobs.tables syntax): machine types,
+                      accelerator aliases, the GPU standing in for legacy K80/P100/V100 machine names,
+                      runtimeVersion → trainer image, the code-fetcher image. Checked at server start.
+
+                      c.MLPlatformApp.job_tables = {"legacy_gpu": "a100",
+                          "fetcher_image": "registry.example.com/mlplatform/trainer-tools:0.1.0"}
+                      """).tag(config=True)
+
     kube_context = Unicode("", help="""The kubeconfig context of the cluster (empty: the current one, or the
                            pod's ServiceAccount inside a cluster).
 
@@ -98,6 +109,7 @@ class MLPlatformApp(ExtensionApp):
                            """).tag(config=True)
 
     def initialize_settings(self):
+        self._tables = parse_tables(self.job_tables, "MLPlatformApp.job_tables")
         self._service: JobService | None = None
         self._service_lock = asyncio.Lock()
 
@@ -126,7 +138,7 @@ class MLPlatformApp(ExtensionApp):
 
             backend = LocalBackend(pathlib.Path(os.path.expanduser(self.state_dir)))
             await backend.start()
-            settings = PlanSettings(Machines(fixed or DEFAULT_ACCELERATORS))
+            settings = self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS)
             service = JobService(backend, settings, self._project_source(), self._files)
         else:
             service = await self._kube_service(fixed)
@@ -137,18 +149,16 @@ class MLPlatformApp(ExtensionApp):
         from hub_ext.kube_mounts import MountSettings
 
         from .jobs.kube_backend import KubeBackend
-        from .jobs.kubeflow import KubeSettings
         from .kube_target import catalog, connect
 
         kube, _ = await connect(self.kube_context or None)
         mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
-        backend = KubeBackend(kube, KubeSettings(mounts))
+        backend = KubeBackend(kube, self._tables.kube_settings(mounts))
 
         async def settings_for(project: str) -> PlanSettings:
-            accelerators = fixed or (await catalog(kube, project))[0]
-            return PlanSettings(Machines(accelerators))
+            return self._tables.plan_settings(fixed or (await catalog(kube, project))[0])
 
-        return JobService(backend, PlanSettings(Machines(fixed or DEFAULT_ACCELERATORS)), self._project_source(),
+        return JobService(backend, self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS), self._project_source(),
                           self._kube_files(kube, mounts), settings_for=settings_for)
 
     def _kube_files(self, kube, mounts):

@@ -8,6 +8,7 @@ catalogue is `server_ext.jobs.defaults`):
 
       regions: {us-central1: gke-prod, europe-west4: dgx-eu}   # --region → kubeconfig context
       local: false                                              # true: the local runtime by default
+      jobs: {legacy_gpu: a100, machines: {...}, runtimes: {...}}  # job tables (server_ext.jobs.tables)
 
 - `context_for_region(region, regions, context)`: ``--context`` wins; else ``--region`` through
   the region → context table (a region the table lacks is refused, naming ``--region`` and the
@@ -23,6 +24,8 @@ from typing import Mapping
 import yaml
 
 from hub_ext.errors import ConfigError, Problem, UserInputError
+
+from .jobs.tables import JobTables, parse_tables
 
 
 def default_state_dir() -> pathlib.Path:
@@ -41,7 +44,7 @@ def cli_config(env: Mapping[str, str] = os.environ) -> dict:
     try:
         doc = yaml.safe_load(pathlib.Path(path).read_text()) or {}
     except FileNotFoundError:
-        return {}
+        return {"jobs": JobTables()}
     except (OSError, yaml.YAMLError) as e:
         raise ConfigError([Problem(path, f"cannot be read: {type(e).__name__}")]) from None
     problems = []
@@ -52,8 +55,12 @@ def cli_config(env: Mapping[str, str] = os.environ) -> dict:
         problems.append(Problem(f"{path}: regions", "must map region names to kubeconfig context names"))
     if not isinstance(doc.get("local", False), bool):
         problems.append(Problem(f"{path}: local", "must be true or false"))
-    for key in sorted(set(doc) - {"regions", "local"}):
-        problems.append(Problem(f"{path}: {key}", "unknown setting (known: regions, local)"))
+    for key in sorted(set(doc) - {"regions", "local", "jobs"}):
+        problems.append(Problem(f"{path}: {key}", "unknown setting (known: regions, local, jobs)"))
+    try:
+        doc["jobs"] = parse_tables(doc.get("jobs"), f"{path}: jobs")
+    except ConfigError as e:
+        problems.extend(e.problems)
     if problems:
         raise ConfigError(problems)
     return doc

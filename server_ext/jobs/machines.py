@@ -11,6 +11,10 @@
   whole GPU is matched by the model in its product (``A100``, ``V100``…) or by an explicit
   ``aliases`` table. TPUs are refused by name; an accelerator the catalogue lacks is refused
   with the list of those it has.
+- Legacy GPUs: the K80/P100/V100 that AI Platform's legacy GPU machine names and ``BASIC_GPU``
+  imply (the user named no accelerator) become, when the catalogue lacks that model,
+  `Machines.legacy_gpu` (a catalogue name), else the catalogue's first whole GPU; a catalogue
+  with no whole GPU refuses them, saying to choose an accelerator.
 - Scale tiers: BASIC, STANDARD_1, PREMIUM_1, BASIC_GPU → master/worker/parameter-server shapes.
 """
 
@@ -72,8 +76,12 @@ class Machines:
     extra: Mapping[str, Machine] = field(default_factory=dict)
     aliases: Mapping[str, str] = field(default_factory=dict)  # Google accelerator name → catalogue name
     tiers: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: TIERS)
+    legacy_gpu: str | None = None  # the catalogue name standing in for legacy machine names' GPUs
 
     def machine(self, name: str, where: str) -> Machine:
+        if "tpu" in name.lower() and name not in self.extra:
+            raise UserInputError(where, f"{name!r} is a TPU machine; TPUs are not offered on this platform, use a "
+                                        "GPU or a MIG slice")
         if name in self.extra:
             return self.extra[name]
         if name in LEGACY:
@@ -91,9 +99,30 @@ class Machines:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UserInputError(where, f"unknown machine type {name!r}{hint}")
 
-    def accelerator(self, google_name: str, where: str) -> Accelerator:
+    def accelerator(self, google_name: str, where: str, *, implied: bool = False) -> Accelerator:
+        """The catalogue's accelerator for `google_name`; `implied`: named by a legacy machine type
+        or scale tier rather than by the user (see the module docstring)."""
         if google_name.startswith("TPU"):
             raise UserInputError(where, "TPUs are not offered on this platform; use a GPU or a MIG slice")
+        try:
+            return self._named(google_name, where)
+        except UserInputError:
+            if not implied:
+                raise
+        if self.legacy_gpu:
+            if self.legacy_gpu not in self.accelerators:
+                raise UserInputError(where, f"implies a {google_name} GPU, which the operator maps to "
+                                            f"{self.legacy_gpu!r} (job tables: legacy_gpu), and this project's "
+                                            "catalogue has no such accelerator; ask the platform team")
+            return self.accelerators[self.legacy_gpu]
+        stand_in = next((acc for acc in self.accelerators.values() if acc.type == "gpu"), None)
+        if stand_in is None:
+            offered = ", ".join(sorted(self.names())) or "none"
+            raise UserInputError(where, f"implies a whole {google_name} GPU and this platform has no whole GPU "
+                                        f"(offered: {offered}); use scaleTier CUSTOM with an acceleratorConfig")
+        return stand_in
+
+    def _named(self, google_name: str, where: str) -> Accelerator:
         wanted = self.aliases.get(google_name)
         for acc in self.accelerators.values():
             if acc.name == wanted or (acc.type == "mig" and mig_name(acc.mig_profile) == google_name):

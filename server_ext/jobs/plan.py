@@ -190,11 +190,12 @@ def task_name(text: str, plan: JobPlan | None = None) -> str:
     return name
 
 
-def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, settings: PlanSettings) -> Replica:
+def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, settings: PlanSettings,
+             tier_fields: frozenset[str] = frozenset()) -> Replica:
     key = _FIELD[role]
     config = t.get(f"{key}Config") or {}
     machine_name = t.get(f"{key}Type")
-    where = f"trainingInput.{key}Type"
+    where = "trainingInput.scaleTier" if f"{key}Type" in tier_fields else f"trainingInput.{key}Type"
     machine = settings.machines.machine(machine_name, where) if machine_name else None
     cpu, memory = (machine.cpu, machine.memory_gib) if machine else (4, 15)
     acc_name, acc_count = (machine.accelerator, machine.count) if machine else (None, 0)
@@ -204,7 +205,7 @@ def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, setti
         acc_name, acc_count = acc_config["type"], int(acc_config.get("count", "1"))
     else:
         acc_where = where
-    accelerator = settings.machines.accelerator(acc_name, acc_where) if acc_name else None
+    accelerator = settings.machines.accelerator(acc_name, acc_where, implied=not acc_config) if acc_name else None
     image = config.get("imageUri") or runtime_image
     if not image:
         raise UserInputError(f"trainingInput.{key}Config.imageUri", "is required: the master has a custom "
@@ -217,8 +218,10 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
              credentials: tuple[Credential, ...] = (), datasets: tuple[Dataset, ...] = ()) -> JobPlan:
     t = dict(job.training)
     tier = t.get("scaleTier", "BASIC")
+    tier_fields: frozenset[str] = frozenset()
     if tier != "CUSTOM":
         t.update(settings.machines.tiers[tier])
+        tier_fields = frozenset(settings.machines.tiers[tier])
     custom_image = (t.get("masterConfig") or {}).get("imageUri")
     version = python = None
     framework = None
@@ -226,11 +229,11 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
     if t.get("runtimeVersion") or not custom_image:
         version, python, runtime = settings.runtimes.pick(t.get("runtimeVersion"), t.get("pythonVersion"))
         runtime_image, framework = runtime.image, runtime.framework
-    replicas = [_replica(t, "master", 1, runtime_image, settings)]
+    replicas = [_replica(t, "master", 1, runtime_image, settings, tier_fields)]
     for role in ROLES[1:]:
         count = int(t.get(f"{_FIELD[role]}Count", "0"))
         if count:
-            replicas.append(_replica(t, role, count, runtime_image, settings))
+            replicas.append(_replica(t, role, count, runtime_image, settings, tier_fields))
     if framework == "pytorch" and any(r.role in ("ps", "evaluator") for r in replicas):
         raise UserInputError("trainingInput.parameterServerCount", "PyTorch jobs have a master and workers only")
     sweep = parse_spec(t["hyperparameters"]) if t.get("hyperparameters") else None

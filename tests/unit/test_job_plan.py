@@ -60,10 +60,33 @@ def test_legacy_machine_names_bring_their_gpus(machine, accelerator, count):
                                                                                                    count)
 
 
-def test_a_legacy_gpu_the_platform_lacks_names_the_machine_type_field():
+@pytest.mark.parametrize("training", [{"scaleTier": "BASIC_GPU"}, {"scaleTier": "CUSTOM", "masterType": "standard_v100"}])
+def test_a_legacy_gpu_the_platform_lacks_runs_on_its_first_whole_gpu_or_the_operators_choice(training):
+    """AI Platform's users never named the K80 of BASIC_GPU: with no alias it becomes the
+    catalogue's whole GPU (the shipped defaults, no table), or the operator's `legacy_gpu`."""
+    (master,) = plan({**MODULE, **training}, PlanSettings(Machines(CATALOG))).replicas
+    assert (master.accelerator.name, master.accelerator_count) == ("a100", 1)
+    (master,) = plan({**MODULE, **training}, PlanSettings(Machines(CATALOG, legacy_gpu="3g.20gb"))).replicas
+    assert master.accelerator.name == "3g.20gb"
+
+
+def test_a_legacy_gpu_with_no_whole_gpu_to_stand_in_names_the_tier_or_machine_field():
+    migs = {k: v for k, v in CATALOG.items() if v.type == "mig"}
     with pytest.raises(UserInputError) as e:
-        plan({**MODULE, "scaleTier": "BASIC_GPU"}, PlanSettings(Machines(CATALOG)))
-    assert e.value.field == "trainingInput.masterType" and "no NVIDIA_TESLA_K80 on this platform" in e.value.message
+        plan({**MODULE, "scaleTier": "BASIC_GPU"}, PlanSettings(Machines(migs)))
+    assert e.value.field == "trainingInput.scaleTier" and "no whole GPU" in e.value.message
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard_gpu"},
+             PlanSettings(Machines(CATALOG, legacy_gpu="h100")))
+    assert e.value.field == "trainingInput.masterType" and "legacy_gpu" in e.value.message
+
+
+def test_a_named_accelerator_the_platform_lacks_is_still_refused():
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "n1-standard-8",
+              "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_T4"}}}, PlanSettings(Machines(CATALOG)))
+    assert e.value.field == "trainingInput.masterConfig.acceleratorConfig.type"
+    assert "no NVIDIA_TESLA_T4 on this platform" in e.value.message
 
 
 @pytest.mark.parametrize("acc, name, count", [
