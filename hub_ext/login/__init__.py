@@ -13,10 +13,12 @@ provider's groups decide projects and GPU profiles.
 Guarantees (see :mod:`.settings` for the settings themselves):
 
 - Misconfiguration stops the hub at start with a :class:`~hub_ext.errors.ConfigError` naming
-  each config key to fix: no one allowed to log in, a malformed groups claim path, a claim or
-  scope the provider's discovery document does not list, no auth state key
-  (``JUPYTERHUB_CRYPT_KEY`` / ``CryptKeeper.keys``), ``JupyterHub.load_groups`` set (groups come
-  from the provider).
+  each config key to fix: no one allowed to log in, a malformed groups claim path, no auth state
+  key (``JUPYTERHUB_CRYPT_KEY`` / ``CryptKeeper.keys``), ``JupyterHub.load_groups`` set (groups
+  come from the provider).
+- A groups or username claim, or a scope, that the provider's discovery document does not list
+  (or any claim, where it lists none) is a *warning* in the hub log at start, naming the key:
+  providers list standard claims only, so an unlisted name is a hint, not proof; the hub starts.
 - Group membership is refreshed at every login and every auth refresh, before every spawn.
 - Client secrets are written only into the config object; never logged, never put in any
   environment variable (single-user servers cannot see them).

@@ -11,6 +11,10 @@
   is verified (``email_verified`` in OpenID Connect, ``verified_email`` in Google's userinfo v1):
   GenericOAuthenticator does not check it at all (17.x), GoogleOAuthenticator only for Google.
   The same checks run when auth state is refreshed, so they hold for every spawn too.
+- At hub start (JupyterHub's ``check_allow_config`` hook, before any login) the hub stops with a
+  :class:`~hub_ext.errors.ConfigError` naming ``<Section>.allowed_groups`` when no one could log
+  in, however the traits were set: ``configure_*`` checks its own arguments, this also catches a
+  later ``c.GenericOAuthenticator.allowed_groups = set()``.
 - Google's ``hd`` (hosted domain) check and allowed/admin groups are OAuthenticator's own.
 - :class:`PlatformGitHubAuthenticator` also reads the user's organisations (``GET /user/orgs``)
   into ``auth_state["orgs"]`` when groups are managed; :class:`GitHubGroups` turns them and the
@@ -28,10 +32,12 @@ from oauthenticator.google import GoogleOAuthenticator
 from tornado import web
 from traitlets import Bool, HasTraits, Integer
 
+from ..errors import ConfigError, Problem
 from .claims import group_names
 
 NOT_ALLOWED = ("You signed in, but your account is in none of the groups allowed to use this hub. "
                "Ask an administrator of the platform to add you to one of them.")
+NO_ONE_ALLOWED = "no one could log in: name the groups whose members may log in (allow_all stays False on purpose)"
 
 
 class IdentityChecks(HasTraits):
@@ -53,6 +59,17 @@ class IdentityChecks(HasTraits):
         c.Authenticator.require_verified_email = True
         """,
     ).tag(config=True)
+
+    #: the upstream config section, as named in start-time errors (``c.<section>.allowed_groups``)
+    config_section = "Authenticator"
+
+    def check_allow_config(self):
+        """Stop the hub at start when no one could log in: nothing allowed (JupyterHub's
+        ``any_allow_config``: ``allow_all``, ``allowed_users``, ``allowed_groups``, GitHub's
+        ``allowed_organizations``, …) and no admin users or groups."""
+        if not (self.any_allow_config or self.admin_users or self.admin_groups):
+            raise ConfigError([Problem(f"{self.config_section}.allowed_groups", NO_ONE_ALLOWED)])
+        super().check_allow_config()
 
     def user_info_to_username(self, user_info):
         claim = self.username_claim
@@ -78,6 +95,8 @@ class IdentityChecks(HasTraits):
 class PlatformOIDCAuthenticator(IdentityChecks, GenericOAuthenticator):
     """GenericOAuthenticator for any OpenID Connect provider, with the platform's identity checks."""
 
+    config_section = "GenericOAuthenticator"
+
 
 GOOGLE_DOMAIN_REFUSED = ("Your account does not belong to a Google organisation (hosted domain) allowed on this "
                          "hub, or it has been blocked.")
@@ -88,6 +107,8 @@ class PlatformGoogleAuthenticator(IdentityChecks, GoogleOAuthenticator):
     a user refused for their hosted domain is told why. With Workspace groups (service-account
     keys per domain), an account of another domain is refused *before* its groups are looked up:
     upstream would look up the key of the email's domain first and fail with a KeyError (a 500)."""
+
+    config_section = "GoogleOAuthenticator"
 
     async def update_auth_model(self, auth_model):
         info = auth_model["auth_state"][self.user_auth_state_key]
@@ -106,6 +127,8 @@ class PlatformGoogleAuthenticator(IdentityChecks, GoogleOAuthenticator):
 
 class PlatformGitHubAuthenticator(IdentityChecks, GitHubOAuthenticator):
     """GitHubOAuthenticator that also records the user's organisations for group management."""
+
+    config_section = "GitHubOAuthenticator"
 
     async def update_auth_model(self, auth_model):
         auth_model = await super().update_auth_model(auth_model)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
 
 from ..errors import ConfigError, Problem
-from .authenticators import NOT_ALLOWED, GitHubGroups
+from .authenticators import NO_ONE_ALLOWED, NOT_ALLOWED, GitHubGroups
 from .claims import ClaimGroups, format_path, parse_claim_path, parse_group_map
 
 log = logging.getLogger("mlplatform.login")
@@ -67,8 +67,7 @@ def _common(section: str, authenticator: str, *, client_id: str, client_secret: 
     users = _names(allowed_users, f"{section}.allowed_users", problems)
     admin_names = _names(admin_users, f"{section}.admin_users", problems)
     if not (allowed or users or admins or admin_names or extra_allowed):
-        problems.append(Problem(f"{section}.allowed_groups", "no one could log in: name the groups whose members "
-                                                             "may log in (allow_all stays False on purpose)"))
+        problems.append(Problem(f"{section}.allowed_groups", NO_ONE_ALLOWED))
     if callback_url is not None and not (isinstance(callback_url, str) and
                                          callback_url.startswith(("https://", "http://")) and
                                          callback_url.endswith("/hub/oauth_callback")):
@@ -108,11 +107,18 @@ def _provider_names(names: Iterable[str], renames: tuple[tuple[str, str], ...]) 
 
 
 def _check_claims(path: tuple[str, ...], key: str, endpoints: Endpoints | None) -> None:
-    """Warn (at hub start) about a claim the provider's discovery document does not list: many list
-    only standard claims (Keycloak's ``claims_supported`` never has mapper claims such as
-    ``groups``), so a missing name is a hint, not proof."""
+    """Warn (at hub start) about a claim that cannot be confirmed: one the provider's discovery
+    document does not list, or any claim where it lists none (or none was read). Many providers
+    list only standard claims (Keycloak's ``claims_supported`` never has mapper claims such as
+    ``groups``), so this is a hint naming `key`, not an error."""
+    if not path:
+        return
     supported = endpoints.claims_supported if endpoints else None
-    if path and supported is not None and path[0] not in supported:
+    if supported is None:
+        source = "discovery document lists no claims_supported" if endpoints else "discovery document was not read"
+        log.warning("%s: %r cannot be checked at hub start (the provider's %s); if logins get no groups or "
+                    "usernames, fix this setting", key, path[0], source)
+    elif path[0] not in supported:
         log.warning("%s: the provider's claims_supported does not list %r (%s); if logins get no groups or "
                     "usernames, fix this setting", key, path[0], ", ".join(sorted(supported)))
 

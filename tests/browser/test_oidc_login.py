@@ -50,7 +50,8 @@ def choices(page) -> dict[str, list[str]]:
 
 
 def sign_in(page, hub, login, password=PASSWORD, shots=None):
-    """From the hub's login page through the provider's sign-in (and consent, if asked)."""
+    """From the hub's login page through the provider's sign-in and consent pages: every call is the
+    user's first login, so the provider must ask them to consent to the scopes the hub wants."""
     page.goto(f"{hub.url}/hub/login")
     page.get_by_text("Sign in with Example SSO").click()
     page.wait_for_selector("#login")
@@ -59,11 +60,12 @@ def sign_in(page, hub, login, password=PASSWORD, shots=None):
     page.fill("#login", login)
     page.fill("#password", password)
     page.click("#sign-in")
-    page.wait_for_load_state()
-    if page.locator("#allow").count():
-        if shots:
-            screenshot(page, f"{shots}-provider-consent")
-        page.click("#allow")
+    page.wait_for_selector("#allow")  # fails (times out) if the provider skipped consent
+    assert re.search(r"/interaction/[\w-]+$", page.url) and not page.url.startswith(hub.url), page.url
+    assert {"openid", "profile", "email", "groups"} <= set(page.locator("li").all_inner_texts())
+    if shots:
+        screenshot(page, f"{shots}-provider-consent")
+    page.click("#allow")
     page.wait_for_load_state()
 
 

@@ -2,8 +2,9 @@
 real hubs, with plain HTTP following the real redirects: groups from the provider become the
 platform's projects and profiles, are refreshed before every spawn, and the advisories' classes
 of login bugs stay closed (XSRF, open redirect, other users' servers and APIs, unbounded log
-lines, unverified email, wrong hosted domain). One provider and three hubs (generic OIDC, Google
-pointed at the provider, GitHub pointed at the stand-in) serve the whole module."""
+lines, unverified email, wrong hosted domain). One provider and four hubs (generic OIDC with
+``preferred_username``, generic OIDC with ``email`` as the username, Google pointed at the provider,
+GitHub pointed at the stand-in) serve the whole module; misconfigured hubs start on their own."""
 
 from __future__ import annotations
 
@@ -36,6 +37,10 @@ USERS = {
     "nohd": user(["vision"], email="nohd@example.org", **MAIL),
     "unverified": user(["vision"], email="unverified@example.org", hd="example.org", email_verified=False,
                        verified_email=False),
+    # for the generic OIDC hub whose usernames are email addresses
+    "vera": user(["vision"], preferred_username="vera", email="vera@example.org", email_verified=True),
+    "ursula": user(["vision"], preferred_username="ursula", email="ursula@example.org", email_verified=False),
+    "nina": user(["vision"], preferred_username="nina", email="nina@example.org"),  # no email_verified at all
 }
 GITHUB_USERS = {
     "octo": {"password": PASSWORD, "id": 1, "name": "Octo", "email": None, "orgs": ["acme"],
@@ -48,9 +53,9 @@ COMMON = {"allowed_groups": ["vision", "research"], "refresh_age": 300}
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     base = tmp_path_factory.mktemp("login")
-    hubs = {name: HubProcess("", base / name, env=hub_env()) for name in ("oidc", "google", "github")}
+    hubs = {name: HubProcess("", base / name, env=hub_env()) for name in ("oidc", "oidc-email", "google", "github")}
     clients = {name: client(hubs[name].url, f"hub-{name}") for name in hubs}
-    provider = OIDCProvider(base / "provider", [clients["oidc"], clients["google"]], USERS)
+    provider = OIDCProvider(base / "provider", [clients[n] for n in ("oidc", "oidc-email", "google")], USERS)
     github = GitHubAPI(clients["github"]["client_id"], clients["github"]["client_secret"], GITHUB_USERS)
     started = []
     try:
@@ -61,6 +66,9 @@ def world(tmp_path_factory):
         hubs["oidc"].config_source = login_hub_source(
             base / "oidc-state", "configure_oidc", issuer=provider.issuer, admin_groups=["ml-admins"],
             **creds["oidc"], **COMMON)
+        hubs["oidc-email"].config_source = login_hub_source(
+            base / "oidc-email-state", "configure_oidc", issuer=provider.issuer, username_claim="email",
+            **creds["oidc-email"], **COMMON)
         doc = requests.get(f"{provider.issuer}/.well-known/openid-configuration", timeout=10).json()
         hubs["google"].config_source = login_hub_source(
             base / "google-state", "configure_google", hosted_domains=["example.org"], groups_claim="groups",
@@ -72,7 +80,7 @@ def world(tmp_path_factory):
             **creds["github"])
         for hub in hubs.values():
             started.append(hub.start())
-        yield hubs, provider, clients
+        yield hubs, provider, clients, github
     finally:
         for hub in reversed(started):
             hub.stop()
@@ -106,7 +114,7 @@ def test_a_user_in_no_allowed_group_is_refused_with_a_clear_page(world):
 
 
 def test_removed_from_a_group_the_profile_is_gone_at_the_next_spawn(world):
-    hubs, provider, _ = world
+    hubs, provider = world[:2]
     hub = hubs["oidc"]
     session, r = login(hub, "erin")
     assert "Whole GPU" in r.text
@@ -119,6 +127,43 @@ def test_removed_from_a_group_the_profile_is_gone_at_the_next_spawn(world):
         assert not [p for p in hub.processes() if "jupyterhub.singleuser" in p.cmdline and "erin" in p.cmdline]
         _, r = login(hub, "erin")  # and the next login shows the form without it
         assert "Small GPU slice" in r.text and "Whole GPU" not in r.text
+    finally:
+        provider.set_users(USERS)
+
+
+def projects_of(hub, name):
+    """`name`'s project names from the platform API, read with a token of their own."""
+    token = hub.api("POST", f"/users/{name}/tokens", json={"note": "projects"}).json()["token"]
+
+    def projects():
+        r = requests.get(f"{hub.api_url}/mlplatform/users/{name}/projects", timeout=30,
+                         headers={"Authorization": f"token {token}"})
+        assert r.status_code == 200, r.text
+        return sorted(p["name"] for p in r.json()["projects"])
+    return projects
+
+
+def test_removed_from_a_group_with_a_team_project_the_project_is_gone_at_the_next_spawn(world):
+    """erin leaves "vision", the group that grants the team project, and stays in "research": the
+    next spawn asks the provider first and refuses the project; the platform API and the next
+    login's form no longer offer it."""
+    hubs, provider = world[0], world[1]
+    hub = hubs["oidc"]
+    _, r = login(hub, "erin")
+    assert "Vision team" in r.text
+    projects = projects_of(hub, "erin")
+    assert projects() == ["user-erin", "vision"]
+    provider.set_users({**USERS, "erin": user(["research"], preferred_username="erin")})
+    try:
+        r = hub.api("POST", "/users/erin/server", json={"project": "vision", "profile": "cpu"})
+        assert r.status_code == 403 and "project 'vision'" in r.json()["message"], r.text
+        assert hub.api("GET", "/users/erin").json()["groups"] == ["research"]
+        assert projects() == ["user-erin"]
+        assert not [p for p in hub.processes() if "jupyterhub.singleuser" in p.cmdline and "erin" in p.cmdline]
+        _, r = login(hub, "erin")
+        assert r.status_code == 200 and "Whole GPU" in r.text, (r.status_code, r.url)  # research's profiles stay
+        assert "Vision team" not in r.text and 'value="vision"' not in r.text
+        assert projects() == ["user-erin"]
     finally:
         provider.set_users(USERS)
 
@@ -212,7 +257,7 @@ def test_a_megabyte_username_does_not_reach_the_log_unbounded(world):
 
 
 def test_secrets_stay_out_of_the_hub_log(world):
-    hubs, _, clients = world
+    hubs, _, clients, _ = world
     for name, hub in hubs.items():
         text = hub.log_text()
         assert clients[name]["client_secret"] not in text and hub.extra_env["JUPYTERHUB_CRYPT_KEY"] not in text
@@ -229,6 +274,20 @@ def test_google_login_checks_the_hd_claim_and_verified_email(world):
     _, r = login(hub, "unverified")
     assert r.status_code == 403 and "not verified your email" in r.text
     for name in ("faker", "nohd", "unverified"):
+        assert hub.api("GET", f"/users/{name}").status_code == 404
+
+
+def test_generic_oidc_with_email_as_the_username_needs_a_verified_address(world):
+    """GenericOAuthenticator does not check email_verified itself: an address the provider has not
+    verified (false, or not said at all) must not become a username."""
+    hub = world[0]["oidc-email"]
+    _, r = login(hub, "vera")
+    assert r.status_code == 200 and "Small GPU slice" in r.text, (r.status_code, r.url)
+    assert hub.api("GET", "/users/vera@example.org").json()["groups"] == ["vision"]
+    for name in ("ursula", "nina"):
+        _, r = login(hub, name)
+        assert r.status_code == 403 and "not verified your email" in r.text, (name, r.status_code)
+        assert hub.api("GET", f"/users/{name}@example.org").status_code == 404
         assert hub.api("GET", f"/users/{name}").status_code == 404
 
 
@@ -251,6 +310,45 @@ def test_github_login_orgs_and_teams_become_groups(world):
     assert hub.api("GET", "/users/stranger").status_code == 404
 
 
+def test_github_team_changes_reach_the_groups_at_the_next_spawn_and_login(world):
+    hub, github = world[0]["github"], world[3]
+    _, r = github_login(hub, "octo")
+    assert "Vision team" in r.text
+    assert sorted(hub.api("GET", "/users/octo").json()["groups"]) == ["acme", "vision"]
+    github.users = {**GITHUB_USERS, "octo": {**GITHUB_USERS["octo"], "teams": {}}}  # still in the organisation
+    try:
+        r = hub.api("POST", "/users/octo/server", json={"project": "vision", "profile": "mig-1g"})
+        assert r.status_code == 403 and "project 'vision'" in r.json()["message"], r.text
+        assert hub.api("GET", "/users/octo").json()["groups"] == ["acme"]
+        _, r = github_login(hub, "octo")
+        assert r.status_code == 200 and "Vision team" not in r.text and "Small GPU slice" not in r.text, r.status_code
+        assert hub.api("GET", "/users/octo").json()["groups"] == ["acme"]
+    finally:
+        github.users = GITHUB_USERS
+
+
+@pytest.mark.parametrize("listed", [True, False], ids=["claims-supported", "no-claims-supported"])
+def test_an_unknown_groups_claim_is_reported_at_hub_start_naming_the_key(world, hub_factory, tmp_path, listed):
+    """A typo in the groups claim would otherwise show only at the first login (no one gets groups,
+    so no one may log in): the hub's log names the key when it starts, whether the provider's
+    discovery document lists its claims (and not this one) or lists none."""
+    provider = world[1]
+    doc = requests.get(f"{provider.issuer}/.well-known/openid-configuration", timeout=10).json()
+    assert ("grups" not in doc["claims_supported"]) and "groups" in doc["claims_supported"]
+    unlisted = {} if listed else {"endpoints": Endpoints.from_discovery(
+        {k: v for k, v in doc.items() if k != "claims_supported"})}
+    source = login_hub_source(tmp_path / "state", "configure_oidc", issuer=provider.issuer, client_id="hub-oidc",
+                              client_secret="s", allowed_groups=["vision"], groups_claim="grups", **unlisted)
+    hub = hub_factory(source, env=hub_env())  # it starts: a warning, not an error
+    log = hub.log_text()
+    key = "groups_claim (GenericOAuthenticator.auth_state_groups_key): 'grups' "
+    warned = log.find(key if not listed else "groups_claim (GenericOAuthenticator.auth_state_groups_key): the "
+                                             "provider's claims_supported does not list 'grups'")
+    assert 0 <= warned < log.index("JupyterHub is now running"), hub.log_tail()
+    if not listed:
+        assert "cannot be checked at hub start" in log[warned:].splitlines()[0]
+
+
 def test_misconfiguration_stops_the_hub_naming_the_keys(world, tmp_path):
     provider = world[1]
     source = login_hub_source(tmp_path / "state", "configure_oidc", issuer=provider.issuer, client_id="hub-oidc",
@@ -261,3 +359,15 @@ def test_misconfiguration_stops_the_hub_naming_the_keys(world, tmp_path):
     assert "GenericOAuthenticator.allowed_groups: no one could log in" in str(e.value)
     assert "groups_claim (GenericOAuthenticator.auth_state_groups_key): 'realm_access..roles' is not a claim " \
            "path" in str(e.value)
+
+
+def test_no_one_allowed_set_after_the_helper_still_stops_the_hub(world, tmp_path):
+    """The helper's own checks cannot see a trait set after it; the authenticator checks again
+    when the hub starts (JupyterHub's check_allow_config), before anyone can try to log in."""
+    source = login_hub_source(tmp_path / "state", "configure_oidc", issuer=world[1].issuer, client_id="hub-oidc",
+                              client_secret="s", allowed_groups=["vision"])
+    hub = HubProcess(source + "c.GenericOAuthenticator.allowed_groups = set()\n", tmp_path / "hub", env=hub_env(),
+                     start_timeout=30)
+    with pytest.raises(RuntimeError) as e:
+        hub.start()
+    assert "GenericOAuthenticator.allowed_groups: no one could log in" in str(e.value)

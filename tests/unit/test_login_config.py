@@ -10,8 +10,8 @@ from traitlets.config import Config
 
 from hub_ext.errors import ConfigError
 from hub_ext.login import apply, configure_github, discover
-from hub_ext.login.authenticators import NOT_ALLOWED, GitHubGroups, PlatformGoogleAuthenticator, \
-    PlatformOIDCAuthenticator
+from hub_ext.login.authenticators import NOT_ALLOWED, GitHubGroups, PlatformGitHubAuthenticator, \
+    PlatformGoogleAuthenticator, PlatformOIDCAuthenticator
 from hub_ext.login.claims import MAX_GROUP_NAME, ClaimGroups, group_names, parse_claim_path, resolve
 from hub_ext.login.settings import Endpoints, github_settings, google_settings, oidc_settings
 
@@ -79,6 +79,31 @@ def test_claims_and_scopes_the_provider_does_not_list_are_warnings(caplog):
     assert [r.getMessage() for r in caplog.records if r.getMessage().startswith("GenericOAuthenticator.scope")] == [
         "GenericOAuthenticator.scope: the provider's scopes_supported does not list 'offline_access' "
         "(email, openid, profile)"]
+
+
+def test_claims_are_warnings_where_the_provider_lists_none(caplog):
+    """A discovery document without claims_supported (or none read, as for Google's fixed endpoints)
+    cannot confirm any claim: each claim setting gets a warning naming its key at start; where every
+    claim is listed there is none."""
+    unlisted = Endpoints("https://idp/auth", "https://idp/token", "https://idp/me")
+    with caplog.at_level("WARNING", logger="mlplatform.login"):
+        oidc_settings(**CLIENT, endpoints=ENDPOINTS, allowed_groups=["vision"])
+    assert caplog.records == []
+    with caplog.at_level("WARNING", logger="mlplatform.login"):
+        oidc_settings(**CLIENT, endpoints=unlisted, allowed_groups=["vision"], groups_claim="grups")
+    assert [r.getMessage() for r in caplog.records] == [
+        "groups_claim (GenericOAuthenticator.auth_state_groups_key): 'grups' cannot be checked at hub start (the "
+        "provider's discovery document lists no claims_supported); if logins get no groups or usernames, fix this "
+        "setting",
+        "username_claim (GenericOAuthenticator.username_claim): 'preferred_username' cannot be checked at hub start "
+        "(the provider's discovery document lists no claims_supported); if logins get no groups or usernames, fix "
+        "this setting"]
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="mlplatform.login"):
+        google_settings(**CLIENT, hosted_domains=["example.org"], allowed_groups=["vision"], groups_claim="groups")
+    assert [r.getMessage().split(": ")[0] for r in caplog.records] == [
+        "groups_claim (GoogleOAuthenticator.auth_state_groups_key)"]
+    assert "discovery document was not read" in caplog.records[0].getMessage()
 
 
 def test_a_nested_or_namespaced_groups_claim():
@@ -194,6 +219,32 @@ def test_the_configured_authenticator_loads_with_groups_managed_and_refreshed():
         (True, True, True, False)
     assert auth.allowed_organizations == {"acme"}
     assert auth.auth_state_groups_key == GitHubGroups(trusted=frozenset({"acme"}))
+
+
+@pytest.mark.parametrize("cls, traits, refused", [
+    (PlatformOIDCAuthenticator, {}, "GenericOAuthenticator.allowed_groups"),
+    (PlatformOIDCAuthenticator, {"allowed_groups": set(), "allowed_users": set()},
+     "GenericOAuthenticator.allowed_groups"),
+    (PlatformGoogleAuthenticator, {}, "GoogleOAuthenticator.allowed_groups"),
+    (PlatformGitHubAuthenticator, {}, "GitHubOAuthenticator.allowed_groups"),
+    (PlatformOIDCAuthenticator, {"allowed_groups": {"vision"}}, None),
+    (PlatformOIDCAuthenticator, {"allowed_users": {"alice"}}, None),
+    (PlatformOIDCAuthenticator, {"admin_groups": {"ml-admins"}}, None),
+    (PlatformOIDCAuthenticator, {"admin_users": {"carol"}}, None),
+    (PlatformGoogleAuthenticator, {"allowed_google_groups": {"example.org": {"vision"}}}, None),
+    (PlatformGitHubAuthenticator, {"allowed_organizations": {"acme"}}, None),
+])
+def test_no_one_allowed_stops_the_hub_however_the_traits_were_set(cls, traits, refused):
+    """JupyterHub calls check_allow_config once at start: traits set directly (not through
+    configure_*) that let no one in stop the hub with the key to fix."""
+    auth = cls(manage_groups=True, **traits)  # as configure_* sets it (group settings need it)
+    if refused:
+        with pytest.raises(ConfigError) as e:
+            auth.check_allow_config()
+        assert [str(p) for p in e.value.problems] == [f"{refused}: no one could log in: name the groups whose "
+                                                      "members may log in (allow_all stays False on purpose)"]
+    else:
+        auth.check_allow_config()
 
 
 def test_discover_refuses_a_non_http_issuer():
