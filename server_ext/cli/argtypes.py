@@ -5,7 +5,8 @@ reports as ``argument --flag: …`` (exit 2). Pure.
 - `scale_tier`: gcloud's choices (``basic``, ``basic-gpu``, ``basic-tpu``, ``custom``, ``premium-1``,
   ``standard-1``), any case, ``_`` or ``-`` → the API's enum value (``BASIC_GPU``);
 - `accelerator`: ``type=TYPE,count=COUNT``, both keys required, count ≥ 1 (as gcloud's ArgDict);
-- `labels`: ``KEY=VALUE,…``; `csv_list`: ``A,B``; `at_least_one`/`non_negative`: integers;
+- `labels`: ``KEY=VALUE,…``; `csv_list`: ``A,B``; `at_least_one`/`non_negative`: integers up to
+  `INT32_MAX` (counts become int32 fields of Kubernetes objects); `port`: 1 to 65535;
   `boolean`: true/false/yes/no/1/0; `bucket`: ``gs://BUCKET`` or ``s3://BUCKET``.
 """
 
@@ -16,6 +17,7 @@ import re
 
 SCALE_TIERS = {"basic": "BASIC", "basic-gpu": "BASIC_GPU", "basic-tpu": "BASIC_TPU", "custom": "CUSTOM",
                "premium-1": "PREMIUM_1", "standard-1": "STANDARD_1"}
+INT32_MAX = 2**31 - 1
 _BUCKET = re.compile(r"(gs|s3)://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]/?")
 
 
@@ -60,8 +62,8 @@ def csv_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
-def _integer_from(low: int):
-    """An argparse type: a whole number ≥ `low`, refused in gcloud's words."""
+def _integer_from(low: int, high: int = INT32_MAX):
+    """An argparse type: a whole number from `low` to `high`, refused in gcloud's words."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -69,12 +71,15 @@ def _integer_from(low: int):
             raise argparse.ArgumentTypeError(f"Value must be an integer; received: {text}") from None
         if value < low:
             raise argparse.ArgumentTypeError(f"Value must be greater than or equal to {low}; received: {text}")
+        if value > high:
+            raise argparse.ArgumentTypeError(f"Value must be less than or equal to {high}; received: {text}")
         return value
     return parse
 
 
 at_least_one = _integer_from(1)
 non_negative = _integer_from(0)
+port = _integer_from(1, 65535)
 
 
 def boolean(text: str) -> bool:

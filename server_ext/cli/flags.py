@@ -6,8 +6,10 @@ Guarantees:
 
 - `build_parser()` accepts exactly gcloud's flags of each command (plus the platform's own:
   ``--credentials``, ``--datasets``, ``--project``/``--namespace``/``-n``, ``--context``,
-  ``--local``, ``--dry-run``), anywhere on the line, with no abbreviations; a bad flag or value
-  raises `UsageError` naming the flag (the caller exits 2). ``--`` ends the flags: everything after
+  ``--local``, ``--dry-run``; ``--region`` on every ``jobs`` command, which picks the cluster
+  through the settings file's region table as ``--context`` does, and on ``submit training`` is
+  also the job's ``trainingInput.region``), anywhere on the line, with no abbreviations; a bad
+  flag or value raises `UsageError` naming the flag (the caller exits 2). ``--`` ends the flags: everything after
   it is the trainer's arguments (`split_user_args`).
 - `flags_to_job(args)` returns ``(job, package_path)``: the Job in Google's canonical JSON shape
   (int64 as strings, upper-case enums, as `server_ext.jobs.model.parse_job` makes it) and the
@@ -17,8 +19,12 @@ Guarantees:
   replaces all labels; an accelerator flag replaces that replica's ``acceleratorConfig``). Unlike
   gcloud (which leaves it to the server to refuse), a job with custom-tier fields (machine types,
   counts) and no scale tier anywhere gets ``scaleTier: CUSTOM``. The whole job is validated by
-  `parse_job` (with a stand-in URI for the package still to be built), and a problem is reported as
-  `UserInputError` naming the flag that set the field, else ``<field> in --config``.
+  `parse_job` (``shipped_package=True`` with ``--package-path``: the package is still to be
+  built), and a problem is reported as `UserInputError` naming the flag that set the field (an
+  item of a list flag is also named by its field, ``--packages`` … ``trainingInput.packageUris[1]``),
+  else ``<field> in --config`` for any field that came from the file (list items included, e.g.
+  ``trainingInput.hyperparameters.params[0].minValue in --config``). A ``--config`` file that
+  cannot be read, or is not UTF-8 text, is refused naming ``--config``.
 - `local_train_job(args, job_id, cwd)`: the Job that ``local train`` runs through the local backend.
 """
 
@@ -34,11 +40,10 @@ from typing import Any, Callable, NoReturn
 from hub_ext.errors import UserInputError
 from server_ext.jobs.model import load_config, parse_job
 
-from .argtypes import (SCALE_TIERS, accelerator, at_least_one, boolean, bucket, csv_list, labels, non_negative,
+from .argtypes import (SCALE_TIERS, accelerator, at_least_one, boolean, bucket, csv_list, labels, non_negative, port,
                        scale_tier)
 
 PROG = "kubectl ai-platform"
-PACKAGE_PLACEHOLDER = "mlplatform-package://to-be-built"
 CUSTOM_FIELDS = ("masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
                  "parameterServerCount", "evaluatorCount")
 _KMS = re.compile(r"projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+")
@@ -106,6 +111,11 @@ def _common(parser: argparse.ArgumentParser) -> None:
                    help="use the local runtime on this machine (also MLPLATFORM_LOCAL=1)")
 
 
+def _region(parser: argparse.ArgumentParser, what: str = "") -> None:
+    parser.add_argument("--region", help=f"{what}Region whose cluster to use: the kubeconfig context the plugin's "
+                                         "settings file maps it to (--context wins).")
+
+
 def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("job", metavar="JOB", help="Name of the job.")
     p.add_argument("--config", help="Path to a job configuration file (YAML or JSON) holding a Job resource; "
@@ -115,7 +125,7 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--module-name", help="Name of the module to run.")
     p.add_argument("--job-dir", help="Path in which to store training outputs, passed to the trainer as --job-dir.")
     p.add_argument("--labels", type=labels, metavar="KEY=VALUE,…", help="Labels of the job.")
-    p.add_argument("--region", help="Region to run the job in.")
+    _region(p, "Region to run the job in. ")
     p.add_argument("--runtime-version", help="Runtime version of the job (the trainer image).")
     p.add_argument("--python-version", help="Python version of the runtime.")
     p.add_argument("--scale-tier", type=scale_tier, metavar="SCALE_TIER",
@@ -168,6 +178,7 @@ def build_parser() -> Parser:
     listing.add_argument("--page-size", type=at_least_one, help="Jobs fetched per request.")
     listing.add_argument("--sort-by", type=csv_list, metavar="FIELD,…", help="Sort by these fields; ~FIELD: descending.")
     listing.add_argument("--format", help="table (default), json, yaml, value(FIELD,…) or table(FIELD,…).")
+    _region(listing)
     listing.set_defaults(command="list")
 
     for name, help_text in (("describe", "Describe a job."), ("get", "Describe a job (alias of describe).")):
@@ -175,6 +186,7 @@ def build_parser() -> Parser:
         describe.add_argument("job", metavar="JOB", help="Name of the job.")
         describe.add_argument("--summarize", action="store_true", help="Summarize the job in tables.")
         describe.add_argument("--format", help="yaml (default) or json.")
+        _region(describe)
         describe.set_defaults(command="describe")
 
     logs = verbs.add_parser("stream-logs", help="Show the logs of a job, following them while it runs.", **kw)
@@ -183,10 +195,12 @@ def build_parser() -> Parser:
     logs.add_argument("--allow-multiline-logs", action="store_true", help="Print multi-line messages as one record.")
     logs.add_argument("--polling-interval", type=at_least_one, default=60,
                       help="Seconds between polls for new log lines.")
+    _region(logs)
     logs.set_defaults(command="stream-logs")
 
     cancel = verbs.add_parser("cancel", help="Cancel a running job.", **kw)
     cancel.add_argument("job", metavar="JOB", help="Name of the job.")
+    _region(cancel)
     cancel.set_defaults(command="cancel")
 
     local = groups.add_parser("local", help="Run training on this machine.", **kw)
@@ -199,7 +213,7 @@ def build_parser() -> Parser:
     train.add_argument("--parameter-server-count", type=non_negative, help="With --distributed; default 2.")
     train.add_argument("--worker-count", type=non_negative, help="With --distributed; default 2.")
     train.add_argument("--evaluator-count", type=non_negative, help="With --distributed; default 0.")
-    train.add_argument("--start-port", type=at_least_one, default=27182, help="First port of the local cluster.")
+    train.add_argument("--start-port", type=port, default=27182, help="First port of the local cluster.")
     train.set_defaults(command="local-train")
     return root
 
@@ -222,7 +236,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise UsageError(command_path(" ".join([PROG, *words])),
                          f"unrecognized arguments: -- {' '.join(user_args)}".rstrip())
     args.user_args = user_args
-    for name, default in (("project", None), ("context", None), ("local", False)):
+    for name, default in (("project", None), ("context", None), ("local", False), ("region", None)):
         if not hasattr(args, name):
             setattr(args, name, default)
     return args
@@ -251,11 +265,34 @@ def _set(doc: dict, path: str, value: Any) -> None:
 
 
 def _get(doc: Any, path: str) -> Any:
+    """The value at `path` (``a.b[2].c``, as `UserInputError` fields name them), else None."""
     for part in path.split("."):
-        if not isinstance(doc, dict) or part not in doc:
+        name, *indexes = part.split("[")
+        if not isinstance(doc, dict) or name not in doc:
             return None
-        doc = doc[part]
+        doc = doc[name]
+        for index in indexes:
+            i = index.rstrip("]")
+            if not isinstance(doc, list) or not i.isdigit() or int(i) >= len(doc):
+                return None
+            doc = doc[int(i)]
     return doc
+
+
+def _under(field: str, path: str) -> bool:
+    """`field` is `path` or inside it (a subfield or a list item)."""
+    return field == path or field.startswith((path + ".", path + "["))
+
+
+def _parents(field: str) -> list[str]:
+    """``a.b[1].c`` → ``a.b[1]``, ``a.b``, ``a`` (nearest first)."""
+    out = []
+    while True:
+        cut = max(field.rfind("."), field.rfind("["))
+        if cut <= 0:
+            return out
+        field = field[:cut]
+        out.append(field)
 
 
 def _check_groups(args: argparse.Namespace) -> None:
@@ -275,7 +312,7 @@ def _blame(field: str, given: dict[str, str], config: dict) -> str:
     """The flag that set `field` (or a field above it), else the field as named in the config file."""
     best = None
     for flag, path in given.items():
-        if field == path or field.startswith(path + "."):
+        if _under(field, path):
             if best is None or len(path) > len(given[best]):
                 best = flag
     if best:
@@ -283,8 +320,10 @@ def _blame(field: str, given: dict[str, str], config: dict) -> str:
     if _get(config, field) is not None:
         return f"{field} in --config"
     for flag, path in FLAG_FIELDS.values():
-        if field == path or field.startswith(path + "."):
+        if _under(field, path):
             return flag
+    if any(_get(config, parent) is not None for parent in _parents(field)):
+        return f"{field} in --config"  # a field missing from a part only the file gave
     return field
 
 
@@ -303,9 +342,11 @@ def flag_for(field: str, args: argparse.Namespace) -> str:
 
 def _read(path: str) -> str:
     try:
-        return pathlib.Path(path).read_text()
+        return pathlib.Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise UserInputError("--config", f"cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise UserInputError("--config", f"cannot read {path}: it is not UTF-8 text (byte {e.start})") from None
 
 
 def native_experiment_of(args: argparse.Namespace, config: dict) -> dict:
@@ -355,18 +396,13 @@ def flags_to_job(args: argparse.Namespace, read: Callable[[str], str] = _read) -
     training = doc["trainingInput"]
     if "scaleTier" not in training and any(key in training for key in CUSTOM_FIELDS):
         training["scaleTier"] = "CUSTOM"
-    check = copy.deepcopy(doc)
-    if args.package_path:
-        check["trainingInput"]["packageUris"] = [*(check["trainingInput"].get("packageUris") or []),
-                                                 PACKAGE_PLACEHOLDER]
     try:
-        job = parse_job(check).to_json()
+        job = parse_job(doc, shipped_package=bool(args.package_path)).to_json()
     except UserInputError as e:
-        raise UserInputError(_blame(e.field, given, config), e.message, e.status) from None
-    uris = [u for u in job["trainingInput"].get("packageUris", []) if u != PACKAGE_PLACEHOLDER]
-    job["trainingInput"].pop("packageUris", None)
-    if uris:
-        job["trainingInput"]["packageUris"] = uris
+        where, message = _blame(e.field, given, config), e.message
+        if where in given and e.field.startswith(given[where] + "["):
+            message = f"{e.field}: {message}"  # which item of the flag's list
+        raise UserInputError(where, message, e.status) from None
     return job, args.package_path or None
 
 

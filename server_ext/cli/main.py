@@ -13,9 +13,18 @@ Guarantees:
 - Every expected error (`UsageError`, the `hub_ext.errors`/`server_ext.errors` tree) is translated
   here, once, into one line on stderr in gcloud's shape, ``ERROR: (kubectl ai-platform.jobs.submit.training)
   Invalid value for [--master-accelerator]: …``, naming the flag or field; never a traceback.
-- ``--dry-run`` needs no cluster and no backend: it validates and plans the job with the built-in
-  catalogue (`server_ext.jobs.defaults.DEFAULT_ACCELERATORS`) and prints only YAML documents on stdout
-  (the Kubernetes objects of `server_ext.jobs.kubeflow.job_manifest`; with ``--local``, the Job).
+- ``--dry-run`` needs no cluster and no backend, but refuses what the real command would refuse
+  before submitting: it validates and plans the job with the built-in catalogue
+  (`server_ext.jobs.defaults.DEFAULT_ACCELERATORS`), resolves ``--region`` through the region table
+  (Kubernetes only), refuses a Katib Experiment on the local runtime, and builds ``--package-path``
+  (in a temporary directory, removed after) to apply the same delivery rules as a submit (a
+  ConfigMap when it fits, else ``--staging-bucket``, else exit 2). It prints only YAML documents on
+  stdout: the Kubernetes objects of `server_ext.jobs.kubeflow.job_manifest`, followed by the
+  package's ConfigMap (its ownerReference without the ``uid`` the created object gives it); with
+  the local runtime, the Job. Notes (a staging URI, mounts checked only on submit) go to stderr.
+- Every argument that needs no backend is checked before connecting (``describe --format`` too);
+  the Kubernetes client library's own log lines (such as "Config not found") are kept off the
+  terminal, as the platform's are, unless ``MLPLATFORM_DEBUG=1``.
 - `open_target(args)` picks where the jobs are: ``--local``, ``MLPLATFORM_LOCAL=1``, ``local: true``
   in the plugin's settings file (`server_ext.kube_target.cli_config`) or ``local train`` →
   `LocalBackend` on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``); else, run
@@ -24,7 +33,8 @@ Guarantees:
   (`server_ext.client.RemoteService`: its backend and watch cache, its user's projects;
   ``--package-path`` is sent as the directory's absolute path, which must lie inside the server's
   root directory); otherwise `KubeBackend` on the kubeconfig context of ``--context``, else of
-  ``--region`` (the settings file's region table), else the current context, planning with the
+  ``--region`` (the settings file's region table; every ``jobs`` command takes it), else the
+  current context, planning with the
   catalogue the hub published in the project.
 - The project is ``--project``/``--namespace``/``-n``, else ``$MLPLATFORM_PROJECT``, else the
   context's namespace (Kubernetes), else the caller's personal project
@@ -39,7 +49,9 @@ import datetime
 import getpass
 import logging
 import os
+import pathlib
 import sys
+import tempfile
 from typing import Awaitable, Callable, Mapping, TextIO
 
 from hub_ext.entitlements import personal_project_name
@@ -47,18 +59,23 @@ from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputE
 from hub_ext.mounts import Available
 from server_ext.client import RemoteService, from_environment
 from server_ext.errors import JobExists, JobFinished, JobNotFound
+from server_ext.jobs import package
 from server_ext.jobs.backend import JobBackend
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.defaults import DEFAULT_CREDENTIAL_TYPES, default_plan_settings
-from server_ext.jobs.plan import PlanSettings, plan_job
+from server_ext.jobs.plan import JobPlan, PlanSettings, plan_job, with_package
 from server_ext.jobs.service import Files, JobService
 from server_ext.config import cli_config, context_for_region
 
 from . import commands, output
-from .flags import (PACKAGE_PLACEHOLDER, PROG, UsageError, command_path, flag_for, flags_to_job, is_experiment,
-                    local_train_job, mounts_from_flags, parse_args)
+from .flags import (PROG, UsageError, command_path, flag_for, flags_to_job, is_experiment, local_train_job,
+                    mounts_from_flags, parse_args)
 
 _TRUE = ("1", "true", "yes", "on")
+# JobService.create's refusal of an Experiment on a backend without submit_experiment (the local one)
+LOCAL_EXPERIMENT = ("a Katib Experiment needs the Kubernetes runtime; here, submit the sweep as "
+                    "trainingInput.hyperparameters")
+_LIBRARY_LOGGERS = ("kubernetes_asyncio", "kubernetes")
 Closer = Callable[[], Awaitable[None]]
 
 
@@ -183,21 +200,53 @@ def error_message(e: BaseException) -> tuple[int, str]:
     return 1, str(e)
 
 
-def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None, user: str, project: str, out: TextIO,
-            err: TextIO) -> int:
+async def _with_built_package(plan: JobPlan, package_path: str, staging_bucket: str | None, tmp: pathlib.Path,
+                               err: TextIO) -> JobPlan:
+    """`plan` with the package built from `package_path` into `tmp`, by `JobService.create`'s steps
+    and rules (errors name ``--package-path`` or ``--staging-bucket``)."""
+    if not plan.python_module:
+        raise UserInputError("--package-path", "needs a pythonModule (--module-name) to run from the package")
+    if staging_bucket:
+        package.check_staging_bucket(staging_bucket)
+    sdist = await package.build_sdist(pathlib.Path(package_path), tmp)
+    sha256, size = await asyncio.to_thread(package.digest, sdist)
+    plan = with_package(plan, sdist, sha256, size, staging_bucket=staging_bucket, limit=package.CONFIGMAP_LIMIT)
+    shipped = plan.package
+    assert shipped is not None
+    how = "would be staged to" if shipped.delivery == "bucket" else "would ship as"
+    err.write(f"note: {shipped.filename} ({size} bytes), built from {package_path}, {how} {shipped.uri}\n")
+    return plan
+
+
+def _package_configmap(plan: JobPlan, obj: dict) -> dict:
+    """The ConfigMap that carries `plan`'s package, owned by `obj` (the manifest to be created)."""
+    shipped = plan.package
+    assert shipped is not None
+    owner = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
+             "uid": "assigned-on-create"}
+    manifest = package.package_configmap(plan.name, plan.project, shipped.path.read_bytes(), shipped.filename, owner)
+    for ref in manifest["metadata"]["ownerReferences"]:
+        ref.pop("uid")
+    return manifest
+
+
+async def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None, user: str, project: str,
+                  out: TextIO, err: TextIO, env: Mapping[str, str] = os.environ) -> int:
     """Plan the job (`flags_to_job`'s) offline; print what would be created, as YAML documents."""
     import yaml
 
+    local = is_local(args, env)
+    if not local:  # as `_open_backend` does before connecting
+        context_for_region(getattr(args, "region", None), cli_config(env).get("regions", {}),
+                           getattr(args, "context", None))
     if is_experiment(doc):
+        if local:
+            raise UserInputError("kind", LOCAL_EXPERIMENT)
         from server_ext.jobs.native_experiment import native_experiment
 
         out.write(yaml.safe_dump(native_experiment(doc, project, user), default_flow_style=False, sort_keys=False))
         return 0
-    check = dict(doc, trainingInput=dict(doc["trainingInput"]))
-    if package_path:
-        check["trainingInput"]["packageUris"] = [*(check["trainingInput"].get("packageUris") or []),
-                                                 PACKAGE_PLACEHOLDER]
-    job = parse_job(check)
+    job = parse_job(doc, shipped_package=package_path is not None)
     try:
         plan = plan_job(job, default_plan_settings(), project=project, owner=user)
     except UserInputError as e:
@@ -205,26 +254,30 @@ def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None, user:
     if mounts_from_flags(args):
         err.write("note: --credentials and --datasets are checked against the project, and mounted, only when "
                   "the job is submitted\n")
-    if package_path:
-        err.write(f"note: {PACKAGE_PLACEHOLDER} stands for the package built from {package_path}\n")
-    if args.local:
-        out.write(output.to_yaml(job.to_json()))
-        return 0
-    try:
-        from hub_ext.kube_mounts import MountSettings
-        from server_ext.jobs.kubeflow import KubeSettings, job_manifest
-    except ImportError as e:
-        raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
+    with tempfile.TemporaryDirectory(prefix="mlplatform-dry-run-") as tmp:
+        if package_path:
+            plan = await _with_built_package(plan, package_path, getattr(args, "staging_bucket", None),
+                                             pathlib.Path(tmp), err)
+        if local:
+            out.write(output.to_yaml(plan.job.to_json()))
+            return 0
+        try:
+            from hub_ext.kube_mounts import MountSettings
+            from server_ext.jobs.kubeflow import KubeSettings, job_manifest
+        except ImportError as e:
+            raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
 
-    settings = KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES))
-    if plan.sweep is not None:
-        from server_ext.jobs.katib import experiment_manifest
+        settings = KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES))
+        if plan.sweep is not None:
+            from server_ext.jobs.katib import experiment_manifest
 
-        manifest = experiment_manifest(plan, settings)
-    else:
-        manifest = job_manifest(plan, settings)
-    docs = manifest if isinstance(manifest, list) else [manifest]
-    out.write(yaml.safe_dump_all(docs, default_flow_style=False, sort_keys=False))
+            manifest = experiment_manifest(plan, settings)
+        else:
+            manifest = job_manifest(plan, settings)
+        docs = list(manifest) if isinstance(manifest, list) else [manifest]
+        if plan.package is not None and plan.package.delivery == "configmap":
+            docs.append(_package_configmap(plan, docs[0]))
+        out.write(yaml.safe_dump_all(docs, default_flow_style=False, sort_keys=False))
     return 0
 
 
@@ -240,12 +293,14 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
     if args.command == "submit":
         doc, package_path = flags_to_job(args)
         if args.dry_run:
-            return dry_run(args, doc, package_path, user, project_of(args, user, env), out, err)
+            return await dry_run(args, doc, package_path, user, project_of(args, user, env), out, err, env)
     elif args.command == "local-train":
         now = datetime.datetime.now(datetime.timezone.utc)
         doc = local_train_job(args, local_job_id(now), os.getcwd())
     elif args.command == "list":
         output.jobs_listing([], args.format)
+    elif args.command == "describe" and not args.summarize:
+        output.describe({}, args.format)
     service, project, close = await open_target(args, user, err, env)
     try:
         scope = f" --project {args.project}" if args.project else ""
@@ -260,16 +315,22 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
 
 
 def _quiet_logs(env: Mapping[str, str], err: TextIO) -> None:
-    """The platform's own log lines (meant for server logs) stay off the terminal unless
+    """The platform's own log lines (meant for server logs) and the Kubernetes client library's
+    warnings (such as "Config not found", said better by our own error) stay off the terminal unless
     ``MLPLATFORM_DEBUG=1``; what the user needs is printed by the commands."""
+    debug = env.get("MLPLATFORM_DEBUG", "").lower() in _TRUE
     for name in ("hub_ext", "server_ext"):
         logger = logging.getLogger(name)
-        if env.get("MLPLATFORM_DEBUG", "").lower() in _TRUE:
+        if debug:
             if not logger.handlers:
                 logger.addHandler(logging.StreamHandler(err))
             logger.setLevel(logging.DEBUG)
         elif not logger.handlers:
             logger.addHandler(logging.NullHandler())
+    for name in _LIBRARY_LOGGERS:  # their warnings only (never DEBUG: the REST client logs bodies)
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            logger.addHandler(logging.StreamHandler(err) if debug else logging.NullHandler())
 
 
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,

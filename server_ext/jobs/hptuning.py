@@ -9,21 +9,24 @@ numbers, enums upper-case) and returns a `Spec`, or raises `UserInputError` nami
   trainer reports; AI Platform's default ``training/hptuning/metric`` is not assumed);
 - ``maxTrials`` ≥ 1 (default 1), ``maxParallelTrials`` ≥ 1 (default 1, at most ``maxTrials``),
   ``maxFailedTrials`` ≥ 0 (default: as AI Platform, the sweep fails once enough trials failed
-  that it cannot go on: 0 here means "not set");
+  that it cannot go on: 0 here means "not set"); all three at most `MAX_COUNT` (int32, as Katib's
+  Experiment fields);
 - ``algorithm`` ALGORITHM_UNSPECIFIED (Bayesian optimisation), GRID_SEARCH or RANDOM_SEARCH;
   GRID_SEARCH needs every parameter discrete, categorical or integer (a DOUBLE has no grid);
 - at least one parameter, names unique and usable as ``--name=value`` flags
   (``[A-Za-z][A-Za-z0-9_.-]*``);
-- DOUBLE / INTEGER: ``minValue`` < ``maxValue`` (INTEGER: whole numbers); ``scaleType`` NONE or
+- DOUBLE / INTEGER: ``minValue`` < ``maxValue``, both finite (no NaN or infinity; INTEGER: whole
+  numbers); ``scaleType`` NONE or
   UNIT_LINEAR_SCALE (linear), UNIT_LOG_SCALE or UNIT_REVERSE_LOG_SCALE (both need ``minValue`` >
   0; the backends search the transformed space where their library has no such scale);
-- DISCRETE: ``discreteValues`` strictly increasing, 1 to 1000 values; CATEGORICAL:
+- DISCRETE: ``discreteValues`` finite and strictly increasing, 1 to 1000 values; CATEGORICAL:
   ``categoricalValues`` unique non-empty strings, 1 to 1000;
 - ``resumePreviousJobId`` a jobId of the same project (the backend checks it exists).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Mapping
@@ -32,6 +35,7 @@ from hub_ext.errors import UserInputError
 
 FIELD = "trainingInput.hyperparameters"
 MAX_VALUES = 1000
+MAX_COUNT = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 SCALES = ("NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
@@ -63,7 +67,25 @@ class Spec:
 def _number(value: Any, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise UserInputError(where, "must be a number")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise UserInputError(where, "must be a finite number (not NaN or infinity)")
+    return number
+
+
+def _count(doc: Mapping[str, Any], key: str, default: int, low: int) -> int:
+    try:
+        value = int(doc.get(key) or default)
+    except (TypeError, ValueError, OverflowError):
+        raise UserInputError(f"{FIELD}.{key}", "must be a whole number") from None
+    if value < low:
+        raise UserInputError(f"{FIELD}.{key}", f"must be {low} or more")
+    if value > MAX_COUNT:
+        raise UserInputError(f"{FIELD}.{key}", f"must be at most {MAX_COUNT}")
+    return value
 
 
 def _param(raw: Mapping, i: int, seen: set[str]) -> Param:
@@ -124,15 +146,9 @@ def parse_spec(doc: Mapping[str, Any]) -> Spec:
         raise UserInputError(f"{FIELD}.params", "at least one parameter is required")
     seen: set[str] = set()
     params = tuple(_param(p, i, seen) for i, p in enumerate(raw_params))
-    max_trials = int(doc.get("maxTrials") or 1)
-    max_parallel = int(doc.get("maxParallelTrials") or 1)
-    max_failed = int(doc.get("maxFailedTrials") or 0)
-    if max_trials < 1:
-        raise UserInputError(f"{FIELD}.maxTrials", "must be 1 or more")
-    if not 1 <= max_parallel:
-        raise UserInputError(f"{FIELD}.maxParallelTrials", "must be 1 or more")
-    if max_failed < 0:
-        raise UserInputError(f"{FIELD}.maxFailedTrials", "must be 0 or more")
+    max_trials = _count(doc, "maxTrials", 1, 1)
+    max_parallel = _count(doc, "maxParallelTrials", 1, 1)
+    max_failed = _count(doc, "maxFailedTrials", 0, 0)
     algorithm = doc.get("algorithm") or "ALGORITHM_UNSPECIFIED"
     if algorithm not in ALGORITHMS:
         raise UserInputError(f"{FIELD}.algorithm", f"must be one of {', '.join(ALGORITHMS)}")

@@ -11,9 +11,17 @@ Google's rules, kept in the API's own JSON shape. Pure.
     at most 63 characters, keys starting with a letter; at most 64 labels);
   - ``trainingInput`` is required and ``scaleTier`` defaults to ``BASIC``; ``CUSTOM`` needs
     ``masterType`` (or a master image); worker and parameter-server counts need their types and
-    types need counts; counts are whole numbers ≥ 0; the other tiers refuse the custom fields;
+    types need counts; counts are whole numbers from 0 to `MAX_REPLICAS` (2147483647: replicas are
+    int32 in the Kubeflow CRDs); the other tiers refuse the custom fields;
+  - an ``acceleratorConfig`` needs a ``type`` (no TPU) and a ``count`` from 1 to `MAX_ACCELERATORS`
+    (64 per replica: the most one node offers, 16 whole GPUs or 8 GPUs cut into 7 MIG slices each);
   - code: a ``pythonModule`` with ``packageUris`` (which may be left out when a package ships with
     the job: `parse_job(doc, shipped_package=True)`, ``--package-path``), or a master container image;
+    each of ``packageUris`` must be a URI `server_ext.jobs.fetch` can fetch (``gs://``, ``s3://``,
+    ``configmap://``, ``file://`` or a plain path; no two with the same file name), refused as
+    ``trainingInput.packageUris[i]`` otherwise;
+  - ``hyperparameters``: checked by `server_ext.jobs.hptuning.parse_spec` (so a bad sweep is refused
+    here, with its field's path, not only when the job is planned);
   - output-only fields (``state``, times, ``trainingOutput``, ``errorMessage``, ``etag``) are
     refused on create (`parse_job(doc, create=True)`), accepted when reading back a stored job.
 - `kubernetes_name(job_id)`: a DNS-1123 label for the Kubernetes objects of a job, collision
@@ -34,6 +42,8 @@ import yaml
 
 from hub_ext.errors import UserInputError
 
+from .fetch import parse_all
+from .hptuning import parse_spec
 from .schema import coerce
 
 JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
@@ -42,6 +52,8 @@ LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 JOB_ID_ANNOTATION = "mlplatform.io/job-id"
 OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "errorMessage", "trainingOutput", "etag",
                "jobPosition", "predictionOutput")
+MAX_REPLICAS = 2**31 - 1
+MAX_ACCELERATORS = 64
 TIERS = ("BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "CUSTOM")
 _CUSTOM_ONLY = ("masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
                 "parameterServerCount", "evaluatorCount", "workerConfig", "parameterServerConfig", "evaluatorConfig")
@@ -124,6 +136,8 @@ def _check_training(t: dict, shipped_package: bool = False) -> dict:
             count = int(t.get(f"{role}Count", "0"))
             if count < 0:
                 raise UserInputError(f"trainingInput.{role}Count", "must be 0 or more")
+            if count > MAX_REPLICAS:
+                raise UserInputError(f"trainingInput.{role}Count", f"must be at most {MAX_REPLICAS}")
             if count and not t.get(f"{role}Type") and not (t.get(f"{role}Config") or {}).get("imageUri"):
                 raise UserInputError(f"trainingInput.{role}Type", f"is required when {role}Count is set")
             if t.get(f"{role}Type") and not count:
@@ -143,6 +157,12 @@ def _check_training(t: dict, shipped_package: bool = False) -> dict:
                 raise UserInputError(f"{where}.type", "is required")
             if int(acc.get("count", "1")) < 1:
                 raise UserInputError(f"{where}.count", "must be 1 or more")
+            if int(acc.get("count", "1")) > MAX_ACCELERATORS:
+                raise UserInputError(f"{where}.count", f"must be at most {MAX_ACCELERATORS} per replica")
+    if t.get("packageUris"):
+        parse_all(list(t["packageUris"]))
+    if t.get("hyperparameters"):
+        parse_spec(t["hyperparameters"])
     has_image = bool((t.get("masterConfig") or {}).get("imageUri"))
     if not has_image:
         if not t.get("pythonModule"):

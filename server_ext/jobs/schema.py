@@ -6,7 +6,10 @@ REST JSON) into the API's canonical JSON shape, by the discovery document's fiel
 - objects: only the schema's properties; an unknown field is refused with its path
   (``trainingInput.masterConfig.acceleratorConfig.cuont``) and, when close, the likely name;
 - ``int64`` fields are strings of a whole number (``"4"``), as the API sends them; ``4`` and
-  ``"4"`` are both accepted, ``4.5`` and ``"four"`` are not;
+  ``"4"`` are both accepted, ``4.5`` and ``"four"`` are not, nor a number outside the format's
+  range (``int32``, ``int64``, ``uint64``);
+- ``number`` (double) fields must be finite: NaN and ±Infinity (YAML's ``.nan``/``.inf``, the
+  ``NaN``/``Infinity`` Python's JSON reader lets through) are refused;
 - booleans accept ``true``/``false`` and YAML-ish spellings (``"yes"``, ``"True"``, ``1``, ``0``);
 - enums must be one of the listed values (case-insensitive on input, ``-`` read as ``_``,
   upper-case out), except for fields named in `OPEN_ENUMS` (the accelerator type, which the
@@ -23,7 +26,9 @@ import datetime
 import difflib
 import functools
 import json
+import math
 import pathlib
+import re
 from typing import Any
 
 from hub_ext.errors import UserInputError
@@ -32,6 +37,8 @@ DISCOVERY = pathlib.Path(__file__).parent / "data" / "ml-v1-discovery.json"
 OPEN_ENUMS = ("acceleratorConfig.type",)
 _TRUE = {"true", "yes", "y", "on", "1"}
 _FALSE = {"false", "no", "n", "off", "0"}
+RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1), "uint32": (0, 2**32 - 1),
+          "uint64": (0, 2**64 - 1)}
 
 
 @functools.cache
@@ -76,16 +83,11 @@ def coerce(value: Any, schema: dict | str, path: str = "") -> Any:
     if kind == "boolean":
         return _boolean(value, where)
     if kind == "string" and schema.get("format") in ("int64", "uint64"):
-        return _int64(value, where)
+        return _int64(value, where, schema["format"])
     if kind == "integer":
-        return int(_int64(value, where))
+        return int(_int64(value, where, schema.get("format") or "int32"))
     if kind == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-            raise UserInputError(where, "must be a number")
-        try:
-            return float(value)
-        except ValueError:
-            raise UserInputError(where, "must be a number") from None
+        return _double(value, where)
     if kind == "string":
         return _string(value, schema, where)
     return value
@@ -102,16 +104,33 @@ def _boolean(value: Any, where: str) -> bool:
     raise UserInputError(where, "must be true or false")
 
 
-def _int64(value: Any, where: str) -> str:
+def _int64(value: Any, where: str, fmt: str = "int64") -> str:
+    """A whole number in `fmt`'s range (`RANGES`), as text."""
     if isinstance(value, bool):
         raise UserInputError(where, "must be a whole number")
+    low, high = RANGES.get(fmt, RANGES["int64"])
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return str(int(value.strip()))
-    raise UserInputError(where, "must be a whole number")
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        text = value.strip()  # more than 40 digits is beyond every range (and int() refuses ~4300)
+        value = int(text) if len(text) <= 40 else (low - 1 if text.startswith("-") else high + 1)
+    if not isinstance(value, int):
+        raise UserInputError(where, "must be a whole number")
+    if not low <= value <= high:
+        raise UserInputError(where, f"must be a whole number from {low} to {high} ({fmt})")
+    return str(value)
+
+
+def _double(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UserInputError(where, "must be a number")
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        raise UserInputError(where, "must be a number") from None
+    if not math.isfinite(number):
+        raise UserInputError(where, "must be a finite number (not NaN or infinity)")
+    return number
 
 
 def _string(value: Any, schema: dict, where: str) -> str:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.local
 
@@ -139,3 +140,60 @@ def test_submit_mounts_the_projects_credentials_and_datasets_by_path(cli, tmp_pa
     assert "canary-value-never-shown" not in done.stdout + done.stderr
     assert refused.returncode == 1 and "PERMISSION_DENIED" in refused.stderr and "no dataset 'coco'" in refused.stderr
     assert "NOT_FOUND" in cli("jobs", "describe", "refused", "--local").stderr  # nothing was created
+
+
+def test_dry_run_builds_the_package_and_prints_its_configmap(cli):
+    """``--dry-run --package-path`` builds the sdist as a submit does and shows what carries it."""
+    import base64
+
+    done = cli("jobs", "submit", "training", "j1", "--package-path", "trainer", "--module-name", "trainer.task",
+               "-n", "team", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    job, configmap = yaml.safe_load_all(done.stdout)
+    assert job["kind"] == "TFJob" and configmap["kind"] == "ConfigMap"
+    assert (configmap["metadata"]["name"], configmap["metadata"]["namespace"]) == ("j1-package", "team")
+    assert configmap["metadata"]["ownerReferences"] == [{"apiVersion": job["apiVersion"], "kind": "TFJob",
+                                                         "name": "j1"}]  # the uid comes with the created job
+    (filename, data), = configmap["binaryData"].items()
+    assert filename == "trainer-0.0.0.tar.gz" and base64.b64decode(data)[:2] == b"\x1f\x8b"
+    assert f"configmap://j1-package/{filename}" in done.stdout  # the job fetches it from there
+    assert done.stderr.startswith(f"note: {filename} (") and done.stderr.endswith(
+        f"built from trainer, would ship as configmap://j1-package/{filename}\n")
+
+    local = cli("jobs", "submit", "training", "j1", "--package-path", "trainer", "--module-name", "trainer.task",
+                "--local", "--dry-run")
+    assert local.returncode == 0, local.stderr
+    assert yaml.safe_load(local.stdout)["trainingInput"]["packageUris"] == [f"configmap://j1-package/{filename}"]
+
+
+def test_dry_run_applies_the_package_size_rule(cli, tmp_path):
+    (tmp_path / "trainer" / "weights.bin").write_bytes(os.urandom(1024 * 1024))  # incompressible: > 900 KiB
+    argv = ("jobs", "submit", "training", "big", "--package-path", "trainer", "--module-name", "trainer.task",
+            "--dry-run")
+    refused = cli(*argv)
+    assert (refused.returncode, refused.stdout) == (2, "")
+    assert refused.stderr.startswith("ERROR: (kubectl ai-platform.jobs.submit.training) Invalid value for "
+                                     "[--package-path]: the package is "), refused.stderr
+    assert refused.stderr.endswith("more than the 0.9 MB that can ship inside the cluster; set --staging-bucket\n")
+    staged = cli(*argv, "--staging-bucket", "gs://my-bucket")
+    assert staged.returncode == 0, staged.stderr
+    assert [d["kind"] for d in yaml.safe_load_all(staged.stdout)] == ["TFJob"]  # no ConfigMap
+    assert "would be staged to gs://my-bucket/big/packages/" in staged.stderr
+    assert "/trainer-0.0.0.tar.gz\n" in staged.stderr
+    assert not (tmp_path / "state").exists()  # nothing was created
+
+
+def test_dry_run_refuses_an_experiment_on_the_local_runtime_as_a_submit_does(cli, tmp_path):
+    (tmp_path / "experiment.yaml").write_text(
+        "apiVersion: kubeflow.org/v1beta1\nkind: Experiment\nmetadata: {name: mnist-lr}\nspec: {}\n")
+    argv = ("jobs", "submit", "training", "mnist_lr", "--config", "experiment.yaml", "--local")
+    dry, real = cli(*argv, "--dry-run"), cli(*argv)
+    assert (dry.returncode, dry.stdout) == (real.returncode, real.stdout) == (2, "")
+    assert dry.stderr == real.stderr and "[kind]: a Katib Experiment needs the Kubernetes runtime" in dry.stderr
+
+
+def test_a_missing_kubeconfig_shows_only_our_error(cli, tmp_path):
+    done = cli("jobs", "list", "--context", "kind-dev", KUBECONFIG=str(tmp_path / "no-kubeconfig"))
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith("ERROR: (kubectl ai-platform.jobs.list) Invalid value for [--context]: ")
+    assert done.stderr.count("\n") == 1 and "Config not found" not in done.stderr, done.stderr

@@ -91,6 +91,15 @@ def _param(**fields):
      f"{F}.params[0].categoricalValues", "unique, non-empty"),
     ({**BASE, "params": [{"parameterName": "c", "type": "CATEGORICAL"}]},
      f"{F}.params[0].categoricalValues", "is required"),
+    (_param(minValue=float("nan")), f"{F}.params[0].minValue", "finite"),
+    (_param(maxValue=float("inf")), f"{F}.params[0].maxValue", "finite"),
+    (_param(minValue=float("-inf")), f"{F}.params[0].minValue", "finite"),
+    (_param(type="INTEGER", minValue=0, maxValue=10**400), f"{F}.params[0].maxValue", "finite"),
+    ({**BASE, "params": [{"parameterName": "b", "type": "DISCRETE", "discreteValues": [1, float("inf")]}]},
+     f"{F}.params[0].discreteValues[1]", "finite"),
+    ({**BASE, "maxTrials": 2**31}, f"{F}.maxTrials", "at most 2147483647"),
+    ({**BASE, "maxParallelTrials": 2**31}, f"{F}.maxParallelTrials", "at most 2147483647"),
+    ({**BASE, "maxFailedTrials": 10**30}, f"{F}.maxFailedTrials", "at most 2147483647"),
 ])
 def test_bad_specs_are_refused_with_the_field(doc, field, message):
     with pytest.raises(UserInputError) as e:

@@ -151,6 +151,38 @@ def job(**training):
     ({**job(), "predictionInput": {}}, "predictionInput", "not supported"),
     ({**job(), "createTime": "2026"}, "createTime", "output only"),
     ({**job(), "trainingInputs": {}}, "trainingInputs", "did you mean 'trainingInput'"),
+    (job(scaleTier="CUSTOM", masterType="m", workerType="m", workerCount="99999999999999999999999"),
+     "trainingInput.workerCount", "from -9223372036854775808 to 9223372036854775807 (int64)"),
+    (job(scaleTier="CUSTOM", masterType="m", workerType="m", workerCount=10**400), "trainingInput.workerCount",
+     "(int64)"),
+    (job(scaleTier="CUSTOM", masterType="m", workerType="m", workerCount="9" * 5000), "trainingInput.workerCount",
+     "(int64)"),
+    (job(scaleTier="CUSTOM", masterType="m", workerType="m", workerCount=2**31), "trainingInput.workerCount",
+     "at most 2147483647"),
+    (job(scaleTier="CUSTOM", masterType="m", parameterServerType="m", parameterServerCount=2**31),
+     "trainingInput.parameterServerCount", "at most 2147483647"),
+    (job(scaleTier="CUSTOM", masterType="m", evaluatorType="m", evaluatorCount=2**31),
+     "trainingInput.evaluatorCount", "at most 2147483647"),
+    (job(workerCount="\u00b2"), "trainingInput.workerCount", "whole number"),  # a digit to str.isdigit, not to int
+    (job(scaleTier="CUSTOM", masterType="m", masterConfig={"acceleratorConfig": {"type": "nvidia-tesla-t4",
+                                                                                 "count": 99999999999}}),
+     "trainingInput.masterConfig.acceleratorConfig.count", "at most 64 per replica"),
+    (job(packageUris=["ftp://b/p.tar.gz"]), "trainingInput.packageUris[0]", "unsupported scheme ftp://"),
+    (job(packageUris=["gs://b/p.tgz", "https://h/p.tgz"]), "trainingInput.packageUris[1]", "unsupported scheme"),
+    (job(packageUris=["gs://b/p.tgz", "s3://c/p.tgz"]), "trainingInput.packageUris[1]", "same file name"),
+    (job(packageUris=["gs://bucket-only"]), "trainingInput.packageUris[0]", "must name one file"),
+    (job(hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "minValue": float("nan"), "maxValue": 1}]}),
+     "trainingInput.hyperparameters.params[0].minValue", "finite"),
+    (job(hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "minValue": 0, "maxValue": "Infinity"}]}),
+     "trainingInput.hyperparameters.params[0].maxValue", "finite"),
+    (job(hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "maxTrials": 2**31, "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}),
+     "trainingInput.hyperparameters.maxTrials", "(int32)"),
+    (job(hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "maxValue": 1}]}),
+     "trainingInput.hyperparameters.params[0].minValue", "is required"),  # the spec is checked when parsed
 ])
 def test_bad_jobs_name_the_field(doc, field, message):
     with pytest.raises(UserInputError) as e:
@@ -191,3 +223,15 @@ def test_the_bundled_discovery_document_is_googles():
     assert doc["name"] == "ml" and doc["version"] == "v1" and doc["revision"] == "20251213"
     methods = doc["resources"]["projects"]["resources"]["jobs"]["methods"]
     assert {"create", "get", "list", "cancel"} <= set(methods)
+
+
+def test_limits_themselves_and_every_fetchable_package_uri_are_accepted():
+    top = parse_job(job(scaleTier="CUSTOM", masterType="m", workerType="m", workerCount=2**31 - 1,
+                        masterConfig={"acceleratorConfig": {"type": "nvidia-tesla-t4", "count": 64}},
+                        hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "maxTrials": 2**31 - 1,
+                                         "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": -1e308,
+                                                     "maxValue": 1e308}]}))
+    assert top.training["workerCount"] == "2147483647"
+    assert top.training["masterConfig"]["acceleratorConfig"]["count"] == "64"
+    uris = ["gs://b/a.tgz", "s3://b/b.tgz", "configmap://j1-package/c.tar.gz", "file:///w/d.whl", "trainer", "../e"]
+    assert parse_job(job(packageUris=uris)).training["packageUris"] == uris
