@@ -62,9 +62,10 @@ from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs import package
 from server_ext.jobs.backend import JobBackend
 from server_ext.jobs.model import parse_job
-from server_ext.jobs.defaults import DEFAULT_CREDENTIAL_TYPES, default_plan_settings
+from server_ext.jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
 from server_ext.jobs.plan import JobPlan, PlanSettings, plan_job, with_package
-from server_ext.jobs.service import Files, JobService
+from server_ext.jobs.service import LOCAL_EXPERIMENT, Files, JobService
+from server_ext.jobs.tables import JobTables
 from server_ext.config import cli_config, context_for_region
 
 from . import commands, output
@@ -72,9 +73,6 @@ from .flags import (PROG, UsageError, command_path, flag_for, flags_to_job, is_e
                     mounts_from_flags, parse_args)
 
 _TRUE = ("1", "true", "yes", "on")
-# JobService.create's refusal of an Experiment on a backend without submit_experiment (the local one)
-LOCAL_EXPERIMENT = ("a Katib Experiment needs the Kubernetes runtime; here, submit the sweep as "
-                    "trainingInput.hyperparameters")
 _LIBRARY_LOGGERS = ("kubernetes_asyncio", "kubernetes")
 Closer = Callable[[], Awaitable[None]]
 
@@ -144,12 +142,10 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
         project = project_of(args, user, env)  # before the backend's threads start importing
         backend = LocalBackend(state)
         await backend.start()
-        return backend, default_plan_settings(), project, _local_files(env), backend.close
+        return backend, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project, _local_files(env), backend.close
     from hub_ext.cluster import list_available
     from hub_ext.kube_mounts import MountSettings
     from server_ext.jobs.kube_backend import KubeBackend
-    from server_ext.jobs.kubeflow import KubeSettings
-    from server_ext.jobs.machines import Machines
     from server_ext.kube_target import catalog, connect
 
     context = context_for_region(getattr(args, "region", None), cli_config(env).get("regions", {}),
@@ -160,7 +156,8 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
     if not published:
         err.write(f"note: project {project!r} has no published catalogue; using the built-in one\n")
     mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
-    backend = KubeBackend(kube, KubeSettings(mounts))
+    tables = _tables(env)
+    backend = KubeBackend(kube, tables.kube_settings(mounts))
     # the user's own RBAC decides which Secrets and PVCs they may mount (Secrets read only if asked for)
     wants_credentials = bool(getattr(args, "credentials", None))
 
@@ -168,8 +165,13 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
         await backend.close()
         await kube.api_client.close()
 
-    return backend, PlanSettings(Machines(accelerators)), project, \
+    return backend, tables.plan_settings(accelerators), project, \
         lambda p: list_available(kube, p, mounts, credentials=wants_credentials), close
+
+
+def _tables(env: Mapping[str, str]) -> JobTables:
+    """The operator's job tables from the plugin's settings file (`jobs:`), else the built-in ones."""
+    return cli_config(env)["jobs"]
 
 
 def command_of(args: argparse.Namespace | None) -> str:
@@ -248,7 +250,7 @@ async def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None,
         return 0
     job = parse_job(doc, shipped_package=package_path is not None)
     try:
-        plan = plan_job(job, default_plan_settings(), project=project, owner=user)
+        plan = plan_job(job, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project=project, owner=user)
     except UserInputError as e:
         raise UserInputError(flag_for(e.field, args), e.message, e.status) from None
     if mounts_from_flags(args):
@@ -263,11 +265,11 @@ async def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None,
             return 0
         try:
             from hub_ext.kube_mounts import MountSettings
-            from server_ext.jobs.kubeflow import KubeSettings, job_manifest
+            from server_ext.jobs.kubeflow import job_manifest
         except ImportError as e:
             raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
 
-        settings = KubeSettings(MountSettings(DEFAULT_CREDENTIAL_TYPES))
+        settings = _tables(env).kube_settings(MountSettings(DEFAULT_CREDENTIAL_TYPES))
         if plan.sweep is not None:
             from server_ext.jobs.katib import experiment_manifest
 

@@ -47,6 +47,9 @@ async def _no_files(project: str) -> Available:
     return Available()
 
 
+# the refusal of a Katib Experiment by a backend that cannot run one (the local one; also --dry-run's)
+LOCAL_EXPERIMENT = ("a Katib Experiment needs the Kubernetes runtime; here, submit the sweep as "
+                    "trainingInput.hyperparameters")
 Settings = Callable[[str], Awaitable[PlanSettings]]  # project → its catalogue and tables
 
 
@@ -71,8 +74,7 @@ class JobService:
         if body.get("kind") == "Experiment":  # a user's own Katib Experiment, taken as it is
             submit = getattr(self.backend, "submit_experiment", None)
             if submit is None:
-                raise UserInputError("kind", "a Katib Experiment needs the Kubernetes runtime; here, submit the "
-                                             "sweep as trainingInput.hyperparameters")
+                raise UserInputError("kind", LOCAL_EXPERIMENT)
             if package_path is not None:
                 raise UserInputError("--package-path", "a Katib Experiment is submitted as it is: its trialSpec "
                                                        "names its own image and code")

@@ -10,7 +10,8 @@ import yaml
 
 from hub_ext.errors import UserInputError
 from server_ext.cli.flags import parse_args
-from server_ext.cli.main import LOCAL_EXPERIMENT, main
+from server_ext.cli.main import main
+from server_ext.jobs.service import LOCAL_EXPERIMENT
 from server_ext.jobs.model import MAX_ACCELERATORS, MAX_REPLICAS, parse_job
 
 pytestmark = pytest.mark.unit

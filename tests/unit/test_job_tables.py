@@ -88,3 +88,35 @@ def test_the_plugin_settings_file_carries_job_tables(tmp_path):
     assert {p.path for p in e.value.problems} == {f"{path}: jobs.machines.small.cpu",
                                                   f"{path}: jobs.machines.small.memory_gib"}
     assert cli_config({"MLPLATFORM_CONFIG": str(tmp_path / "absent.yaml")})["jobs"] == JobTables()
+
+
+def test_the_plugin_plans_with_its_settings_files_tables(tmp_path):
+    """`--dry-run` (offline: the built-in catalogue) takes the machine, the legacy GPU and the
+    fetcher image from `jobs:` in the plugin's settings file."""
+    import io
+
+    import yaml
+
+    from server_ext.cli.main import main
+
+    path = tmp_path / "kubectl-ai-platform.yaml"
+    path.write_text("jobs:\n  legacy_gpu: 3g.20gb\n  fetcher_image: registry.example.com/tools:1\n"
+                    "  machines: {dgx-small: {cpu: 6, memory_gib: 24}}\n")
+    env = {"JUPYTERHUB_USER": "alice", "MLPLATFORM_CONFIG": str(path)}
+
+    def dry_run(*flags):
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["jobs", "submit", "training", "j", "--module-name", "trainer.task", "--packages",
+                     "gs://b/trainer-0.1.tar.gz", "--dry-run", *flags], out=out, err=err, env=env)
+        assert code == 0, err.getvalue()
+        (manifest,) = yaml.safe_load_all(out.getvalue())
+        assert manifest["kind"] == "TFJob"  # the default runtime is TensorFlow's
+        (chief,) = manifest["spec"]["tfReplicaSpecs"].values()
+        return chief["template"]["spec"]
+
+    pod = dry_run("--scale-tier", "basic-gpu")
+    (main_container,) = pod["containers"]
+    assert main_container["resources"]["limits"]["nvidia.com/mig-3g.20gb"] == "1"
+    assert pod["initContainers"][0]["image"] == "registry.example.com/tools:1"
+    pod = dry_run("--scale-tier", "custom", "--master-machine-type", "dgx-small")
+    assert pod["containers"][0]["resources"]["limits"]["cpu"] == "6"
