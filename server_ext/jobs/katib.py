@@ -26,8 +26,10 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
   the job's ``status.conditions``; ``retain: true`` keeps each trial's job (and its pods' logs);
 - one metrics collector: Katib's ``File`` collector, format ``JSON``, at `METRICS_FILE`, which is
   ``CLOUD_ML_HP_METRIC_FILE`` in every trial container, so ``cloudml-hypertune`` writes there; the
-  trial program also copies each ``<tag>=<number>`` found in the trainer's output (Katib's StdOut
-  convention) into that file as one JSON line, passing the output on unchanged;
+  trial program (`WATCH_PY`) also copies each ``<tag>=<number>`` found in the trainer's output (Katib's
+  StdOut convention) into that file as one JSON line, passing the output on unchanged, and echoes
+  every line something else writes to that file to stdout, once, so the trial's log holds its whole
+  metric series either way (`metric_reports`);
 - ``UNIT_REVERSE_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``y`` log-uniformly in
   ``[min, max]`` as parameter ``<name>-reversed``; the trial passes ``x = min + (max − y)`` (exactly
   ``max`` at ``y = min``, ``min`` at ``y = max``, clamped to ``[min, max]``), computed by the trainer image's Python exactly as `reverse_value` computes it,
@@ -84,23 +86,78 @@ REVERSE_PY = ('import sys; k, a, b, y = sys.argv[1:]; a, b, y = (int(a), int(b),
               'else (float(a), float(b), float(y)); x = b if y <= a else min(max(a + (b - y), a), b); '
               'print(x if k == "INTEGER" else repr(x))')
 
-# Runs the trainer (argv[1:]), passes its output (stderr merged) through unchanged, and appends one
-# JSON line {"<tag>": "<value>", "timestamp": <seconds>} (cloudml-hypertune's shape, which Katib's
-# File collector reads) for every "<tag>=<number>" in it. Exits with the trainer's status.
-WATCH_PY = r"""import json, os, re, signal, subprocess, sys, time
+# Runs the trainer (argv[1:]) and passes its output (stderr merged) through unchanged, plus:
+# - for every "<tag>=<number>" in it, appends one JSON line {"<tag>": "<value>", "timestamp": <seconds>}
+#   (cloudml-hypertune's shape, which Katib's File collector reads) to the metrics file;
+# - echoes to stdout every line that something else (cloudml-hypertune) writes to the metrics file, once,
+#   so the pod log carries the trial's metric series too (`metric_reports.series`). The file is polled
+#   (4 times a second and once more after the trainer ended) and read from where the last read stopped
+#   while it only grows; when it was rewritten (cloudml-hypertune rewrites it whole, keeping its last 100
+#   reports) it is read whole and only lines not seen before are echoed. Lines already there when the
+#   trial started (a restarted container) and the lines it appended itself are not echoed.
+# Exits with the trainer's status (128 + signal when killed).
+WATCH_PY = r"""import json, os, re, signal, subprocess, sys, threading, time
 tag = os.environ["MLPLATFORM_HP_METRIC_TAG"]
 path = os.environ["CLOUD_ML_HP_METRIC_FILE"]
 found = re.compile(r"(?<![\w./-])" + re.escape(tag) + r"\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
+lock, own, seen, read, at_start = threading.Lock(), set(), {}, [None, 0, b""], [True]
+def emit(data, line=False):
+    with lock:
+        if line and not at_start[0]:
+            data = b"\n" + data
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        at_start[0] = data.endswith(b"\n")
+def echo(show=True):
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            key, (_, at, last) = (st.st_ino, st.st_size, st.st_mtime_ns), read
+            if key == read[0]:
+                return
+            start = 0
+            if last and st.st_size >= at:
+                f.seek(at - len(last))
+                start = at if f.read(len(last)) == last else 0
+            f.seek(start)
+            data = f.read()
+    except OSError:
+        return
+    done = data.rfind(b"\n") + 1
+    for line in data[:done].split(b"\n")[:-1]:
+        if start == 0 and line in seen:
+            continue
+        seen[line] = None
+        if len(seen) > 100000:
+            del seen[next(iter(seen))]
+        with lock:
+            mine = line in own
+            own.discard(line)
+        if show and not mine and line.strip():
+            emit(line + b"\n", line=True)
+    read[:] = [key, start + done, data[max(0, done - 256):done]] if done else [key, at, last]
+def poll(stop):
+    while not stop.wait(0.25):
+        echo()
+echo(show=False)
+stop = threading.Event()
+poller = threading.Thread(target=poll, args=(stop,), daemon=True)
 child = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 for s in (signal.SIGTERM, signal.SIGINT):
     signal.signal(s, lambda number, frame: child.send_signal(number))
+poller.start()
 for raw in child.stdout:
-    sys.stdout.buffer.write(raw)
-    sys.stdout.buffer.flush()
+    emit(raw)
     for m in found.finditer(raw.decode("utf-8", "replace")):
+        report = json.dumps({tag: m.group(1), "timestamp": time.time()})
+        with lock:
+            own.add(report.encode())
         with open(path, "a") as f:
-            f.write(json.dumps({tag: m.group(1), "timestamp": time.time()}) + "\n")
+            f.write(report + "\n")
 code = child.wait()
+stop.set()
+poller.join()
+echo()
 sys.exit(128 - code if code < 0 else code)
 """
 

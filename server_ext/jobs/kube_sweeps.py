@@ -39,7 +39,9 @@ Guarantees:
   numbering, follow and resume rules); it ends when the Trial has completed or is gone.
 - **Trial metrics** (`trial_metrics`): read from the log of the trial's master pod
   (``timestamps=true``) as `metric_reports.series` parses it: the reports of
-  ``hyperparameterMetricTag`` (the Experiment's ``objectiveMetricName``), oldest first. A trial
+  ``hyperparameterMetricTag`` (the Experiment's ``objectiveMetricName``), oldest first. The log
+  has them whether the trainer prints ``<tag>=<number>`` or reports through ``cloudml-hypertune``:
+  the trial program echoes each line written to the metrics file (`katib.WATCH_PY`). A trial
   whose pods are gone has an empty series (Katib's DB keeps them on a real cluster; it is not
   reachable from here).
 """

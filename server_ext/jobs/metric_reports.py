@@ -1,13 +1,20 @@
-"""The metric reports a sweep trial's trainer prints, read from its pod's log: pure (the log's text
+"""The metric reports a sweep trial's trainer makes, read from its pod's log: pure (the log's text
 in, a series out); `kube_sweeps.trial_metrics` reads the log.
 
 A log read with ``timestamps=true`` gives, oldest first, the reports of ``hyperparameterMetricTag``
-(the Experiment's ``objectiveMetricName``) in either form a trainer prints:
+(the Experiment's ``objectiveMetricName``) in either form a trial's log carries them:
 
+- a hypertune JSON line (``{"<tag>": "0.91", "global_step": "10", "timestamp": 1767...}``): what
+  ``cloudml-hypertune`` writes to ``CLOUD_ML_HP_METRIC_FILE``, which the trial program
+  (`katib.WATCH_PY`) echoes to stdout line by line, or a trainer printed itself; ``trainingStep`` is
+  its ``global_step`` (``step``, ``epoch``), else the report's ordinal. The same line twice (a
+  trainer that prints what it reports, echoed again) is one report (lines with a ``timestamp``);
 - Katib's StdOut collector form ``<tag>=<number>`` (several per line allowed; ``global_step=``/
-  ``step=``/``epoch=`` on the same line is the ``trainingStep``, else the report's ordinal);
-- a hypertune JSON line (``{"<tag>": v, "global_step": "10", "timestamp": 1767...}``, as
-  ``cloudml-hypertune`` writes it, teed to stdout).
+  ``step=``/``epoch=`` on the same line is the ``trainingStep``, else the report's ordinal).
+
+When the log has JSON reports of the tag, they are the series and ``<tag>=<number>`` lines are not
+counted: the JSON lines are what Katib's File collector reads, and a trainer that both prints its
+metric and reports it through hypertune would otherwise show every point twice.
 
 ``time`` is the JSON's timestamp, else the line's log timestamp (RFC 3339, nanoseconds allowed,
 answered in UTC with ``Z``); a line without a log timestamp is read whole, without a ``time``.
@@ -27,7 +34,9 @@ _STAMP = re.compile(r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?P<fraction>\.\d+
 def series(text: str, tag: str) -> list[dict]:
     """The reports of `tag` in a log read with ``timestamps=true``, oldest first, as
     ``[{"trainingStep", "objectiveValue", "time"?}]`` (see the module docstring)."""
-    out: list[dict] = []
+    reports: list[dict] = []  # JSON reports
+    printed: list[dict] = []  # <tag>=<number> reports
+    seen: set[str] = set()
     for raw in text.splitlines():
         stamp, _, line = raw.partition(" ")
         when = _rfc3339(stamp)
@@ -35,29 +44,49 @@ def series(text: str, tag: str) -> list[dict]:
             when, line = None, raw
         body = line.strip()
         if body.startswith("{"):
-            try:
-                doc = json.loads(body)
-            except ValueError:
-                doc = None
-            if isinstance(doc, dict) and tag in doc:
+            doc = _json(body)
+            if doc is not None and tag in doc:
+                key = json.dumps(doc, sort_keys=True) if "timestamp" in doc else None
+                if key in seen:
+                    continue
+                if key:
+                    seen.add(key)
                 try:
                     value = float(doc[tag])
                 except (TypeError, ValueError):
                     continue
-                step = next((doc[k] for k in _STEP_KEYS if k in doc), len(out) + 1)
-                ts = doc.get("timestamp")
-                if isinstance(ts, (int, float)):
-                    when = dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat().replace("+00:00", "Z")
-                out.append(_point(step, value, when))
+                step = next((doc[k] for k in _STEP_KEYS if k in doc), len(reports) + 1)
+                when = _epoch(doc.get("timestamp")) or when
+                reports.append(_point(step, value, when))
                 continue
+        if reports:  # JSON reports win (module docstring): no need to parse the rest as StdOut
+            continue
         pairs = _STDOUT.findall(body)
         values = [float(v) for k, v in pairs if k == tag]
         if not values:
             continue
         step = next((v for k in _STEP_KEYS for key, v in pairs if key == k), None)
         for value in values:
-            out.append(_point(step if step is not None else len(out) + 1, value, when))
-    return out
+            printed.append(_point(step if step is not None else len(printed) + 1, value, when))
+    return reports or printed
+
+
+def _json(body: str) -> dict | None:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _epoch(ts) -> str | None:
+    """A hypertune ``timestamp`` (seconds since the epoch) in RFC 3339, UTC with ``Z``; None if it is not one."""
+    if not isinstance(ts, (int, float)) or isinstance(ts, bool):
+        return None
+    try:
+        return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def _point(step, value: float, when: str | None) -> dict:

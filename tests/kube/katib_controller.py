@@ -30,9 +30,11 @@ only, as Katib does it:
   container through ``pods/log`` and parses Katib's StdOut format (``name=value``) and JSON lines
   (``{"<name>": value, …}``: what a ``File`` collector with format ``JSON`` reads from its file,
   which the stand-in's pods cannot have; `katib.trial_command` writes one such line per
-  ``<name>=<number>`` the trainer prints) for the objective and additional metrics: ``status.observation.metrics[]`` (``name``, ``latest``, ``min``,
-  ``max`` as strings) and ``Succeeded``; no objective value → ``MetricsUnavailable``
-  (values ``unavailable``); the failure condition → ``Failed``. ``completionTime`` when it ends.
+  ``<name>=<number>`` the trainer prints, and echoes to the log each line cloudml-hypertune writes
+  to the file) for the objective and additional metrics: ``status.observation.metrics[]``
+  (``name``, ``latest``, ``min``, ``max`` as strings) and ``Succeeded``; no objective value →
+  ``MetricsUnavailable`` (values ``unavailable``); the failure condition → ``Failed``.
+  ``completionTime`` when it ends.
 """
 
 from __future__ import annotations

@@ -2,22 +2,30 @@
 `tests.kube.katib_controller`, the Training Operator by `tests.kube.training_operator`, pods by the
 emulated kubelet (run, log, finish on the test's command). A sweep of 4 trials, 2 in parallel:
 parallelism, each trial's ``--name=value`` args, states, ``trainingOutput``, trial logs and
-metrics, cancel, a native Experiment, and the created Experiment against Katib's swagger."""
+metrics, cancel, a native Experiment, and the created Experiment against Katib's swagger; and a
+trial whose container command really runs a trainer that reports only through cloudml-hypertune's
+file."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import pathlib
+import signal
+import sys
 
 import jsonschema
 import pytest
 
 from hub_ext.errors import UserInputError
 from server_ext.errors import JobExists, JobFinished, JobNotFound
+from server_ext.jobs import katib as katib_mapping
 from server_ext.jobs.native_experiment import native_experiment
 from tests.kube.job_env import plan, pods, pytorch_doc, state
 from tests.kube.katib_controller import EXPERIMENT_LABEL, KatibController, completed
+from tests.unit.test_job_kubeflow import kubernetes_expand
 
 pytestmark = pytest.mark.kube
 standin_only = pytest.mark.standin_only
@@ -185,6 +193,96 @@ async def test_trial_metrics_read_hypertune_json_lines(backend, katib, standin, 
     series = await backend.trial_metrics(ns, "hypertuned", "1")
     assert series == [{"trainingStep": "10", "objectiveValue": 0.2, "time": "2026-01-01T00:00:01.500000Z"},
                       {"trainingStep": "20", "objectiveValue": 0.4, "time": "2026-01-01T00:00:02.500000Z"}]
+
+
+# cloudml-hypertune's reporting as it does it (the metrics file rewritten whole, its last 100 reports
+# kept); nothing metric-like on stdout. The third report waits for a "release" file next to it.
+HYPERTUNE_TRAINER = """\
+import collections, json, os, pathlib, sys, time
+path = pathlib.Path(os.environ["CLOUD_ML_HP_METRIC_FILE"])
+kept = collections.deque(maxlen=100)
+def report(value, step):
+    kept.append({"timestamp": time.time(), "trial": "0", "accuracy": str(value), "global_step": str(step)})
+    path.write_text("".join(json.dumps(m, sort_keys=True) + "\\n" for m in kept))
+print("training with", *sys.argv[1:], flush=True)
+report(0.2, 10)
+report(0.4, 20)
+while not path.with_name("release").exists():
+    time.sleep(0.05)
+report(0.7, 30)
+"""
+
+
+async def run_container(pod: dict, container: str, volume: pathlib.Path) -> asyncio.subprocess.Process:
+    """Start a pod's container as a kubelet would (Kubernetes' ``$(VAR)``/``$$`` expansion of its
+    command and env), with Katib's metrics volume (``/var/log/katib``, which Katib's webhook adds)
+    at `volume`; `pump` puts its output into the pod's log. (The stand-in's process-mode kubelet
+    keeps ``$$`` as it is, and the trial program has many: the test plays the kubelet here.)"""
+    c = next(x for x in pod["spec"]["containers"] if x["name"] == container)
+    env = {e["name"]: e["value"] for e in c.get("env") or [] if "value" in e}
+    env = {**{k: kubernetes_expand(v, env) for k, v in env.items()}, "PATH": os.environ["PATH"],
+           "CLOUD_ML_HP_METRIC_FILE": str(volume / pathlib.PurePath(katib_mapping.METRICS_FILE).name)}
+    argv = [kubernetes_expand(w, env) for w in [*c["command"], *(c.get("args") or [])]]
+    return await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+
+
+async def pump(kubelet, ns: str, pod: str, proc: asyncio.subprocess.Process) -> int:
+    async for line in proc.stdout:
+        kubelet.log(ns, pod, line.decode().rstrip("\n"))
+    return await proc.wait()
+
+
+@standin_only
+async def test_a_hypertune_only_trainer_has_a_metric_series(backend, katib, standin, kube_target, tmp_path):
+    """A trainer that reports only through cloudml-hypertune's file, run for real in the trial's
+    container command: the trial program echoes the file's lines to the log, so `trial_metrics` has
+    the series while the trial runs and after it ended, and Katib (the helper, reading the log the
+    way a File collector reads the file) records the last value."""
+    ns = kube_target.namespace
+    (tmp_path / "train.py").write_text(HYPERTUNE_TRAINER)
+    command = [sys.executable, str(tmp_path / "train.py")]
+    doc = {"jobId": "hypertune_only", "trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+        "masterConfig": {"imageUri": "python:3.11-slim", "containerCommand": command},
+        "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": 1,
+                            "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}}}
+    p = plan(doc, ns)
+    await backend.submit(p)
+    trial = (await until(lambda: trials_of(standin, ns, p.name)))[0]
+    job_name = {"batch.kubernetes.io/job-name": trial["metadata"]["name"]}
+    pod = await until(lambda: next(iter(pods(standin, ns, **job_name)), None))
+    name = pod["metadata"]["name"]
+    katib.kubelet.run(ns, name)
+    volume = tmp_path / "katib"
+    volume.mkdir()
+    proc = await run_container(pod, "trainer", volume)
+    exited = asyncio.ensure_future(pump(katib.kubelet, ns, name, proc))
+    try:
+        async def reported(n: int) -> list[dict]:
+            for _ in range(200):
+                series = await backend.trial_metrics(ns, "hypertune_only", "1")
+                if len(series) >= n:
+                    return series
+                await asyncio.sleep(0.05)
+            raise AssertionError(f"fewer than {n} reports: {series}")
+
+        assert [(x["trainingStep"], x["objectiveValue"]) for x in await reported(2)] == [("10", 0.2), ("20", 0.4)]
+        (volume / "release").touch()
+        assert await asyncio.wait_for(exited, 20) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the trainer too, should the test have failed
+        await asyncio.gather(exited, return_exceptions=True)
+    katib.kubelet.finish(ns, name)
+    job = await state(backend, ns, "hypertune_only", "SUCCEEDED")
+    series = await backend.trial_metrics(ns, "hypertune_only", "1")
+    assert [(x["trainingStep"], x["objectiveValue"]) for x in series] == [("10", 0.2), ("20", 0.4), ("30", 0.7)]
+    assert all(x["time"].endswith("Z") for x in series)
+    lines = [x.text async for x in backend.logs(ns, "hypertune_only", "trial-1")]
+    assert lines[0].startswith("training with --lr=") and not any("accuracy=" in x for x in lines)
+    assert [json.loads(x)["global_step"] for x in lines[1:]] == ["10", "20", "30"]  # each report once
+    assert job["trainingOutput"]["trials"][0]["finalMetric"]["objectiveValue"] == 0.7
 
 
 @standin_only

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from hub_ext.errors import UserInputError
-from server_ext.jobs import katib
+from server_ext.jobs import katib, metric_reports
 from server_ext.jobs.hptuning import parse_spec
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import plan_job
@@ -342,6 +342,11 @@ def test_the_trial_gets_its_hyperparameters_and_its_metrics_are_collected(tmp_pa
     metrics = [json.loads(x) for x in (tmp_path / "katib" / "metrics.json").read_text().splitlines()]
     assert sorted(m["auc"] for m in metrics) == ["0.61", "0.8", "7.5e-1"]  # not val_auc, not my.auc
     assert all(isinstance(m["timestamp"], float) for m in metrics)
+    # the line the trainer wrote to the file is echoed once; the program's own lines are not
+    assert [x for x in lines if x.startswith("{")] == [
+        json.dumps({"auc": "0.8", "global_step": "40", "timestamp": 1700000000.5})]
+    assert [(x["trainingStep"], x["objectiveValue"]) for x in metric_reports.series(done.stdout, "auc")] == [
+        ("40", 0.8)]
     if wrap:
         (marker,) = (tmp_path / "katib").glob("*.pid")
         assert marker.read_text().strip() == "completed"
@@ -354,6 +359,45 @@ def test_a_failing_trainer_fails_the_trial(tmp_path, wrap):
     done = _run(main, {"momentum": "0.6", "hidden": "16", "opt": "adam"}, tmp_path, wrap=wrap, exit_code=3)
     assert done.returncode == 3
     assert not list((tmp_path / "katib").glob("*.pid"))
+
+
+# cloudml-hypertune's reporting, as it does it: the file rewritten whole, its last 100 reports kept
+HYPERTUNE = """\
+import collections, json, os, sys, time
+kept = collections.deque(maxlen=100)
+def report(value, step):
+    kept.append({"timestamp": time.time(), "trial": "0", "auc": str(value), "global_step": str(step)})
+    with open(os.environ["CLOUD_ML_HP_METRIC_FILE"], "w") as f:
+        for m in kept:
+            f.write(json.dumps(m, sort_keys=True) + "\\n")
+print("training", flush=True)
+for step in range(1, 131):
+    report(step / 1000, step)
+    if step % 26 == 0:
+        time.sleep(0.4)  # the program reads the file four times a second
+print("done, no metric printed", end="")
+"""
+
+
+def test_hypertune_reports_are_echoed_to_the_log_once(tmp_path):
+    """A trainer that reports only through cloudml-hypertune (nothing on stdout): each line it writes
+    to the metrics file reaches stdout exactly once, in order, although the file is rewritten on
+    every report and keeps only 100; a line in the file before the trainer started is not echoed."""
+    (tmp_path / "train.py").write_text(HYPERTUNE)
+    training = {"masterConfig": {"imageUri": "x:1", "containerCommand": [sys.executable, str(tmp_path / "train.py")]},
+                "hyperparameters": HYPER}
+    (main,) = _main_containers(katib.experiment_manifest(make_plan("grid-batch-job", training), SETTINGS))
+    (tmp_path / "katib").mkdir()
+    (tmp_path / "katib" / "metrics.json").write_text('{"auc": "0.99", "timestamp": 1.0}\n')  # a previous run's
+    done = _run(main, {"momentum": "0.6", "hidden": "16", "opt": "adam"}, tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "training" and "done, no metric printed" in lines
+    reports = [json.loads(x) for x in lines if x.startswith("{")]
+    assert [int(r["global_step"]) for r in reports] == list(range(1, 131))
+    series = metric_reports.series(done.stdout, "auc")
+    assert [(x["trainingStep"], x["objectiveValue"]) for x in series] == [(str(n), n / 1000) for n in range(1, 131)]
+    assert len((tmp_path / "katib" / "metrics.json").read_text().splitlines()) == 100
 
 
 def test_every_replica_of_a_module_job_gets_the_arguments():
