@@ -4,12 +4,18 @@ Pure.
 
     HTTP status / error.status          raised
     400 FAILED_PRECONDITION             JobFinished (cancel of a job that already ended)
-    400, 409 (other), 401, 403          UserInputError(field, description, status): the field of the
-                                        fieldViolation; "token" for a refused credential (403)
+    400, 409 (other), 401, 403          UserInputError(field, description, status): the first
+                                        fieldViolation's; "token" for a refused credential (403)
     404 NOT_FOUND (Google's JSON)       JobNotFound(project, job_id)
     404 otherwise (no such route)       UpstreamError: the server has no ml/v1 API
     409 ALREADY_EXISTS                  JobExists(project, job_id)
     5xx, anything else                  UpstreamError (``could not X: Y`` from the server is kept as is)
+
+A `UserInputError` read from an answer carries **every** fieldViolation of it, in order, as
+``violations``: a tuple of ``(field, description)`` pairs (empty when the answer names no field);
+`field` and `message` are the first's, and its text lists them all (``f1: d1; f2: d2``). This
+server sends one; other ml.v1 servers may send several, and the submit form shows each next to its
+field.
 
 Connection failures are `UpstreamError` too (`unreachable`). Messages are the server's (never a
 stack trace: the server does not send one).
@@ -31,12 +37,23 @@ def _error(body: Any) -> dict:
     return error if isinstance(error, dict) else {}
 
 
-def _violation(error: dict) -> tuple[str | None, str | None]:
+def violations(error: dict) -> tuple[tuple[str, str], ...]:
+    """Every ``(field, description)`` of the error's ``fieldViolations`` (all its details), in order;
+    entries without a field are skipped, a missing description is ``""``."""
+    out = []
     for detail in error.get("details") or []:
         for violation in (detail.get("fieldViolations") or []) if isinstance(detail, dict) else []:
             if isinstance(violation, dict) and violation.get("field"):
-                return str(violation["field"]), violation.get("description")
-    return None, None
+                out.append((str(violation["field"]), str(violation.get("description") or "")))
+    return tuple(out)
+
+
+def _user_input(violated: tuple[tuple[str, str], ...], field: str, message: str, status: int) -> UserInputError:
+    e = UserInputError(field, message, status)
+    e.violations = violated
+    if len(violated) > 1:
+        e.args = ("; ".join(f"{f}: {d}" for f, d in violated),)
+    return e
 
 
 def from_response(status: int, body: Any, *, action: str, project: str, job_id: str | None = None) -> PlatformError:
@@ -44,7 +61,8 @@ def from_response(status: int, body: Any, *, action: str, project: str, job_id: 
     error = _error(body)
     name = error.get("status")
     message = str(error.get("message") or f"HTTP {status}")
-    field, description = _violation(error)
+    violated = violations(error)
+    field, description = violated[0] if violated else (None, None)
     if status == 400 and name == "FAILED_PRECONDITION" and job_id:
         found = _FINISHED.search(message)
         finished = JobFinished(job_id, found.group(1) if found else "finished")
@@ -58,9 +76,9 @@ def from_response(status: int, body: Any, *, action: str, project: str, job_id: 
     if status == 409 and name == "ALREADY_EXISTS" and job_id:
         return JobExists(project, job_id)
     if status in (401, 403) and field is None:
-        return UserInputError("token", f"the notebook server refused the credentials ({message})", 403)
+        return _user_input((), "token", f"the notebook server refused the credentials ({message})", 403)
     if 400 <= status < 500 and status not in (404, 405):
-        return UserInputError(field or "request", description or message, status)
+        return _user_input(violated, field or "request", description or message, status)
     found = _UPSTREAM.fullmatch(message)
     if found:
         return UpstreamError(found.group(1), found.group(2))

@@ -4,7 +4,7 @@
     job = client.submit("job.yaml", job_id="train_1", args=["--epochs=5"])
     job.wait()                      # → the handle, once SUCCEEDED / FAILED / CANCELLED
     for line in job.logs(): ...     # an iterator of lines; nothing is printed
-    job.cancel(); job.widget()      # a JobDetail widget of this job
+    job.cancel(); job.widget()      # its widget: a JobDetail (a sweep: its SweepMonitor)
 
 Guarantees:
 
@@ -184,10 +184,11 @@ class JobHandle:
         return _log_lines(self.client, self.client.jobs.logs(self.project, self.id, task, follow=follow))
 
     def widget(self):
-        """A `JobDetail` widget of this job (state timeline, live log, cancel)."""
+        """This job's widget: a `JobDetail` (state timeline, live log, cancel), or for a sweep (a job
+        with ``hyperparameters``) its `SweepMonitor` with an opened trial's log below it."""
         from ..widgets import views
 
-        return views.JobDetail.of(self.client, self.id, project=self.project)
+        return views.widget_of(self.client, self.job, project=self.project)
 
 
 def _log_lines(client: Client, lines) -> Iterator[str]:

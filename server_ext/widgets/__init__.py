@@ -40,14 +40,12 @@ def job(job_id: str, project: str | None = None, task: str | None = None):
 
 
 def sweep(job_id: str, project: str | None = None):
-    """A `SweepMonitor` of the sweep `job_id`, a trial's log below it when one is opened."""
-    from .views import Browser, SweepMonitor
+    """A `SweepMonitor` of the sweep `job_id`, a trial's log below it when one is opened (a
+    `views.Browser`: ``.main`` is the monitor)."""
+    from .views import sweep_browser
 
     client = connect(project)
-    monitor = SweepMonitor(client, job_id, client.project)
-    box = Browser(monitor, client, client.project)
-    monitor.on_open_trial = lambda trial: box.show(job_id, task=f"trial-{trial}")
-    return box
+    return sweep_browser(client, job_id, client.project)
 
 
 def submit(project: str | None = None):

@@ -1,16 +1,21 @@
 """`SubmitForm`: the job submission form (plain ipywidgets), and its pure parts: `submit_arguments`
-(form values → `Client.submit` arguments) and `field_of` (an error's field → the form field that
-shows it).
+(form values → `Client.submit` arguments), `field_of` (an error's field → the form field that
+shows it) and `error_places` (an error → the messages shown next to each field and above the
+button).
 
 Guarantees:
 
-- The form calls one service method (`Client.submit`); every check is the server's: an error is
-  shown inline next to the field it names (the server's ``fieldViolations``), anything else above
-  the button; nothing is created on an error.
+- The form calls one service method (`Client.submit`); every check is the server's: each of an
+  error's ``fieldViolations`` (all of them, `server_ext.client.errors`) is shown inline next to
+  the field it names, anything else above the button; nothing is created on an error.
+- The hyperparameter section is one YAML box on purpose: it takes an AI Platform
+  ``hptuning_config.yaml``'s ``hyperparameters`` as users already have them, checked by the same
+  server validation as any other field (an error inside it names its place, e.g. ``params[1].minValue``).
+- On success the new job's widget is shown below the form: a sweep's `SweepMonitor`, else its
+  `JobDetail` (`JobHandle.widget`).
 - Accelerators offered: the hub's platform API's free capacity (``/hub/api/mlplatform/users/
   {user}/capacity``, with the kernel's hub token) when reachable, else the built-in catalogue's
   names; projects, credentials and datasets from the same API when reachable (names only).
-- On success the job id is shown with its `JobDetail` below the form.
 """
 
 from __future__ import annotations
@@ -44,12 +49,37 @@ _FIELDS = {  # error field (server or flag spelling) → form field
 }
 
 
+def _match(error_field: str) -> tuple[str, str]:
+    """(the form field showing an error about `error_field`, where inside it: ``params[1].minValue``)."""
+    field = error_field.removesuffix(" in config")
+    for key in sorted(_FIELDS, key=len, reverse=True):
+        if field == key or field.startswith(key + ".") or field.startswith(key + "["):
+            return _FIELDS[key], field[len(key):].lstrip(".")
+    return "", ""
+
+
 def field_of(error_field: str) -> str:
     """The form field showing an error about `error_field` (``""``: above the button)."""
-    for key in sorted(_FIELDS, key=len, reverse=True):
-        if error_field == key or error_field.startswith(key + ".") or error_field.startswith(key + "["):
-            return _FIELDS[key]
-    return ""
+    return _match(error_field)[0]
+
+
+def error_places(error: PlatformError) -> tuple[dict[str, list[str]], list[str]]:
+    """Where the form shows `error`: ``({form field: [message, …]}, [messages above the button])``.
+    Each field violation of a `UserInputError` (every one the server sent: ``violations``; else its
+    one ``field``) goes next to the form field it names, prefixed by the place inside that field
+    when there is one (``params[1].minValue: …``); one that names no form field, and any other
+    error, goes above the button. Pure."""
+    if not isinstance(error, UserInputError):
+        return {}, [str(error)]
+    inline: dict[str, list[str]] = {}
+    above: list[str] = []
+    for name, message in getattr(error, "violations", ()) or ((error.field, error.message),):
+        field, inside = _match(name)
+        if field:
+            inline.setdefault(field, []).append(f"{inside}: {message}" if inside else message)
+        else:
+            above.append(f"{name}: {message}")
+    return inline, above
 
 
 def submit_arguments(values: Mapping[str, Any]) -> tuple[dict, dict]:
@@ -179,17 +209,20 @@ class SubmitForm(w.VBox):
         super().__init__([*rows, self.message, self.button, self.result])
         self.add_class("mlp-submit-form")
 
+    def close(self) -> None:
+        for shown in self.result.children:
+            shown.close()
+        super().close()
+
     def values(self) -> dict:
         return {name: field.value for name, field in self.fields.items()}
 
     def show_error(self, error: PlatformError) -> None:
-        for label in self.errors.values():
-            label.value = ""
-        if isinstance(error, UserInputError) and field_of(error.field):
-            self.errors[field_of(error.field)].value = f"<span style='color:#c62828'>{_escape(error.message)}</span>"
-            self.message.value = ""
-        else:
-            self.message.value = f"<span style='color:#c62828'>{_escape(str(error))}</span>"
+        """Each of the error's messages next to its field (`error_places`), the rest above the button."""
+        inline, above = error_places(error)
+        for name, label in self.errors.items():
+            label.value = _red(inline.get(name, []))
+        self.message.value = _red(above)
 
     def submit(self):
         """Submit the form's job; the handle, or None after showing the error inline."""
@@ -203,6 +236,8 @@ class SubmitForm(w.VBox):
             label.value = ""
         self.job = job
         self.message.value = f"Submitted job <b>{_escape(job.id)}</b> ({_escape(job.job.get('state', ''))})"
+        for shown in self.result.children:  # the previous job's widget stops following its job
+            shown.close()
         self.result.children = [job.widget()]
         return job
 
@@ -211,3 +246,8 @@ def _escape(text: str) -> str:
     import html
 
     return html.escape(str(text))
+
+
+def _red(messages: list[str]) -> str:
+    """The messages, one a line, in the error colour (``""`` for none)."""
+    return "<br>".join(f"<span style='color:#c62828'>{_escape(m)}</span>" for m in messages)

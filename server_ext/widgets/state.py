@@ -60,6 +60,11 @@ def machine(training_input: Mapping) -> str:
     return (training_input.get("masterType") or tier) if tier == "CUSTOM" else tier
 
 
+def is_sweep(job: Mapping) -> bool:
+    """Whether the job is a hyperparameter sweep (its ``trainingInput`` has ``hyperparameters``)."""
+    return (job.get("trainingInput") or {}).get("hyperparameters") is not None
+
+
 def job_row(job: Mapping) -> dict:
     """A JobsTable row (`protocol.md`, "Row") of an ml.v1 Job JSON."""
     ti = job.get("trainingInput") or {}
@@ -67,7 +72,7 @@ def job_row(job: Mapping) -> dict:
     trials = None
     if hp is not None:
         out = job.get("trainingOutput") or {}
-        trials = f"{int(out.get('completedTrialCount') or 0)}/{hp.get('maxTrials', '?')}"
+        trials = f"{int(out.get('completedTrialCount') or 0)}/{hp.get('maxTrials') or 1}"  # AI Platform's default
     return {"jobId": job.get("jobId", ""), "state": job.get("state", "STATE_UNSPECIFIED"),
             "kind": "job" if hp is None else "sweep", "labels": dict(job.get("labels") or {}),
             "createTime": epoch(job.get("createTime")), "startTime": epoch(job.get("startTime")),

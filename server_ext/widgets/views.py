@@ -1,5 +1,6 @@
 """The notebook widgets: `JobsTable`, `JobDetail`, `SweepMonitor` (anywidget models, one ES module
-each under ``static/``) and `Browser`, a box that shows one of them with a `JobDetail` below it.
+each under ``static/``) and `Browser`, a box that shows one of them with a `JobDetail` below it;
+`widget_of(client, job)` picks a job's widget (a sweep's monitor, else its detail).
 Their traits and messages are `protocol.md`'s; the data are `state`'s; the updates come from
 `sync` on the client thread.
 
@@ -152,10 +153,6 @@ class JobDetail(_Widget):
         self.observe(self._task_set, "task")
         self.observe(self._follow_set, "follow")
         self._logs.follow(follow)
-
-    @classmethod
-    def of(cls, client: Client, job_id: str, project: str | None = None, **kwargs: Any) -> "JobDetail":
-        return cls(client, job_id, project, **kwargs)
 
     @staticmethod
     def _url(project: str, job_id: str, task: str) -> str:
@@ -324,3 +321,19 @@ class Browser(ipywidgets.VBox):
             self.detail.close()
         self.main.close()
         super().close()
+
+
+def sweep_browser(client: Client, job_id: str, project: str | None = None) -> Browser:
+    """A `SweepMonitor` of the sweep `job_id` in a `Browser`: an opened trial's log shows below it."""
+    project = project or client.project
+    monitor = SweepMonitor(client, job_id, project)
+    box = Browser(monitor, client, project)
+    monitor.on_open_trial = lambda trial: box.show(job_id, task=f"trial-{trial}")
+    return box
+
+
+def widget_of(client: Client, job: dict, project: str | None = None) -> Browser | JobDetail:
+    """The widget of a job (its ml.v1 JSON): a sweep's monitor (`sweep_browser`), else its `JobDetail`."""
+    if state.is_sweep(job):
+        return sweep_browser(client, job["jobId"], project)
+    return JobDetail(client, job["jobId"], project)

@@ -3,12 +3,19 @@ extension on the local job backend), a real ipykernel, Debian's Chromium.
 
 In one notebook whose cells use the public API (``from server_ext import client, widgets``):
 
-1. the submit form (``widgets.submit()``): fill its fields in the DOM, click Submit; the example
-   trainer's job (shipped with ``--package-path``) goes RUNNING → SUCCEEDED in the job detail
-   below the form, with its log lines and "log complete";
+1. the submit form (``widgets.submit()``): submitted without a module, it shows the error inline
+   next to the module field; with a package path outside the server's root, the server's refusal
+   (its ``fieldViolations``) next to the package path field instead; filled in the DOM and
+   submitted, the example trainer's job (shipped with ``--package-path``) goes RUNNING →
+   SUCCEEDED in the job detail below the form, with its log lines and "log complete"; its Download
+   button saves the full log (a real browser download), line for line the log the server's REST
+   API serves;
 2. a second, slow job through the same form, cancelled with the detail's Cancel button and its
    inline confirmation: CANCELLED; the jobs table (``widgets.jobs()``) shows both jobs' states;
-3. a 3-trial sweep (``client.submit`` of an AI Platform hyperparameter config) shown with
+3. a 1-trial sweep through the form's hyperparameter box: a spec with ``minValue`` above
+   ``maxValue`` shows the validation error next to that box; the corrected one opens the sweep monitor (not a plain job
+   detail) below the form, which sees the sweep succeed with one plot point;
+4. a 3-trial sweep (``client.submit`` of an AI Platform hyperparameter config) shown with
    ``widgets.sweep(...)`` by a cell that then keeps the kernel busy (so the view's ``ready`` is
    not read until the cell ends): still, once the sweep has SUCCEEDED, its objective plot has
    exactly one point per finished trial (the SVG hooks of ``server_ext/widgets/protocol.md``),
@@ -30,8 +37,11 @@ widgets depend on.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+from server_ext.client.sse import SSEParser
 
 from tests.harness.lab import NotebookServer
 from tests.harness.notebook_ui import (code_notebook, console_errors, copy_trainer, fits, non_loopback_requests,
@@ -57,6 +67,16 @@ trainingInput:
       scaleType: UNIT_LOG_SCALE
 """
 
+FORM_SPEC = """\
+goal: MINIMIZE
+hyperparameterMetricTag: rmse
+params:
+- parameterName: learning_rate
+  type: DOUBLE
+  minValue: {low}
+  maxValue: 0.3
+"""
+
 CELLS = [
     "from server_ext import client, widgets\nform = widgets.submit()\nform",
     "widgets.jobs()",
@@ -80,12 +100,20 @@ def lab(tmp_path, request):
         yield server
 
 
-def fill_form(form, job_id: str, args: str) -> None:
+def fill_form(form, job_id: str, args: str, module: str = "trainer.task", package: str = "trainer/trainer") -> None:
     form.locator(".mlp-field-job_id input").fill(job_id)
-    form.locator(".mlp-field-module input").fill("trainer.task")
-    form.locator(".mlp-field-package_path input").fill("trainer/trainer")
+    form.locator(".mlp-field-module input").fill(module)
+    form.locator(".mlp-field-package_path input").fill(package)
     form.locator(".mlp-field-args input").fill(args)
     form.locator("button.mlp-submit").click()
+
+
+def served_log(lab, job_id: str, task: str = "master-replica-0") -> list[str]:
+    """The job's whole log as the server's REST API serves it (Server-Sent Events, not followed)."""
+    answer = lab.api("GET", f"ml/v1/projects/{lab.project}/jobs/{job_id}/logs",
+                     params={"task": task, "follow": "false"}, headers={"Accept": "text/event-stream"})
+    assert answer.status_code == 200, answer.text
+    return [json.loads(e.data)["text"] for e in SSEParser().feed(answer.content) if e.type == "message"]
 
 
 def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
@@ -99,6 +127,13 @@ def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
     form = page.locator(".mlp-submit-form")
     form.wait_for(timeout=60_000)
     shot(page, form, "widgets-lab-1-form")
+    fill_form(form, "train_1", "--epochs=8 --sleep=0.5", module="")  # no module: refused, shown inline
+    form.locator(".mlp-error-module").filter(has_text="is required").wait_for(timeout=60_000)
+    fill_form(form, "train_1", "--epochs=8 --sleep=0.5", package="..")  # the server's refusal
+    form.locator(".mlp-error-package_path").filter(has_text="inside the notebook server's root").wait_for()
+    assert form.locator(".mlp-error-module").inner_text() == ""  # the new error replaces the old
+    assert form.locator(".mlp-submit-result .mlp-job-detail").count() == 0
+    shot(page, form, "widgets-lab-1-form-error")
     fill_form(form, "train_1", "--epochs=8 --sleep=0.5")
     detail = form.locator('.mlp-submit-result .mlp-job-detail[data-job-id="train_1"]')
     detail.wait_for(timeout=120_000)
@@ -112,8 +147,15 @@ def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
     assert any(line.startswith("epoch 8/8 ") for line in lines), lines
     assert any(line.startswith("done: rmse=") for line in lines), lines
     assert "train_1" in form.locator(".mlp-form-message").inner_text()
+    assert form.locator(".mlp-error-module").inner_text() == ""  # cleared by the successful submit
     assert fits(detail)
     shot(page, detail, "widgets-lab-3-job-succeeded")
+    with page.expect_download(timeout=60_000) as download:  # the full log, fetched by the browser
+        detail.locator("button.mlp-download").click()
+    assert download.value.suggested_filename == "train_1-master-replica-0.log"
+    saved = Path(download.value.path()).read_text().splitlines()
+    assert saved == served_log(lab, "train_1") and len(saved) == len(lines), (len(saved), len(lines))
+    detail.locator(".mlp-download-status").filter(has_text=f"{len(saved)} lines saved").wait_for()
 
     # 2. a slow job, cancelled from its detail with confirmation
     fill_form(form, "slow_1", "--epochs=1000 --sleep=1")
@@ -141,7 +183,21 @@ def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
     assert fits(opened)
     shot(page, table, "widgets-lab-5-cancelled-and-table")
 
-    # 3. a sweep: one plot point per finished trial, shown by a cell that keeps the kernel busy
+    # 3. a sweep through the form: the server's error next to the hyperparameter box, then its monitor
+    form.locator(".mlp-field-hyperparameters_on input").check()
+    form.locator(".mlp-field-hyperparameters textarea").fill(FORM_SPEC.format(low=0.5))  # min > max
+    fill_form(form, "form_sweep", "--epochs=1 --sleep=0")
+    form.locator(".mlp-error-hyperparameters").filter(has_text="params[0].").wait_for(timeout=60_000)
+    form.locator(".mlp-field-hyperparameters textarea").fill(FORM_SPEC.format(low=0.01))
+    form.locator("button.mlp-submit").click()
+    monitor = form.locator('.mlp-submit-result .mlp-sweep[data-job-id="form_sweep"]')
+    monitor.locator(".mlp-header .mlp-state-SUCCEEDED").wait_for(timeout=120_000)
+    monitor.locator('svg.mlp-objective-plot circle.mlp-trial-point[data-trial-id="1"]').wait_for(timeout=60_000)
+    assert form.locator(".mlp-submit-result .mlp-job-detail").count() == 0
+    assert form.locator(".mlp-error-hyperparameters").inner_text() == ""
+    shot(page, monitor, "widgets-lab-6-form-sweep")
+
+    # 4. a sweep: one plot point per finished trial, shown by a cell that keeps the kernel busy
     run_cell(page, 2, wait=False)
     sweep = page.locator('.mlp-sweep[data-job-id="sweep_1"]')
     sweep.locator(".mlp-header .mlp-state-SUCCEEDED").wait_for(timeout=240_000)
@@ -157,7 +213,7 @@ def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
     assert sweep.locator("svg.mlp-curves-plot path.mlp-trial-curve").count() == 3
 
     assert running(page, 2)  # all of the above was drawn while the kernel was busy
-    shot(page, sweep.locator("svg.mlp-objective-plot"), "widgets-lab-6-sweep")
+    shot(page, sweep.locator("svg.mlp-objective-plot"), "widgets-lab-7-sweep")
     (lab.root / "release").touch()
     wait_cell(page, 2)
 
@@ -167,7 +223,7 @@ def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
     assert trial.locator("select.mlp-task").input_value() == "trial-2"
     assert any(line.startswith("epoch 3/3 ") for line in trial.locator(".mlp-log-line").all_inner_texts())
     assert fits(trial)
-    shot(page, trial, "widgets-lab-7-trial-log")
+    shot(page, trial, "widgets-lab-8-trial-log")
 
     print("console errors:", errors)
     assert outside == [], f"requests left 127.0.0.1: {outside}"

@@ -2,10 +2,12 @@
 package), offline. A real Notebook 7 server (the platform's server extension on the local job
 backend, `tests.harness.lab`), a real ipykernel, Debian's Chromium.
 
-One notebook: a cell submits the example trainer's job with ``client.submit`` and shows
-``widgets.jobs()``; the next shows the job's ``JobDetail`` (``job.widget()``). The jobs table must
-render the job's row and see it reach SUCCEEDED, and the detail its state, timeline and log lines,
-through the DOM hooks of ``server_ext/widgets/protocol.md``. Every request the browser makes must
+One notebook: a cell submits the example trainer's job and a 1-trial sweep with ``client.submit``
+and shows ``widgets.jobs()``; the next cells show the job's ``JobDetail`` (``widgets.job(id)``),
+the sweep's monitor (``sweep.widget()``: a sweep handle's widget is its ``SweepMonitor``) and the
+submit form (``widgets.submit()``). The jobs table must render both rows and see them reach
+SUCCEEDED, the detail its state, timeline and log lines, the monitor its trial's plot point, and
+the form its fields, through the DOM hooks of ``server_ext/widgets/protocol.md``. Every request the browser makes must
 stay on 127.0.0.1 (the widgets' JavaScript is vendored in the wheel: no CDN). Screenshot:
 ``artifacts/screenshots/widgets-notebook7.png``.
 """
@@ -22,12 +24,25 @@ from tests.harness.notebook_ui import (code_notebook, console_errors, copy_train
 
 pytestmark = pytest.mark.browser
 
+SWEEP = """\
+trainingInput:
+  hyperparameters:
+    goal: MINIMIZE
+    hyperparameterMetricTag: rmse
+    params:
+    - {parameterName: learning_rate, type: DOUBLE, minValue: 0.01, maxValue: 0.3}
+"""
+
 CELLS = [
     "from server_ext import client, widgets\n"
     "job = client.submit(job_id='nb7_1', module_name='trainer.task', package_path='trainer/trainer',\n"
     "                    args=['--epochs=3', '--sleep=0'])\n"
+    "sweep = client.submit('sweep.yaml', job_id='nb7_sweep', module_name='trainer.task',\n"
+    "                      package_path='trainer/trainer', args=['--epochs=1', '--sleep=0'])\n"
     "widgets.jobs()",
-    "job.widget()",
+    "widgets.job('nb7_1')",
+    "sweep.widget()",
+    "widgets.submit()",
 ]
 
 
@@ -36,6 +51,7 @@ def notebook7(tmp_path, request):
     server = NotebookServer(tmp_path / "nb7", app="notebook")
     server.root.mkdir(parents=True)
     copy_trainer(server.root)
+    (server.root / "sweep.yaml").write_text(SWEEP)
     (server.root / "widgets.ipynb").write_text(json.dumps(code_notebook(CELLS)))
     with serving(server.start(), request):
         yield server
@@ -53,16 +69,26 @@ def test_widgets_render_in_notebook7(notebook7, browser_page):
     table = page.locator(".mlp-jobs")
     table.locator('tr.mlp-row[data-job-id="nb7_1"]').wait_for(timeout=60_000)
     run_cell(page, 1)
+    run_cell(page, 2)
+    run_cell(page, 3)
+    form = page.locator(".mlp-submit-form")
+    form.locator(".mlp-field-module input").wait_for(timeout=60_000)
+    form.locator("button.mlp-submit").wait_for()
     detail = page.locator('.mlp-job-detail[data-job-id="nb7_1"]')
     detail.locator(".mlp-header .mlp-state-SUCCEEDED").wait_for(timeout=120_000)
     detail.locator(".mlp-log-end").filter(has_text="SUCCEEDED").wait_for(timeout=60_000)
-    table.locator('tr.mlp-row[data-job-id="nb7_1"][data-state="SUCCEEDED"]').wait_for(timeout=60_000)
+    monitor = page.locator('.mlp-sweep[data-job-id="nb7_sweep"]')
+    monitor.locator(".mlp-header .mlp-state-SUCCEEDED").wait_for(timeout=120_000)
+    monitor.locator('svg.mlp-objective-plot circle.mlp-trial-point[data-trial-id="1"]').wait_for(timeout=60_000)
+    for job_id in ("nb7_1", "nb7_sweep"):
+        table.locator(f'tr.mlp-row[data-job-id="{job_id}"][data-state="SUCCEEDED"]').wait_for(timeout=60_000)
 
-    assert table.locator(".mlp-count").inner_text() == "1 of 1 job"
+    assert table.locator(".mlp-count").inner_text() == "2 of 2 jobs"
     assert states_of(detail.locator(".mlp-timeline-entry"))[-2:] == ["RUNNING", "SUCCEEDED"]
     lines = detail.locator(".mlp-log-line").all_inner_texts()
     assert any(line.startswith("epoch 3/3 ") for line in lines), lines
     shot(page, table, "widgets-notebook7")
+    shot(page, monitor, "widgets-notebook7-sweep-and-form")
 
     print("console errors:", errors)
     assert outside == [], f"requests left 127.0.0.1: {outside}"

@@ -60,7 +60,33 @@ def test_google_errors_come_back_as_the_same_exceptions(error, job_id):
     status, body = google_error(error)
     back = from_response(status, body, action="x", project="alice", job_id=job_id)
     assert (type(back), str(back)) == (type(error), str(error))
-    assert vars(back) == vars(error)
+    read = dict(vars(back))
+    if isinstance(error, UserInputError):  # the one violation this server sends, as a list
+        assert read.pop("violations") == ((error.field, error.message),)
+    assert read == vars(error)
+
+
+def violation_answer(*pairs):
+    return {"error": {"code": 400, "message": "invalid job", "status": "INVALID_ARGUMENT", "details": [
+        {"@type": "type.googleapis.com/google.rpc.BadRequest",
+         "fieldViolations": [{"field": f, "description": d} for f, d in pairs[:2]]},
+        {"@type": "type.googleapis.com/google.rpc.Help", "links": []},
+        {"@type": "type.googleapis.com/google.rpc.BadRequest",
+         "fieldViolations": [{"description": "no field: skipped"}] + [{"field": f, "description": d}
+                                                                      for f, d in pairs[2:]]}]}}
+
+
+def test_every_field_violation_is_kept_in_order():
+    pairs = [("trainingInput.pythonModule", "is required"), ("jobId", "must start with a letter"),
+             ("trainingInput.hyperparameters.maxTrials", "must be at least 1")]
+    e = from_response(400, violation_answer(*pairs), action="create job", project="alice", job_id="j1")
+    assert (type(e), e.field, e.message, e.status) == (UserInputError, *pairs[0], 400)
+    assert e.violations == tuple(pairs)
+    assert str(e) == ("trainingInput.pythonModule: is required; jobId: must start with a letter; "
+                      "trainingInput.hyperparameters.maxTrials: must be at least 1")
+    bare = from_response(400, {"error": {"code": 400, "message": "bad body", "status": "INVALID_ARGUMENT"}},
+                         action="create job", project="alice")
+    assert (bare.field, bare.message, bare.violations) == ("request", "bad body", ())
 
 
 def test_errors_that_are_not_the_apis_own():

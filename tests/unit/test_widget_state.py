@@ -5,9 +5,10 @@ import json
 
 import pytest
 
-from server_ext.errors import UserInputError
+from server_ext.client.errors import from_response
+from server_ext.errors import JobExists, UpstreamError, UserInputError
 from server_ext.widgets import state
-from server_ext.widgets.form import field_of, submit_arguments
+from server_ext.widgets.form import error_places, field_of, submit_arguments
 
 pytestmark = pytest.mark.unit
 
@@ -48,6 +49,8 @@ def test_sweep_row_and_error_cut():
                 trainingOutput={"completedTrialCount": "3"})
     row = state.job_row(sweep)
     assert (row["kind"], row["trials"], len(row["error"]), row["endTime"]) == ("sweep", "3/8", 300, T0 + 60)
+    assert state.job_row(job("s", trainingInput={"hyperparameters": {}}))["trials"] == "0/1"  # maxTrials' default
+    assert state.is_sweep(sweep) and not state.is_sweep(job("j"))
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -232,6 +235,48 @@ def test_form_values_to_submit_arguments():
 @pytest.mark.parametrize("error_field, form_field", [
     ("trainingInput.pythonModule", "module"), ("module_name", "module"), ("--package-path", "package_path"), ("jobId", "job_id"),
     ("trainingInput.masterConfig.acceleratorConfig.type", "accelerator"), ("mounts.credentials[0]", "credentials"),
-    ("trainingInput.hyperparameters.params[1].minValue", "hyperparameters"), ("region", "")])
+    ("trainingInput.hyperparameters.params[1].minValue", "hyperparameters"),
+    ("trainingInput.hyperparameters.params[0].minValue in config", "hyperparameters"), ("region", "")])
 def test_error_fields_map_to_form_fields(error_field, form_field):
     assert field_of(error_field) == form_field
+
+
+def several(*pairs):
+    body = {"error": {"code": 400, "message": "invalid", "status": "INVALID_ARGUMENT", "details": [
+        {"@type": "type.googleapis.com/google.rpc.BadRequest",
+         "fieldViolations": [{"field": f, "description": d} for f, d in pairs]}]}}
+    return from_response(400, body, action="create job", project="alice", job_id="j")
+
+
+@pytest.mark.parametrize("error, inline, above", [
+    (several(("trainingInput.pythonModule", "is required"), ("jobId", "is taken"),
+             ("trainingInput.hyperparameters.params[1].minValue", "must be below maxValue"),
+             ("trainingInput.hyperparameters.maxTrials", "must be at least 1"), ("region", "unknown")),
+     {"module": ["is required"], "job_id": ["is taken"],
+      "hyperparameters": ["params[1].minValue: must be below maxValue", "maxTrials: must be at least 1"]},
+     ["region: unknown"]),
+    (UserInputError("module_name", "is required"), {"module": ["is required"]}, []),
+    (UserInputError("trainingInput.hyperparameters.goal in config", "must be MAXIMIZE or MINIMIZE"),
+     {"hyperparameters": ["goal: must be MAXIMIZE or MINIMIZE"]}, []),
+    (UserInputError("token", "refused"), {}, ["token: refused"]),
+    (JobExists("alice", "j"), {}, ["Job projects/alice/jobs/j already exists"]),
+    (UpstreamError("create job", "timeout"), {}, ["could not create job: timeout"]),
+])
+def test_every_error_is_placed_next_to_its_field(error, inline, above):
+    assert error_places(error) == (inline, above)
+
+
+def test_the_form_shows_each_violation_next_to_its_field():
+    from server_ext.client.notebook import Client
+    from server_ext.widgets.form import SubmitForm
+
+    form = SubmitForm(Client("http://127.0.0.1:9/", "t", project="alice"), info={})  # nothing is sent
+    form.show_error(several(("trainingInput.pythonModule", "is required"), ("jobId", "is <taken>"),
+                            ("region", "unknown")))
+    shown = {name: label.value for name, label in form.errors.items() if label.value}
+    assert set(shown) == {"module", "job_id"}
+    assert "is required" in shown["module"] and "is &lt;taken&gt;" in shown["job_id"]
+    assert "region: unknown" in form.message.value
+    form.show_error(UserInputError("module_name", "is required"))  # the next error replaces them all
+    assert [name for name, label in form.errors.items() if label.value] == ["module"] and form.message.value == ""
+    form.close()

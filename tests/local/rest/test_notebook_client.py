@@ -8,6 +8,7 @@ Widgets run with no frontend: `comm.create_comm`, the hook a kernel fills, recor
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 
 import comm
@@ -17,7 +18,8 @@ from server_ext import client as nb
 from server_ext.client.notebook import Client
 from server_ext.errors import JobFinished, UserInputError
 from server_ext.widgets.sync import JobsPoll
-from server_ext.widgets.views import JobDetail, JobsTable
+from server_ext.widgets.form import SubmitForm
+from server_ext.widgets.views import Browser, JobDetail, JobsTable, SweepMonitor
 from tests.bench.widget_traffic import TRAFFIC, RecordingComm, from_view
 
 from .conftest import PROJECT, TRAINER, job_body
@@ -129,3 +131,52 @@ def test_jobs_table_gets_a_snapshot_then_only_deltas(client, run, recorded):
     assert len(sent) <= 6 and all(r[4] < 2000 for r in sent[1:]), sent  # deltas: the second job's fields only
     assert quiet == []
     assert states[0] == "QUEUED" and states[-1] == "CANCELLED" and "RUNNING" in states
+
+
+SPEC = """\
+goal: MINIMIZE
+hyperparameterMetricTag: rmse
+maxTrials: 1
+params:
+- parameterName: learning_rate
+  type: DOUBLE
+  minValue: {low}
+  maxValue: 0.1
+"""
+
+
+def test_the_form_shows_field_errors_then_a_sweeps_monitor(client, jp_root_dir, run, recorded, tmp_path):
+    shutil.copytree(TRAINER, jp_root_dir / "trainer")
+    form = SubmitForm(client, info={})
+    fields = form.fields
+    values = {"job_id": "nb_form_sweep", "module": "trainer.task", "package_path": str(tmp_path),
+              "args": "--epochs=1 --sleep=0", "hyperparameters_on": True, "hyperparameters": SPEC.format(low=0.01)}
+    for name, value in values.items():
+        fields[name].value = value
+
+    def shown_errors():
+        return {name: label.value for name, label in form.errors.items() if label.value}
+
+    def go():
+        refused = [form.submit()]
+        server_errors = shown_errors()  # outside the server's root: the server's fieldViolation
+        fields["package_path"].value = str(jp_root_dir / "trainer")
+        fields["hyperparameters"].value = SPEC.format(low=0.5)
+        refused.append(form.submit())
+        spec_errors = shown_errors()  # minValue above maxValue: found before sending
+        fields["hyperparameters"].value = SPEC.format(low=0.01)
+        sweep = form.submit()
+        shown = form.result.children[0]
+        sweep.wait(timeout=60)
+        until(lambda: [t["state"] for t in shown.main.trials.values()] == ["SUCCEEDED"], timeout=30)
+        form.close()
+        return refused, server_errors, spec_errors, sweep, shown
+
+    refused, server_errors, spec_errors, sweep, shown = blocking(run, go)
+    assert refused == [None, None]
+    assert list(server_errors) == ["package_path"] and "root directory" in server_errors["package_path"]
+    assert list(spec_errors) == ["hyperparameters"] and "params[0].maxValue: " in spec_errors["hyperparameters"]
+    assert sweep.id == "nb_form_sweep" and sweep.job["state"] == "SUCCEEDED"
+    assert all(not label.value for label in form.errors.values()) and "nb_form_sweep" in form.message.value
+    assert isinstance(shown, Browser) and isinstance(shown.main, SweepMonitor)  # not a plain job detail
+    assert shown.main.job_id == "nb_form_sweep" and shown.main.metric_tag == "rmse"
