@@ -171,6 +171,20 @@ async def test_process_mode_exit_code_decides_the_phase(k, standin, tmp_path):
     assert await k.call("CoreV1Api", "read_namespaced_pod_log", "bad", k.ns) == "bye\n"
 
 
+async def test_process_mode_expands_command_words_as_kubernetes_does(k, standin, tmp_path):
+    """`$(VAR)` of a defined variable is its value, an undefined one is kept, and `$$` is `$` (so
+    `$$(VAR)` stays literal): a shell script in a container's args sees what it would in a cluster."""
+    standin.kubelet("process", workdir=tmp_path)
+    await k.call("CoreV1Api", "create_namespaced_pod", k.ns, {"metadata": {"name": "words"}, "spec": {
+        "restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "python", "command": ["python3", "-c", "import sys; print(sys.argv[1:])"],
+            "args": ["$(GREETING)", "$(UNDEFINED)", "$$(GREETING)", "cost: $$5", "$HOME"],
+            "env": [{"name": "GREETING", "value": "hello"}]}]}})
+    await wait_for(k, "words", phase("Succeeded"))
+    log = await k.call("CoreV1Api", "read_namespaced_pod_log", "words", k.ns)
+    assert log == "['hello', '$(UNDEFINED)', '$(GREETING)', 'cost: $5', '$HOME']\n"
+
+
 @pytest.mark.parametrize("via", ["volume", "env"])
 async def test_process_mode_missing_secret_is_a_config_error(k, standin, tmp_path, via):
     standin.kubelet("process", workdir=tmp_path)

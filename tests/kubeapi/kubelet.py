@@ -36,7 +36,9 @@ from .logs import PodLogs
 from .podfs import PodFiles
 from .store import Event, Store, now_iso
 
-_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+# Kubernetes' expansion of command, args and env values: `$(VAR)` of a defined variable is its value,
+# `$$` is a `$` (so `$$(VAR)` stays `$(VAR)`), anything else is kept
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 # What a container runtime reads from image metadata: ENTRYPOINT and CMD, by image name pattern.
 DEFAULT_IMAGES = {
     "*singleuser*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
@@ -340,7 +342,7 @@ class Kubelet:
         full_env = {**base, **env}
 
         def subst(text: str) -> str:
-            text = _VAR.sub(lambda m: full_env.get(m.group(1), m.group(0)), text)
+            text = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else full_env.get(m.group(1), m.group(0)), text)
             text = text.replace("0.0.0.0", ip)
             for mount_path in sorted(mounts, key=len, reverse=True):
                 if text.startswith(mount_path) or any(f"{sep}{mount_path}" in text for sep in "=:\""):
