@@ -35,6 +35,7 @@ from jupyter_server.extension.application import ExtensionApp
 from traitlets import Dict, Enum, List, Unicode, default
 
 from hub_ext.catalog import parse_accelerators
+from hub_ext.errors import ConfigError
 from hub_ext.local_files import project_files
 from hub_ext.mounts import Available
 
@@ -96,7 +97,8 @@ class MLPlatformApp(ExtensionApp):
 
     job_tables = Dict(help="""The operator's job tables (server_ext.jobs.tables syntax): machine types,
                       accelerator aliases, the GPU standing in for legacy K80/P100/V100 machine names,
-                      runtimeVersion → trainer image, the code-fetcher image. Checked at server start.
+                      runtimeVersion → trainer image, the code-fetcher image. Checked at server start:
+                      a mistake is logged naming its key, and the jobs API answers 503 with it.
 
                       c.MLPlatformApp.job_tables = {"legacy_gpu": "a100",
                           "fetcher_image": "registry.example.com/mlplatform/trainer-tools:0.1.0"}
@@ -109,7 +111,15 @@ class MLPlatformApp(ExtensionApp):
                            """).tag(config=True)
 
     def initialize_settings(self):
-        self._tables = parse_tables(self.job_tables, "MLPlatformApp.job_tables")
+        # a mistake in the tables must not stop the user's notebook server: it is logged now, naming
+        # the key, and every jobs request answers 503 with it (jupyter_server would only log a
+        # failed extension, and its routes would be missing)
+        self._config_error: ConfigError | None = None
+        try:
+            self._tables = parse_tables(self.job_tables, "MLPlatformApp.job_tables")
+        except ConfigError as e:
+            self.log.error("mlplatform jobs: %s", e)
+            self._config_error, self._tables = e, parse_tables(None, "")
         self._service: JobService | None = None
         self._service_lock = asyncio.Lock()
 
@@ -126,6 +136,8 @@ class MLPlatformApp(ExtensionApp):
         return project_files(self.projects_dir, project) if self.projects_dir else Available()
 
     async def job_service(self) -> JobService:
+        if self._config_error is not None:
+            raise self._config_error
         async with self._service_lock:
             if self._service is None:
                 self._service = await self._make_service()

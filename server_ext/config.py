@@ -42,9 +42,11 @@ def cli_config(env: Mapping[str, str] = os.environ) -> dict:
         base = env.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
         path = os.path.join(base, "mlplatform", "kubectl-ai-platform.yaml")
     try:
-        doc = yaml.safe_load(pathlib.Path(path).read_text()) or {}
+        doc = yaml.safe_load(pathlib.Path(path).read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         return {"jobs": JobTables()}
+    except UnicodeDecodeError as e:
+        raise ConfigError([Problem(path, f"cannot be read: it is not UTF-8 text (byte {e.start})")]) from None
     except (OSError, yaml.YAMLError) as e:
         raise ConfigError([Problem(path, f"cannot be read: {type(e).__name__}")]) from None
     problems = []

@@ -7,7 +7,8 @@
      ├── UpstreamError      Kubernetes (or object storage) failed: HTTP 502 UNAVAILABLE
      ├── JobNotFound        no such job in that project: HTTP 404 NOT_FOUND; CLI exit 1
      ├── JobExists          the jobId is taken in that project: HTTP 409 ALREADY_EXISTS
-     └── JobFinished        cancel of a job that already ended: HTTP 400 FAILED_PRECONDITION
+     ├── JobFinished        cancel of a job that already ended: HTTP 400 FAILED_PRECONDITION
+     └── ConfigError        the operator's settings are wrong (naming the keys): HTTP 503 UNAVAILABLE
 
 `google_error(e)` is the one translation to Google's error JSON and HTTP status. Messages never
 contain secret values or stack traces.
@@ -15,7 +16,7 @@ contain secret values or stack traces.
 
 from __future__ import annotations
 
-from hub_ext.errors import PlatformError, UpstreamError, UserInputError
+from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
 
 __all__ = ["PlatformError", "UserInputError", "UpstreamError", "JobNotFound", "JobExists", "JobFinished",
            "google_error"]
@@ -54,6 +55,8 @@ def google_error(e: PlatformError) -> tuple[int, dict]:
                         "fieldViolations": [{"field": e.field, "description": e.message}]})
     elif isinstance(e, UpstreamError):
         status, code = 502, "UNAVAILABLE"
+    elif isinstance(e, ConfigError):
+        status, code = 503, "UNAVAILABLE"
     elif isinstance(e, (JobNotFound, JobExists, JobFinished)):
         status, code = e.status, e.code
     else:

@@ -15,8 +15,8 @@ numbers, enums upper-case) and returns a `Spec`, or raises `UserInputError` nami
   GRID_SEARCH needs every parameter discrete, categorical or integer (a DOUBLE has no grid);
 - at least one parameter, names unique and usable as ``--name=value`` flags
   (``[A-Za-z][A-Za-z0-9_.-]*``);
-- DOUBLE / INTEGER: ``minValue`` < ``maxValue``, both finite (no NaN or infinity; INTEGER: whole
-  numbers); ``scaleType`` NONE or
+- DOUBLE / INTEGER: ``minValue`` < ``maxValue``, both finite and so their distance (no NaN or
+  infinity; INTEGER: whole numbers within ±2³¹-1); ``scaleType`` NONE or
   UNIT_LINEAR_SCALE (linear), UNIT_LOG_SCALE or UNIT_REVERSE_LOG_SCALE (both need ``minValue`` >
   0; the backends search the transformed space where their library has no such scale);
 - DISCRETE: ``discreteValues`` finite and strictly increasing, 1 to 1000 values; CATEGORICAL:
@@ -36,6 +36,7 @@ from hub_ext.errors import UserInputError
 FIELD = "trainingInput.hyperparameters"
 MAX_VALUES = 1000
 MAX_COUNT = 2**31 - 1
+MAX_INTEGER = 2**31 - 1  # an INTEGER parameter's bounds
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 SCALES = ("NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
@@ -108,8 +109,15 @@ def _param(raw: Mapping, i: int, seen: set[str]) -> Param:
         low, high = _number(raw["minValue"], f"{where}.minValue"), _number(raw["maxValue"], f"{where}.maxValue")
         if kind == "INTEGER" and not (low.is_integer() and high.is_integer()):
             raise UserInputError(f"{where}.minValue", "an INTEGER parameter's bounds must be whole numbers")
+        for bound, key in ((low, "minValue"), (high, "maxValue")):
+            if kind == "INTEGER" and not -MAX_INTEGER <= bound <= MAX_INTEGER:
+                raise UserInputError(f"{where}.{key}", f"must be within ±{MAX_INTEGER} (int32, as Katib's "
+                                                       "integer parameters)")
         if low >= high:
             raise UserInputError(f"{where}.maxValue", f"must be greater than minValue ({low:g})")
+        if not math.isfinite(high - low):
+            raise UserInputError(f"{where}.maxValue", f"is too far from minValue ({low:g}): the range is not a "
+                                                      "finite number")
         if scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE") and low <= 0:
             raise UserInputError(f"{where}.minValue", f"must be greater than 0 with {scale}")
         return Param(name, kind, low, high, (), scale)

@@ -99,9 +99,13 @@ class Machines:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UserInputError(where, f"unknown machine type {name!r}{hint}")
 
+    def is_legacy(self, name: str | None) -> bool:
+        """`name` is one of AI Platform's legacy machine names (not overridden by the operator)."""
+        return name in LEGACY and name not in self.extra
+
     def accelerator(self, google_name: str, where: str, *, implied: bool = False) -> Accelerator:
-        """The catalogue's accelerator for `google_name`; `implied`: named by a legacy machine type
-        or scale tier rather than by the user (see the module docstring)."""
+        """The catalogue's accelerator for `google_name`; `implied`: the GPU of a legacy machine name
+        (or scale tier), which the user never named (see the module docstring)."""
         if google_name.startswith("TPU"):
             raise UserInputError(where, "TPUs are not offered on this platform; use a GPU or a MIG slice")
         try:

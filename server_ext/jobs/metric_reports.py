@@ -7,7 +7,8 @@ A log read with ``timestamps=true`` gives, oldest first, the reports of ``hyperp
 - a hypertune JSON line (``{"<tag>": "0.91", "global_step": "10", "timestamp": 1767...}``): what
   ``cloudml-hypertune`` writes to ``CLOUD_ML_HP_METRIC_FILE``, which the trial program
   (`katib.WATCH_PY`) echoes to stdout line by line, or a trainer printed itself; ``trainingStep`` is
-  its ``global_step`` (``step``, ``epoch``), else the report's ordinal. The same line twice (a
+  its ``global_step`` (``step``, ``epoch``), else the report's ordinal (also when every report's
+  step is ``0``: hypertune writes ``"0"`` for a trainer that gives none). The same line twice (a
   trainer that prints what it reports, echoed again) is one report (lines with a ``timestamp``);
 - Katib's StdOut collector form ``<tag>=<number>`` (several per line allowed; ``global_step=``/
   ``step=``/``epoch=`` on the same line is the ``trainingStep``, else the report's ordinal).
@@ -68,6 +69,9 @@ def series(text: str, tag: str) -> list[dict]:
         step = next((v for k in _STEP_KEYS for key, v in pairs if key == k), None)
         for value in values:
             printed.append(_point(step if step is not None else len(printed) + 1, value, when))
+    if len(reports) > 1 and all(r["trainingStep"] == "0" for r in reports):
+        # cloudml-hypertune writes global_step "0" when the trainer gave none: the reports' ordinals
+        reports = [{**r, "trainingStep": str(i)} for i, r in enumerate(reports, 1)]
     return reports or printed
 
 

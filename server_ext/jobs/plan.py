@@ -205,7 +205,10 @@ def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, setti
         acc_name, acc_count = acc_config["type"], int(acc_config.get("count", "1"))
     else:
         acc_where = where
-    accelerator = settings.machines.accelerator(acc_name, acc_where, implied=not acc_config) if acc_name else None
+    # only the GPUs of AI Platform's legacy names (and so of BASIC_GPU) may stand in: an a2-highgpu or
+    # an operator's machine names exactly what it needs
+    implied = not acc_config and settings.machines.is_legacy(machine_name)
+    accelerator = settings.machines.accelerator(acc_name, acc_where, implied=implied) if acc_name else None
     image = config.get("imageUri") or runtime_image
     if not image:
         raise UserInputError(f"trainingInput.{key}Config.imageUri", "is required: the master has a custom "

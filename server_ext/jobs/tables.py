@@ -74,8 +74,12 @@ def parse_tables(doc: Any, where: str) -> JobTables:
     if not isinstance(replace, bool):
         problems.append(Problem(f"{where}.replace_runtimes", "must be true or false"))
         replace = False
+    if replace and not table:
+        problems.append(Problem(f"{where}.runtimes", "is required with replace_runtimes: true (no runtime left)"))
     table = table if replace else {**DEFAULT_RUNTIMES, **table}
-    default_version = _text(doc, "default_runtime_version", where, problems) or Runtimes().default_version
+    default_version = doc.get("default_runtime_version")
+    default_version = (Runtimes().default_version if default_version is None
+                       else _version(default_version, f"{where}.default_runtime_version", problems, own=True))
     if table and default_version not in table:
         problems.append(Problem(f"{where}.default_runtime_version",
                                 f"{default_version!r} is not in the runtimes table ({', '.join(sorted(table))})"))
@@ -101,10 +105,13 @@ def _text(doc: Mapping, key: str, where: str, problems: list[Problem]) -> str | 
     return None if value is None else str(value)
 
 
-def _version(key: Any, where: str, problems: list[Problem]) -> str:
-    if not isinstance(key, str):
-        problems.append(Problem(f"{where}.{key}", f"quote the version (\"{key}\"): YAML reads it as a number, "
-                                                  "so 2.10 would become 2.1"))
+def _version(key: Any, where: str, problems: list[Problem], own: bool = False) -> str:
+    """A version (a key of `where`, or with `own` the value at `where`), which YAML must not read as a number."""
+    if not isinstance(key, str) or not key:
+        problems.append(Problem(where if own else f"{where}.{key}",
+                                f"quote the version (\"{key}\"): YAML reads it as a number, so 2.10 would become 2.1"
+                                if isinstance(key, (int, float)) and not isinstance(key, bool)
+                                else "must be a version such as \"2.11\""))
     return str(key)
 
 

@@ -229,8 +229,10 @@ def test_limits_themselves_and_every_fetchable_package_uri_are_accepted():
     top = parse_job(job(scaleTier="CUSTOM", masterType="m", workerType="m", workerCount=2**31 - 1,
                         masterConfig={"acceleratorConfig": {"type": "nvidia-tesla-t4", "count": 64}},
                         hyperparameters={"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "maxTrials": 2**31 - 1,
-                                         "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": -1e308,
-                                                     "maxValue": 1e308}]}))
+                                         "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": -8e307,
+                                                     "maxValue": 8e307},
+                                                    {"parameterName": "n", "type": "INTEGER", "minValue": -2**31 + 1,
+                                                     "maxValue": 2**31 - 1}]}))
     assert top.training["workerCount"] == "2147483647"
     assert top.training["masterConfig"]["acceleratorConfig"]["count"] == "64"
     uris = ["gs://b/a.tgz", "s3://b/b.tgz", "configmap://j1-package/c.tar.gz", "file:///w/d.whl", "trainer", "../e"]

@@ -251,3 +251,16 @@ def test_an_operator_machine_table_can_bring_mig_slices():
     machines = Machines(CATALOG, extra={"dgx-1g": Machine(4, 16, "NVIDIA_A100_1G_5GB", 1)})
     (master,) = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "dgx-1g"}, PlanSettings(machines)).replicas
     assert (master.accelerator.resource, master.accelerator_count) == ("nvidia.com/mig-1g.5gb", 1)
+
+
+@pytest.mark.parametrize("training, field", [
+    ({"masterType": "a2-highgpu-1g"}, "trainingInput.masterType"),  # names an A100: no stand-in
+    ({"masterType": "dgx-slice"}, "trainingInput.masterType"),  # the operator's machine names its slice
+])
+def test_only_legacy_machine_names_get_a_stand_in_gpu(training, field):
+    h100_only = parse_accelerators({"h100": {"type": "gpu", "product": "NVIDIA-H100-80GB-HBM3"}})
+    machines = Machines(h100_only, extra={"dgx-slice": Machine(4, 16, "NVIDIA_A100_1G_10GB", 1)})
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "scaleTier": "CUSTOM", **training}, PlanSettings(machines))
+    assert e.value.field == field and "on this platform" in e.value.message
+    assert plan({**MODULE, "scaleTier": "BASIC_GPU"}, PlanSettings(machines)).replicas[0].accelerator.name == "h100"

@@ -77,6 +77,17 @@ def test_every_problem_is_named_by_its_key():
     assert any("quote the version" in p.message for p in e.value.problems)
 
 
+@pytest.mark.parametrize("doc, field, message", [
+    ({"default_runtime_version": 2.10}, "x.default_runtime_version", "quote the version"),
+    ({"default_runtime_version": "9.9"}, "x.default_runtime_version", "not in the runtimes table"),
+    ({"replace_runtimes": True}, "x.runtimes", "is required with replace_runtimes"),
+])
+def test_runtime_settings_that_would_mislead_are_refused(doc, field, message):
+    with pytest.raises(ConfigError) as e:
+        parse_tables(doc, "x")
+    assert any(p.path == field and message in p.message for p in e.value.problems), e.value.problems
+
+
 def test_the_plugin_settings_file_carries_job_tables(tmp_path):
     path = tmp_path / "kubectl-ai-platform.yaml"
     path.write_text("jobs:\n  legacy_gpu: h100\n  machines: {small: {cpu: 2, memory_gib: 8}}\n")
@@ -88,6 +99,10 @@ def test_the_plugin_settings_file_carries_job_tables(tmp_path):
     assert {p.path for p in e.value.problems} == {f"{path}: jobs.machines.small.cpu",
                                                   f"{path}: jobs.machines.small.memory_gib"}
     assert cli_config({"MLPLATFORM_CONFIG": str(tmp_path / "absent.yaml")})["jobs"] == JobTables()
+    path.write_bytes(b"jobs:\n  legacy_gpu: \xff\n")
+    with pytest.raises(ConfigError) as e:
+        cli_config({"MLPLATFORM_CONFIG": str(path)})
+    assert "not UTF-8" in str(e.value)
 
 
 def test_the_plugin_plans_with_its_settings_files_tables(tmp_path):

@@ -110,6 +110,13 @@ def test_when_failures_fail_the_sweep(extra, failed, succeeded, fails):
     assert space.sweep_failed(spec(EPOCHS, **extra), failed, succeeded) is fails
 
 
+def test_hypertunes_step_zero_on_every_report_becomes_the_ordinal():
+    """cloudml-hypertune writes global_step "0" when the trainer gives none; MedianPruner needs steps."""
+    lines = [json.dumps({"timestamp": t, "rmse": str(v), "global_step": "0"}) for t, v in ((1.0, 0.5), (2.0, 0.4))]
+    assert space.read_reports("\n".join(lines), "rmse") == [space.Report(0, 0.5, 1.0), space.Report(1, 0.4, 2.0)]
+    assert space.read_reports(lines[0], "rmse") == [space.Report(0, 0.5, 1.0)]
+
+
 def test_read_reports_skips_what_is_not_a_report():
     lines = [json.dumps({"timestamp": 1.5, "trial": "1", "rmse": "0.5", "global_step": "10"}),
              "not json", json.dumps({"timestamp": 2.0, "loss": "1"}), '{"rmse": "x"}', "[1]",

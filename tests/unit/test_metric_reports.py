@@ -41,6 +41,12 @@ def points(text: str, tag: str = "accuracy") -> list[tuple]:
     # JSON that is not a report of the tag, or not a number, or not JSON: skipped (or read as StdOut)
     (f'{T1} {{"loss": "0.1"}}\n{T1} {{"accuracy": "n/a", "timestamp": 5}}\n{T1} {{accuracy=0.3',
      [("1", 0.3, "2026-01-01T00:00:01.123456Z")]),
+    # hypertune's global_step "0" on every report (the trainer gave no step): the ordinals
+    (f"{T1} {hypertune(0.5, 0, 1767225600)}\n{T3} {hypertune(0.6, 0, 1767225601)}",
+     [("1", 0.5, "2026-01-01T00:00:00Z"), ("2", 0.6, "2026-01-01T00:00:01Z")]),
+    # …but a first report at step 0 followed by real steps keeps them
+    (f"{T1} {hypertune(0.5, 0, 1767225600)}\n{T3} {hypertune(0.6, 5, 1767225601)}",
+     [("0", 0.5, "2026-01-01T00:00:00Z"), ("5", 0.6, "2026-01-01T00:00:01Z")]),
     # a timestamp out of range: the log's time
     (f'{T3} {{"accuracy": "1", "timestamp": 1e300}}', [("1", 1.0, "2026-01-01T00:00:03Z")]),
 ])

@@ -9,9 +9,13 @@ pytestmark = pytest.mark.local
 
 
 @pytest.fixture
-def jp_server_config(jp_server_config):
-    tables = {"machines": {"tiny": {"cpu": 1, "memory_gib": 2}}, "replace_runtimes": True,
-              "runtimes": {"plain": {"3.11": {"image": "python:3.11"}}}, "default_runtime_version": "plain"}
+def tables():
+    return {"machines": {"tiny": {"cpu": 1, "memory_gib": 2}}, "replace_runtimes": True,
+            "runtimes": {"plain": {"3.11": {"image": "python:3.11"}}}, "default_runtime_version": "plain"}
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config, tables):
     return {**jp_server_config, "MLPlatformApp": {**jp_server_config["MLPlatformApp"], "job_tables": tables}}
 
 
@@ -27,4 +31,15 @@ def test_the_operators_tables_decide_machines_and_runtimes(api, run):
         assert violation["field"] == "trainingInput.runtimeVersion" and "plain" in violation["description"]
         code, _ = await api("GET", PROJECT, "jobs", "tf_1")
         assert code == 404
+    run(go())
+
+
+@pytest.mark.parametrize("tables", [{"machines": {"tiny": {"cpu": "one", "memory_gib": 2}}}])
+def test_a_mistake_in_the_tables_is_answered_naming_its_key_and_nothing_runs(api, run, jp_serverapp):
+    async def go():
+        for method, parts, body in [("POST", ("jobs",), job_body("t_1")), ("GET", ("jobs",), None),
+                                    ("GET", ("jobs", "t_1"), None)]:
+            code, error = await api(method, PROJECT, *parts, body=body)
+            assert code == 503 and error["error"]["status"] == "UNAVAILABLE", (method, parts, error)
+            assert "MLPlatformApp.job_tables.machines.tiny.cpu: must be a positive number" in error["error"]["message"]
     run(go())
