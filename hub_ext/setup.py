@@ -24,6 +24,7 @@ from traitlets.config import Config
 from .api import CUSTOM_SCOPES, SCOPE, handlers
 from .credentials_page import SCOPES as CREDENTIAL_SCOPES
 from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
+from .logs import use_hub_format
 from .platform import Runtime, kubespawner_traits
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
@@ -60,6 +61,7 @@ def settings_from_config(c: Config, section: str = "LocalPlatformSpawner") -> di
 
 
 def configure(c: Config) -> Runtime:
+    use_hub_format()
     spawner = c.JupyterHub.get("spawner_class", None) if "JupyterHub" in c else None
     if not spawner:
         c.JupyterHub.spawner_class = "platform-local"

@@ -32,6 +32,7 @@ import urllib.request
 from typing import Any, Mapping
 
 from ..errors import ConfigError, Problem
+from ..logs import use_hub_format
 from .settings import Endpoints, github_settings, google_settings, oidc_settings
 
 __all__ = ["configure_oidc", "configure_google", "configure_github", "discover", "apply"]
@@ -88,6 +89,7 @@ def configure_oidc(c, *, issuer: str, endpoints: Endpoints | None = None, env: M
                    **kwargs) -> None:
     """Generic OpenID Connect login (GenericOAuthenticator); endpoints from the issuer's discovery document.
     Keyword arguments: those of :func:`.settings.oidc_settings`."""
+    use_hub_format()
     kwargs = _from_config(c, "GenericOAuthenticator", kwargs)
     apply(c, oidc_settings(endpoints=endpoints or discover(issuer), **kwargs), env)
 
@@ -95,10 +97,12 @@ def configure_oidc(c, *, issuer: str, endpoints: Endpoints | None = None, env: M
 def configure_google(c, *, env: Mapping[str, str] | None = None, **kwargs) -> None:
     """Google login (GoogleOAuthenticator): ``hosted_domains`` checked on the ``hd`` claim.
     Keyword arguments: those of :func:`.settings.google_settings`."""
+    use_hub_format()
     apply(c, google_settings(**_from_config(c, "GoogleOAuthenticator", kwargs)), env)
 
 
 def configure_github(c, *, env: Mapping[str, str] | None = None, **kwargs) -> None:
     """GitHub login (GitHubOAuthenticator): groups ``org`` and ``org:team``.
     Keyword arguments: those of :func:`.settings.github_settings`."""
+    use_hub_format()
     apply(c, github_settings(**_from_config(c, "GitHubOAuthenticator", kwargs)), env)
