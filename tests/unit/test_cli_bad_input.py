@@ -12,6 +12,7 @@ from hub_ext.errors import UserInputError
 from server_ext.cli.flags import parse_args
 from server_ext.cli.main import main
 from server_ext.jobs.service import LOCAL_EXPERIMENT
+from tests.unit.test_cli_flags import EXPERIMENT
 from server_ext.jobs.model import MAX_ACCELERATORS, MAX_REPLICAS, parse_job
 
 pytestmark = pytest.mark.unit
@@ -138,19 +139,6 @@ def test_dry_run_accepts_a_configured_region(tmp_path):
     assert [d["kind"] for d in yaml.safe_load_all(out)] == ["TFJob"]
 
 
-EXPERIMENT = """\
-apiVersion: kubeflow.org/v1beta1
-kind: Experiment
-metadata: {name: mnist-lr}
-spec:
-  objective: {type: minimize, objectiveMetricName: loss}
-  algorithm: {algorithmName: random}
-  parameters:
-  - {name: lr, parameterType: double, feasibleSpace: {min: "0.01", max: "0.1"}}
-  trialTemplate:
-    primaryContainerName: trainer
-    trialSpec: {apiVersion: batch/v1, kind: Job}
-"""
 
 
 def test_dry_run_refuses_a_native_experiment_on_the_local_runtime(tmp_path):
