@@ -107,6 +107,13 @@ class Client:
     def call(self, coro, timeout: float | None = None) -> Any:
         return self.bg.run(coro, timeout)
 
+    def close(self) -> None:
+        """Close the HTTP connections (a kernel's client lives as long as the kernel; tests and
+        scripts close theirs). The client opens them again if used after."""
+        close = getattr(self.jobs, "close", None)
+        if close is not None:
+            self.call(close())
+
     def submit(self, config: dict | str | os.PathLike | None = None, project: str | None = None,
                package_path: str | os.PathLike | None = None, **flags: Any) -> "JobHandle":
         """Create a job from `config` (a Job dict, a YAML/JSON file path, or YAML text; a Katib

@@ -34,7 +34,9 @@ def server(jp_serverapp, http_server, http_server_port, jp_base_url):
 
 @pytest.fixture
 def client(server):
-    return Client(*server, project=PROJECT)
+    client = Client(*server, project=PROJECT)
+    yield client
+    client.close()
 
 
 @pytest.fixture
