@@ -121,7 +121,7 @@ def _check_gcp(text: str | None, where: str) -> None:
         raise UserInputError(where, "is required: paste the service-account key (JSON)")
     try:
         key = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's JSON reader goes
         raise UserInputError(where, "is not valid JSON") from None
     if not isinstance(key, dict):
         raise UserInputError(where, "must be a JSON object (a service-account key)")

@@ -74,7 +74,7 @@ class CredentialsAPIHandler(_CredentialsAPI):
         user, spawner = self._user_spawner(user_name)
         try:
             body = json.loads(self.request.body or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             raise web.HTTPError(400, "body: is not valid JSON") from None
         try:
             out = await add(spawner, user, project, body)

@@ -30,6 +30,7 @@ def test_a_service_account_key_is_accepted_as_is():
 @pytest.mark.parametrize("fields, field, message", [
     ({"key_json": ""}, "key_json", "is required"),
     ({"key_json": "{not json"}, "key_json", "is not valid JSON"),
+    ({"key_json": "[" * 5000 + "]" * 5000}, "key_json", "is not valid JSON"),  # deeper than json reads
     ({"key_json": "[1]"}, "key_json", "must be a JSON object"),
     (gcp(type="authorized_user"), "key_json.type", "service_account"),
     (gcp(project_id=None), "key_json.project_id", "is required"),
