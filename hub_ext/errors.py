@@ -38,10 +38,18 @@ class ConfigError(PlatformError):
         super().__init__("invalid platform configuration:\n" + "\n".join(f"  {p}" for p in self.problems))
 
 
+def bounded(text: str, limit: int) -> str:
+    """`text`, or its start with how much was cut: an error quoting a user's 100 KB value must not
+    echo it whole to their page, the logs or a terminal."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit} more characters)"
+
+
 class UserInputError(PlatformError):
-    """A user-supplied field is invalid or not permitted. `status` is 400 or 403."""
+    """A user-supplied field is invalid or not permitted. `status` is 400 or 403. The field's name
+    and the message are bounded (`bounded`): they may quote what the user sent."""
 
     def __init__(self, field: str, message: str, status: int = 400):
+        field, message = bounded(str(field), 200), bounded(str(message), 1000)
         self.field, self.message, self.status = field, message, status
         super().__init__(f"{field}: {message}")
 
