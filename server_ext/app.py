@@ -11,6 +11,8 @@ Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubern
                                                  # catalogue the hub published in each project, else
                                                  # the built-in one
     c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects" # local runtime: credentials and datasets
+    c.MLPlatformApp.local_max_processes = 32     # local runtime: processes per job (replicas, and a
+                                                 # sweep's parallel trials × replicas)
     c.MLPlatformApp.job_tables = {...}           # machine types, accelerator aliases, the legacy GPU,
                                                  # runtimes → images, the fetcher image
                                                  # (`server_ext.jobs.tables`)
@@ -32,7 +34,7 @@ import os
 import pathlib
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Dict, Enum, List, Unicode, default
+from traitlets import Dict, Enum, Int, List, Unicode, default
 
 from hub_ext.catalog import parse_accelerators
 from hub_ext.errors import ConfigError
@@ -104,6 +106,14 @@ class MLPlatformApp(ExtensionApp):
                           "fetcher_image": "registry.example.com/mlplatform/trainer-tools:0.1.0"}
                       """).tag(config=True)
 
+    local_max_processes = Int(0, min=0, help="""The local runtime's limit on processes for one job: its
+                              replicas, and for a sweep its parallel trials × replicas per trial; a job
+                              over it is refused (400) naming the count. 0: $MLPLATFORM_LOCAL_MAX_PROCESSES,
+                              else 32. Kubernetes jobs are limited by the project's quota instead.
+
+                              c.MLPlatformApp.local_max_processes = 64
+                              """).tag(config=True)
+
     kube_context = Unicode("", help="""The kubeconfig context of the cluster (empty: the current one, or the
                            pod's ServiceAccount inside a cluster).
 
@@ -148,7 +158,8 @@ class MLPlatformApp(ExtensionApp):
         if self.backend == "local":
             from .jobs.local_backend import LocalBackend
 
-            backend = LocalBackend(pathlib.Path(os.path.expanduser(self.state_dir)))
+            backend = LocalBackend(pathlib.Path(os.path.expanduser(self.state_dir)),
+                                   max_processes=self.local_max_processes or None)
             await backend.start()
             settings = self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS)
             service = JobService(backend, settings, self._project_source(), self._files)

@@ -5,8 +5,10 @@ AI Platform's defaults, as frozen objects both sweep backends (Katib, Optuna) re
 numbers, enums upper-case) and returns a `Spec`, or raises `UserInputError` naming the field
 (``trainingInput.hyperparameters.params[1].maxValue``):
 
+- an empty spec (``hyperparameters: {}``) is refused, not read as "no sweep";
 - ``goal`` MAXIMIZE or MINIMIZE (required); ``hyperparameterMetricTag`` required (the metric the
-  trainer reports; AI Platform's default ``training/hptuning/metric`` is not assumed);
+  trainer reports; AI Platform's default ``training/hptuning/metric`` is not assumed), at most
+  `MAX_TAG` characters, no whitespace or control characters;
 - ``maxTrials`` ≥ 1 (default 1), ``maxParallelTrials`` ≥ 1 (default 1, at most ``maxTrials``),
   ``maxFailedTrials`` ≥ 0 (default: as AI Platform, the sweep fails once enough trials failed
   that it cannot go on: 0 here means "not set"); all three at most `MAX_COUNT` (int32, as Katib's
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -37,6 +40,7 @@ FIELD = "trainingInput.hyperparameters"
 MAX_VALUES = 1000
 MAX_COUNT = 2**31 - 1
 MAX_INTEGER = 2**31 - 1  # an INTEGER parameter's bounds
+MAX_TAG = 256
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 SCALES = ("NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
@@ -141,14 +145,27 @@ def _param(raw: Mapping, i: int, seen: set[str]) -> Param:
     return Param(name, kind, None, None, texts, "UNIT_LINEAR_SCALE")
 
 
+def _check_tag(metric: Any) -> str:
+    where = f"{FIELD}.hyperparameterMetricTag"
+    if not metric:
+        raise UserInputError(where, "is required: the name of the metric the trainer reports")
+    tag = str(metric)
+    if len(tag) > MAX_TAG:
+        raise UserInputError(where, f"at most {MAX_TAG} characters (has {len(tag)})")
+    bad = next((c for c in tag if c.isspace() or unicodedata.category(c).startswith("C")), None)
+    if bad is not None:
+        raise UserInputError(where, f"must not contain whitespace or control characters (has {bad!r})")
+    return tag
+
+
 def parse_spec(doc: Mapping[str, Any]) -> Spec:
+    if not doc:
+        raise UserInputError(FIELD, "is empty: a hyperparameter tuning job needs goal, hyperparameterMetricTag and "
+                                    "params (leave hyperparameters out to run the job once)")
     goal = doc.get("goal")
     if goal not in ("MAXIMIZE", "MINIMIZE"):
         raise UserInputError(f"{FIELD}.goal", "is required: MAXIMIZE or MINIMIZE")
-    metric = doc.get("hyperparameterMetricTag")
-    if not metric:
-        raise UserInputError(f"{FIELD}.hyperparameterMetricTag", "is required: the name of the metric the trainer "
-                                                                 "reports")
+    metric = _check_tag(doc.get("hyperparameterMetricTag"))
     raw_params = doc.get("params") or []
     if not raw_params:
         raise UserInputError(f"{FIELD}.params", "at least one parameter is required")
@@ -165,7 +182,7 @@ def parse_spec(doc: Mapping[str, Any]) -> Spec:
             if p.type == "DOUBLE":
                 raise UserInputError(f"{FIELD}.params[{i}].type", "GRID_SEARCH needs INTEGER, DISCRETE or "
                                                                  "CATEGORICAL parameters (a DOUBLE has no grid)")
-    return Spec(goal=goal, metric=str(metric), params=params, max_trials=max_trials,
+    return Spec(goal=goal, metric=metric, params=params, max_trials=max_trials,
                 max_parallel=min(max_parallel, max_trials), max_failed=max_failed, algorithm=algorithm,
                 early_stopping=bool(doc.get("enableTrialEarlyStopping")),
                 resume_from=doc.get("resumePreviousJobId") or None)

@@ -21,8 +21,16 @@ Guarantees:
   (SIGTERM, SIGKILL after `grace_s`). When a job ends, the replicas still running are stopped the
   same way before the final state is written, so a final state means no process is left.
 - Submit is all or nothing: a taken jobId (`JobExists`), a bad package URI, a shipped package whose
-  bytes are not the plan's (sha256), a container image or a credential/dataset the project lacks is
-  refused before anything is created or started.
+  bytes are not the plan's (sha256), a container image, a credential/dataset the project lacks or
+  more processes than `max_processes` is refused before anything is created or started.
+- At most `max_processes` processes per job: the constructor's argument (the server passes
+  ``c.MLPlatformApp.local_max_processes``), else ``$MLPLATFORM_LOCAL_MAX_PROCESSES`` (which the
+  CLI's local runtime reads too), else `DEFAULT_MAX_PROCESSES` (32). More replicas (master,
+  workers, parameter servers, evaluators) are refused naming the count field
+  (``trainingInput.workerCount``, or ``trainingInput.scaleTier`` for a tier's replicas), and a
+  sweep's ``maxParallelTrials`` (at most ``maxTrials``) × replicas per trial likewise
+  (``trainingInput.hyperparameters.maxParallelTrials``). Kubernetes has no such limit: there the
+  project's quota decides.
 - State lives in ``<state_dir>/jobs.sqlite`` (`local_store`). Each replica's exit status is also
   written next to its log by a ``/bin/sh`` wrapper (`local_procs`), so it survives the server. A new backend on
   the same state_dir shows finished jobs unchanged; re-adopts running ones (watched by polling
@@ -55,7 +63,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import AsyncIterator, Mapping
 
-from hub_ext.errors import UserInputError
+from hub_ext.errors import ConfigError, Problem, UserInputError
 
 from ..errors import JobExists, JobFinished, JobNotFound
 from .backend import FINAL, LogLine
@@ -70,6 +78,20 @@ from .plan import JobPlan, task_name
 log = logging.getLogger(__name__)
 
 _PROJECT = re.compile(r"[A-Za-z0-9_@][A-Za-z0-9._@-]{0,252}")
+DEFAULT_MAX_PROCESSES = 32  # PREMIUM_1's 31 replicas fit
+MAX_PROCESSES_ENV = "MLPLATFORM_LOCAL_MAX_PROCESSES"
+_COUNT_FIELD = {"worker": "workerCount", "ps": "parameterServerCount", "evaluator": "evaluatorCount"}
+
+
+def max_processes_from(environ: Mapping[str, str]) -> int:
+    """``$MLPLATFORM_LOCAL_MAX_PROCESSES``, else `DEFAULT_MAX_PROCESSES`; `ConfigError` when it is not a
+    whole number from 1 to 999999."""
+    text = environ.get(MAX_PROCESSES_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_PROCESSES
+    if not re.fullmatch(r"[0-9]{1,6}", text) or int(text) < 1:
+        raise ConfigError([Problem(MAX_PROCESSES_ENV, "must be a whole number of processes from 1 to 999999")])
+    return int(text)
 
 
 def now() -> str:
@@ -98,8 +120,12 @@ class LocalBackend:
 
 
     def __init__(self, state_dir: pathlib.Path | str, python: str = sys.executable,
-                 env: Mapping[str, str] | None = None, *, grace_s: float = 5.0, poll_s: float = 0.2):
+                 env: Mapping[str, str] | None = None, *, grace_s: float = 5.0, poll_s: float = 0.2,
+                 max_processes: int | None = None):
         self.state_dir = pathlib.Path(state_dir)
+        self.max_processes = max_processes_from(os.environ) if max_processes is None else int(max_processes)
+        if self.max_processes < 1:
+            raise ValueError(f"max_processes must be 1 or more, not {max_processes}")
         self.python = python
         self.grace_s, self.poll_s = grace_s, poll_s
         self._env = dict(env) if env is not None else None
@@ -203,6 +229,7 @@ class LocalBackend:
         if self._store is None:
             raise RuntimeError("LocalBackend.start() was not awaited")
         refuse_unrunnable(plan)
+        self._refuse_too_many(plan)
         if plan.sweep is not None:
             self._sweeps.check(plan)
         if not _PROJECT.fullmatch(plan.project):
@@ -243,6 +270,21 @@ class LocalBackend:
         runner = self._sweeps.run(rec, plan, live) if plan.sweep else self._run(rec, plan, live, base, dict(env or {}))
         self._background(rec, live, runner)
         return json.loads(json.dumps(rec.job))
+
+    def _refuse_too_many(self, plan: JobPlan) -> None:
+        """A job with more replicas than `max_processes` (see the module docstring)."""
+        total, most = plan.total_replicas, self.max_processes
+        if total <= most:
+            return
+        if plan.job.training.get("scaleTier", "BASIC") != "CUSTOM":
+            field = "trainingInput.scaleTier"
+        else:
+            role = max((r for r in plan.replicas if r.role in _COUNT_FIELD), key=lambda r: r.count).role
+            field = f"trainingInput.{_COUNT_FIELD[role]}"
+        counts = ", ".join(f"{r.count} {r.role}" for r in plan.replicas)
+        raise UserInputError(field, f"the job would run {total} processes at once ({counts}); the local runtime "
+                                    f"runs at most {most} for one job (c.MLPlatformApp.local_max_processes or "
+                                    f"${MAX_PROCESSES_ENV}); ask for fewer or use the Kubernetes runtime")
 
     async def get(self, project: str, job_id: str) -> dict:
         return json.loads(json.dumps(self._record(project, job_id).job))

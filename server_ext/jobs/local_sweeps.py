@@ -12,7 +12,9 @@ Guarantees:
   every Optuna call runs on one worker thread, so the event loop never blocks on it and calls
   never race. Each study trial of this sweep carries the user attribute ``trialId``.
 - At most ``maxParallelTrials`` trials run at once and ``maxTrials`` are started in all (fewer for a
-  grid with fewer points). Trial ids are "1", "2", … in the order trials start.
+  grid with fewer points). Trial ids are "1", "2", … in the order trials start. A sweep whose
+  parallel trials (``maxParallelTrials``, at most ``maxTrials``) × replicas per trial exceed the
+  backend's `LocalBackend.max_processes` is refused at submit, naming ``maxParallelTrials``.
 - A trial's objective is the last value of the metric tag in its master's metrics file
   (``<trial dir>/master-replica-0.metrics``). The trial is SUCCEEDED when its job succeeded and it
   reported a finite value; FAILED when its job failed or it reported none; CANCELLED when the sweep
@@ -152,6 +154,13 @@ class Sweeps:
         """The sweep's own refusals, before anything is created."""
         spec = plan.sweep
         space.check_grid(spec)
+        each, most = plan.total_replicas, self.b.max_processes
+        if spec.max_parallel * each > most:
+            raise UserInputError(f"{FIELD}.maxParallelTrials",
+                                 f"{spec.max_parallel} trials at once × {each} replica{'s' if each > 1 else ''} "
+                                 f"each is more than the {most} processes the local runtime runs for one job "
+                                 f"(at most {most // each} trials at once here; "
+                                 "c.MLPlatformApp.local_max_processes or $MLPLATFORM_LOCAL_MAX_PROCESSES)")
         if spec.resume_from:
             prev = self.b._jobs.get((plan.project, spec.resume_from))
             if prev is None or not is_sweep(prev):

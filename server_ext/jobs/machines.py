@@ -1,16 +1,20 @@
 """Machines and accelerators of a job: AI Platform's names → what a replica asks the cluster for. Pure.
 
 - Machine types: Compute Engine names (``n1-standard-8``, ``n1-highmem-16``, ``n1-highcpu-32``,
-  ``n2-…``, ``e2-…``, ``a2-highgpu-1g``…) by their published vCPU/memory shape, and AI Platform's
-  legacy names (``standard``, ``large_model``, ``complex_model_m``, ``standard_gpu``,
+  ``n2-…``, ``e2-…``, ``a2-highgpu-1g``…) by their published vCPU/memory shape, with 1 to the
+  family's largest published vCPU count (`MAX_CPUS`: n1 96, n2 128, n2d 224, e2 32, c2 60), and
+  AI Platform's legacy names (``standard``, ``large_model``, ``complex_model_m``, ``standard_gpu``,
   ``complex_model_m_p100``, ``standard_v100``…) with the GPUs they implied. An operator's table
   (`Machines(extra=…)`) adds or overrides names.
 - Accelerators: Google's spellings (``NVIDIA_TESLA_V100``; gcloud's ``nvidia-tesla-v100`` is
   normalised by the job model) and the platform's MIG names (``NVIDIA_A100_1G_5GB``), mapped to
   the platform catalogue: a MIG accelerator of profile ``1g.5gb`` is ``NVIDIA_A100_1G_5GB``; a
-  whole GPU is matched by the model in its product (``A100``, ``V100``…) or by an explicit
-  ``aliases`` table. TPUs are refused by name; an accelerator the catalogue lacks is refused
-  with the list of those it has.
+  whole GPU is matched by the model in its product or by an explicit ``aliases`` table. The
+  model is matched by whole tokens (`model_matches`): ``NVIDIA_TESLA_A100`` and ``NVIDIA_A100``
+  name the product ``NVIDIA-A100-SXM4-40GB`` (its first token after the brand words NVIDIA,
+  TESLA, GEFORCE, QUADRO is the model), ``NVIDIA_A100_40GB`` too (later tokens must be among the
+  product's), while ``A1``, ``1``, ``SXM4`` or ``_`` name nothing. TPUs are refused by name; an
+  accelerator the catalogue lacks is refused with the list of those it has.
 - Legacy GPUs: the K80/P100/V100 that AI Platform's legacy GPU machine names and ``BASIC_GPU``
   imply (the user named no accelerator) become, when the catalogue lacks that model,
   `Machines.legacy_gpu` (a catalogue name), else the catalogue's first whole GPU; a catalogue
@@ -34,6 +38,8 @@ _GIB_PER_CPU = {("n1", "standard"): 3.75, ("n1", "highmem"): 6.5, ("n1", "highcp
                 ("n2d", "standard"): 4, ("n2d", "highmem"): 8, ("n2d", "highcpu"): 1,
                 ("e2", "standard"): 4, ("e2", "highmem"): 8, ("e2", "highcpu"): 1,
                 ("c2", "standard"): 4}
+MAX_CPUS = {"n1": 96, "n2": 128, "n2d": 224, "e2": 32, "c2": 60}
+_BRANDS = ("NVIDIA", "TESLA", "GEFORCE", "QUADRO")
 _A2 = re.compile(r"a2-highgpu-(?P<gpus>1|2|4|8)g")
 
 
@@ -66,6 +72,20 @@ TIERS = {
 }
 
 
+def _tokens(text: str) -> list[str]:
+    tokens = [t for t in re.split(r"[^A-Z0-9]+", text.upper()) if t]
+    while tokens and tokens[0] in _BRANDS:
+        tokens.pop(0)
+    return tokens
+
+
+def model_matches(google_name: str, product: str) -> bool:
+    """`google_name` (``NVIDIA_TESLA_A100``) names the GPU `product` (``NVIDIA-A100-SXM4-40GB``): its
+    model token is the product's, and its further tokens (``80GB``) are among the product's."""
+    wanted, have = _tokens(google_name), _tokens(product or "")
+    return bool(wanted and have) and wanted[0] == have[0] and all(t in have[1:] for t in wanted[1:])
+
+
 def mig_name(profile: str) -> str:
     return "NVIDIA_A100_" + profile.upper().replace(".", "_").replace("+", "_")
 
@@ -88,7 +108,10 @@ class Machines:
             return LEGACY[name]
         m = _GCE.fullmatch(name)
         if m and (m["family"], m["shape"]) in _GIB_PER_CPU:
-            cpus = int(m["cpus"])
+            digits, most = m["cpus"].lstrip("0") or "0", MAX_CPUS[m["family"]]
+            cpus = int(digits) if len(digits) <= 6 else most + 1
+            if not 1 <= cpus <= most:
+                raise UserInputError(where, f"{m['family']} machines have 1 to {most} vCPUs, not {name!r}")
             return Machine(cpus, round(cpus * _GIB_PER_CPU[(m["family"], m["shape"])], 2))
         m = _A2.fullmatch(name)
         if m:
@@ -132,9 +155,8 @@ class Machines:
             if acc.name == wanted or (acc.type == "mig" and mig_name(acc.mig_profile) == google_name):
                 return acc
         if wanted is None:
-            model = google_name.replace("NVIDIA_TESLA_", "").replace("NVIDIA_", "")
             for acc in self.accelerators.values():
-                if acc.type == "gpu" and model and model in (acc.product or acc.display_name).upper().replace("-", "_"):
+                if acc.type == "gpu" and model_matches(google_name, acc.product or acc.display_name):
                     return acc
         offered = sorted(self.names())
         raise UserInputError(where, f"no {google_name} on this platform (offered: {', '.join(offered) or 'none'})")

@@ -21,7 +21,15 @@ Google's rules, kept in the API's own JSON shape. Pure.
     ``configmap://``, ``file://`` or a plain path; no two with the same file name), refused as
     ``trainingInput.packageUris[i]`` otherwise;
   - ``hyperparameters``: checked by `server_ext.jobs.hptuning.parse_spec` (so a bad sweep is refused
-    here, with its field's path, not only when the job is planned);
+    here, with its field's path, not only when the job is planned; an empty one is refused too);
+  - ``pythonModule``: a dotted Python module name (``trainer.task``), as ``python -m`` takes it;
+  - what reaches a process must fit in what Linux passes to one (``execve``; each string at most
+    128 KiB, ``MAX_ARG_STRLEN``): ``args`` hold at most `MAX_ARGS_BYTES` in all (UTF-8, one more
+    byte each), refused as ``trainingInput.args[i]`` (one alone too long) or ``trainingInput.args``;
+    the whole ``trainingInput`` as JSON at most `MAX_TRAINING_JSON` (TensorFlow's ``TF_CONFIG``
+    carries it to every replica), refused as ``trainingInput``; every string is free of NUL and
+    lone surrogates (`server_ext.jobs.schema`);
+  - ``scheduling.maxRunningTime``: a positive Google duration (``7200s``, ``1.5s``);
   - output-only fields (``state``, times, ``trainingOutput``, ``errorMessage``, ``etag``) are
     refused on create (`parse_job(doc, create=True)`), accepted when reading back a stored job.
 - `kubernetes_name(job_id)`: a DNS-1123 label for the Kubernetes objects of a job, collision
@@ -46,6 +54,7 @@ from .fetch import parse_all
 from .hptuning import parse_spec
 from .schema import coerce
 
+_ZERO_DURATION = re.compile(r"0*(?:\.0*)?s")
 JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
@@ -54,6 +63,8 @@ OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "errorMessage", "t
                "jobPosition", "predictionOutput")
 MAX_REPLICAS = 2**31 - 1
 MAX_ACCELERATORS = 64
+MAX_ARGS_BYTES = 64 * 1024
+MAX_TRAINING_JSON = 100 * 1024
 TIERS = ("BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "CUSTOM")
 _CUSTOM_ONLY = ("masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
                 "parameterServerCount", "evaluatorCount", "workerConfig", "parameterServerConfig", "evaluatorConfig")
@@ -161,17 +172,41 @@ def _check_training(t: dict, shipped_package: bool = False) -> dict:
                 raise UserInputError(f"{where}.count", f"must be at most {MAX_ACCELERATORS} per replica")
     if t.get("packageUris"):
         parse_all(list(t["packageUris"]))
-    if t.get("hyperparameters"):
+    if "hyperparameters" in t:
         parse_spec(t["hyperparameters"])
+    if _ZERO_DURATION.fullmatch((t.get("scheduling") or {}).get("maxRunningTime", "1s")):
+        raise UserInputError("trainingInput.scheduling.maxRunningTime", "must be a positive duration such as 7200s")
+    module = t.get("pythonModule")
+    if module and not all(part.isidentifier() for part in module.split(".")):
+        raise UserInputError("trainingInput.pythonModule", "must be a dotted Python module name such as "
+                                                           "trainer.task (what python -m runs)")
+    _check_sizes(t)
     has_image = bool((t.get("masterConfig") or {}).get("imageUri"))
     if not has_image:
-        if not t.get("pythonModule"):
+        if not module:
             raise UserInputError("trainingInput.pythonModule", "is required (or a custom container: "
                                                                "masterConfig.imageUri)")
         if not t.get("packageUris") and not shipped_package:
             raise UserInputError("trainingInput.packageUris", "is required with pythonModule (or use "
                                                               "--package-path)")
     return t
+
+
+def _check_sizes(t: Mapping[str, Any]) -> None:
+    total = 0
+    for i, arg in enumerate(t.get("args") or ()):
+        size = len(arg.encode()) + 1
+        if size > MAX_ARGS_BYTES:
+            raise UserInputError(f"trainingInput.args[{i}]", f"is {size - 1} bytes long; the arguments may hold at "
+                                                             f"most {MAX_ARGS_BYTES // 1024} KiB in all")
+        total += size
+    if total > MAX_ARGS_BYTES:
+        raise UserInputError("trainingInput.args", f"add up to {total} bytes ({len(t['args'])} arguments, one byte "
+                                                   f"more each); at most {MAX_ARGS_BYTES // 1024} KiB in all")
+    size = len(json.dumps(t, sort_keys=True))
+    if size > MAX_TRAINING_JSON:
+        raise UserInputError("trainingInput", f"is {size} bytes as JSON; at most {MAX_TRAINING_JSON // 1024} KiB "
+                                              "(each replica gets it in TF_CONFIG)")
 
 
 def kubernetes_name(job_id: str) -> str:

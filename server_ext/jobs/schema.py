@@ -14,8 +14,12 @@ REST JSON) into the API's canonical JSON shape, by the discovery document's fiel
 - enums must be one of the listed values (case-insensitive on input, ``-`` read as ``_``,
   upper-case out), except for fields named in `OPEN_ENUMS` (the accelerator type, which the
   platform extends with MIG slices: the job model checks those against the catalogue);
-- ``google-datetime`` strings must be RFC 3339 timestamps; ``additionalProperties`` maps
-  (labels) must map strings to strings.
+- ``google-datetime`` strings must be RFC 3339 timestamps; ``google-duration`` strings Google's
+  duration syntax, whole or decimal seconds with an ``s`` (``7200s``, ``1.5s``, at most 9
+  decimals and `MAX_DURATION_S`); ``additionalProperties`` maps (labels) must map strings to
+  strings;
+- every string (and map key) must be text a process can be given: no NUL character and no lone
+  surrogate (``\\ud800``, which JSON can carry but UTF-8 cannot encode).
 
 Pure; raises `UserInputError` naming the field.
 """
@@ -37,6 +41,8 @@ DISCOVERY = pathlib.Path(__file__).parent / "data" / "ml-v1-discovery.json"
 OPEN_ENUMS = ("acceleratorConfig.type",)
 _TRUE = {"true", "yes", "y", "on", "1"}
 _FALSE = {"false", "no", "n", "off", "0"}
+MAX_DURATION_S = 315_576_000_000  # google.protobuf.Duration's largest (10,000 years)
+_DURATION = re.compile(r"(?P<seconds>[0-9]+)(?:\.[0-9]{1,9})?s")
 RANGES = {"int32": (-2**31, 2**31 - 1), "int64": (-2**63, 2**63 - 1), "uint32": (0, 2**32 - 1),
           "uint64": (0, 2**64 - 1)}
 
@@ -75,6 +81,8 @@ def coerce(value: Any, schema: dict | str, path: str = "") -> Any:
         if not isinstance(value, dict):
             raise UserInputError(where, "must be a mapping")
         inner = schema.get("additionalProperties") or {"type": "string"}
+        for k in value:
+            _check_text(str(k), f"{where}.{k}")
         return {str(k): coerce(v, inner, f"{where}.{k}") for k, v in value.items()}
     if kind == "array":
         if not isinstance(value, list):
@@ -137,6 +145,7 @@ def _string(value: Any, schema: dict, where: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise UserInputError(where, "must be text")
     text = str(value)
+    _check_text(text, where)
     enum = schema.get("enum")
     if enum:
         upper = text.strip().upper().replace("-", "_").replace(".", "_")
@@ -150,4 +159,22 @@ def _string(value: Any, schema: dict, where: str) -> str:
             datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
             raise UserInputError(where, "must be an RFC 3339 timestamp such as 2026-01-31T12:00:00Z") from None
+    if schema.get("format") == "google-duration":
+        text = text.strip()
+        m = _DURATION.fullmatch(text)
+        seconds = m["seconds"].lstrip("0") if m else ""
+        if not m or len(seconds) > len(str(MAX_DURATION_S)) or int(seconds or "0") > MAX_DURATION_S:
+            raise UserInputError(where, "must be a duration in seconds such as 7200s or 1.5s (at most 9 decimals, "
+                                        f"at most {MAX_DURATION_S}s)")
     return text
+
+
+def _check_text(text: str, where: str) -> None:
+    """Text a process can be given (as an argument, an environment variable or a file name)."""
+    if "\x00" in text:
+        raise UserInputError(where, "must not contain a NUL character (\\u0000)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UserInputError(where, f"is not valid Unicode: it holds a lone surrogate at character {e.start} "
+                                    "(\\ud800-\\udfff without its pair)") from None

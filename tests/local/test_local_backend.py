@@ -336,6 +336,51 @@ async def test_refusals_duplicates_and_projects(backend, tmp_path, monkeypatch):
         assert (await wait_for(backend, project, job_id))["state"] == "SUCCEEDED"
 
 
+@pytest.mark.parametrize("training, field", [
+    (cluster(2**31 - 1), "trainingInput.workerCount"),  # once built 2^31 task names on the event loop
+    (cluster(1, ps=32), "trainingInput.parameterServerCount"),
+    (cluster(20, ps=12), "trainingInput.workerCount"),
+    ({"scaleTier": "CUSTOM", "masterType": "standard", "evaluatorType": "standard", "evaluatorCount": "40"},
+     "trainingInput.evaluatorCount"),
+])
+async def test_more_processes_than_the_local_limit_are_refused_before_anything_is_made(backend, training, field):
+    assert backend.max_processes == 32
+    plan = make_plan(uid("many"), ["--epochs=1"], **training)
+    with pytest.raises(UserInputError) as e:
+        await backend.submit(plan)
+    assert e.value.field == field and "the local runtime runs at most 32 for one job" in e.value.message
+    assert "MLPLATFORM_LOCAL_MAX_PROCESSES" in e.value.message
+    with pytest.raises(JobNotFound):
+        await backend.get("alice", plan.job.job_id)
+    assert not backend.job_dir("alice", plan.job.job_id).exists() and job_pids(plan.job.job_id) == []
+
+
+async def test_the_local_process_limit_is_configurable(tmp_path, monkeypatch):
+    from hub_ext.errors import ConfigError
+    from server_ext.jobs.local_backend import MAX_PROCESSES_ENV
+
+    premium = make_plan(uid("premium"), ["--epochs=1"], scaleTier="PREMIUM_1")  # 31 replicas: within the default
+    two = make_plan(uid("two"), ["--epochs=1", "--sleep=0"], **cluster(1))
+    monkeypatch.setenv(MAX_PROCESSES_ENV, "2")
+    assert LocalBackend(tmp_path / "a").max_processes == 2
+    b = await LocalBackend.create(tmp_path / "b", max_processes=8, grace_s=1.0, poll_s=0.05)
+    try:
+        with pytest.raises(UserInputError) as e:
+            await b.submit(premium)
+        assert e.value.field == "trainingInput.scaleTier" and "at most 8 for one job" in e.value.message
+        await b.submit(two)
+        assert (await wait_for(b, "alice", two.job.job_id))["state"] == "SUCCEEDED"
+    finally:
+        await b.close()
+    for bad in ("0", "many", "-1", "1e3", "9999999"):
+        monkeypatch.setenv(MAX_PROCESSES_ENV, bad)
+        with pytest.raises(ConfigError) as c:
+            LocalBackend(tmp_path / "c")
+        assert c.value.problems[0].path == MAX_PROCESSES_ENV
+    monkeypatch.delenv(MAX_PROCESSES_ENV)
+    assert LocalBackend(tmp_path / "d").max_processes == 32
+
+
 async def test_restart_keeps_finished_adopts_running_and_fails_orphans(tmp_path):
     state = tmp_path / "state"
     first = await LocalBackend.create(state, grace_s=2.0, poll_s=0.05)

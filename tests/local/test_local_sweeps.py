@@ -238,3 +238,40 @@ async def test_resume_previous_job_continues_its_study(backend):
     study = optuna.load_study(study_name=f"alice/{second}", storage=storage)
     previous = optuna.load_study(study_name=f"alice/{first}", storage=storage)
     assert len(study.trials) == 4 and study.best_value <= previous.best_value
+
+
+@pytest.mark.parametrize("hyper, workers, message", [
+    ({"maxTrials": 2**31 - 1, "maxParallelTrials": 2**31 - 1}, 0, "2147483647 trials at once × 1 replica each"),
+    ({"maxTrials": 20, "maxParallelTrials": 11}, 2, "11 trials at once × 3 replicas each"),
+    ({"maxTrials": 40, "maxParallelTrials": 33}, 0, "at most 32 trials at once here"),
+])
+async def test_parallel_trials_beyond_the_local_process_limit_are_refused(backend, hyper, workers, message):
+    assert backend.max_processes == 32  # the default
+    job_id = uid("wide")
+    plan = sweep_plan(job_id, [EPOCHS], ["--sleep=0"], **hyper)
+    if workers:
+        training = {**plan.job.training, "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard",
+                    "workerCount": str(workers)}
+        plan = plan_job(parse_job({"jobId": job_id, "trainingInput": training}), SETTINGS, project="alice",
+                        owner="alice")
+    with pytest.raises(UserInputError) as e:
+        await backend.submit(plan)
+    assert e.value.field == "trainingInput.hyperparameters.maxParallelTrials" and message in e.value.message
+    with pytest.raises(JobNotFound):
+        await backend.get("alice", job_id)
+    assert not backend.job_dir("alice", job_id).exists()
+
+
+async def test_parallel_trials_are_counted_up_to_max_trials(tmp_path):
+    b = await LocalBackend.create(tmp_path / "state", grace_s=0.5, poll_s=0.05, max_processes=2)
+    try:
+        job_id = uid("few")  # maxParallelTrials beyond maxTrials runs maxTrials at once: 2 × 1 process
+        await b.submit(sweep_plan(job_id, [EPOCHS], ["--sleep=0"], maxTrials=2, maxParallelTrials=1000))
+        job = await wait_for(b, job_id)
+        assert job["state"] == "SUCCEEDED" and len(trials(job)) == 2
+        with pytest.raises(UserInputError) as e:
+            await b.submit(sweep_plan(uid("more"), [EPOCHS], ["--sleep=0"], maxTrials=3, maxParallelTrials=3))
+        assert e.value.field == "trainingInput.hyperparameters.maxParallelTrials"
+        assert "at most 2 trials at once here" in e.value.message
+    finally:
+        await b.close()

@@ -115,3 +115,22 @@ def test_trial_args_are_flags_in_the_specs_order():
                                           LR, {"parameterName": "o", "type": "CATEGORICAL",
                                                "categoricalValues": ["a b"]}]})
     assert trial_args(spec, {"lr": 0.01, "o": "a b", "n": 3.0}) == ["--n=3", "--lr=0.01", "--o=a b"]
+
+
+@pytest.mark.parametrize("doc, field, message", [
+    ({}, F, "is empty"),
+    ({**BASE, "hyperparameterMetricTag": "a\nb"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
+    ({**BASE, "hyperparameterMetricTag": " accuracy"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
+    ({**BASE, "hyperparameterMetricTag": "acc\turacy"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
+    ({**BASE, "hyperparameterMetricTag": "acc\u200buracy"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
+    ({**BASE, "hyperparameterMetricTag": "a" * 257}, f"{F}.hyperparameterMetricTag", "at most 256"),
+])
+def test_an_empty_spec_and_a_tag_that_is_not_one_token_are_refused(doc, field, message):
+    with pytest.raises(UserInputError) as e:
+        parse_spec(doc)
+    assert e.value.field == field and message in e.value.message, str(e.value)
+
+
+@pytest.mark.parametrize("tag", ["accuracy", "training/hptuning/metric", "val_loss", "top-5.acc", "précision"])
+def test_metric_tags_as_trainers_report_them(tag):
+    assert parse_spec({**BASE, "hyperparameterMetricTag": tag}).metric == tag

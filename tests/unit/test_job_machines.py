@@ -58,3 +58,46 @@ def test_aliases_and_tiers():
     assert m.accelerator("NVIDIA_TESLA_V100", "x").name == "a100"
     assert "NVIDIA_TESLA_V100" in m.names()
     assert TIERS["STANDARD_1"]["parameterServerCount"] == "1" and TIERS["BASIC_GPU"]["masterType"] == "standard_gpu"
+
+
+@pytest.mark.parametrize("name, cpus", [("n1-standard-1", 1), ("n1-highmem-96", 96), ("n2d-standard-224", 224),
+                                        ("e2-highcpu-32", 32), ("c2-standard-60", 60), ("n1-standard-08", 8)])
+def test_machine_types_at_their_bounds(name, cpus):
+    assert M.machine(name, "trainingInput.masterType").cpu == cpus
+
+
+@pytest.mark.parametrize("name, message", [
+    ("n1-standard-0", "n1 machines have 1 to 96 vCPUs"), ("n1-standard-97", "n1 machines have 1 to 96 vCPUs"),
+    ("n1-standard-99999999999999999999999", "n1 machines have 1 to 96 vCPUs"),
+    ("n1-standard-" + "9" * 5000, "n1 machines have 1 to 96 vCPUs"), ("e2-standard-64", "e2 machines have 1 to 32"),
+    ("n2-highmem-129", "n2 machines have 1 to 128"), ("c2-standard-0000", "c2 machines have 1 to 60"),
+])
+def test_machine_types_beyond_compute_engines_shapes(name, message):
+    with pytest.raises(UserInputError) as e:
+        M.machine(name, "trainingInput.workerType")
+    assert e.value.field == "trainingInput.workerType" and message in e.value.message
+
+
+CATALOG_H100 = parse_accelerators({
+    "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
+    "h100": {"type": "gpu", "product": "NVIDIA-H100-80GB-HBM3"},
+    "v100": {"type": "gpu", "product": "Tesla-V100-SXM2-16GB"},
+    "1g.5gb": {"type": "mig", "profile": "1g.5gb"},
+})
+
+
+@pytest.mark.parametrize("google, name", [
+    ("NVIDIA_TESLA_A100", "a100"), ("NVIDIA_A100", "a100"), ("NVIDIA_A100_40GB", "a100"), ("NVIDIA_H100_80GB", "h100"),
+    ("NVIDIA_TESLA_V100", "v100"), ("NVIDIA_A100_1G_5GB", "1g.5gb"),
+])
+def test_accelerators_match_the_products_model_by_whole_tokens(google, name):
+    assert Machines(CATALOG_H100).accelerator(google, "x").name == name
+
+
+@pytest.mark.parametrize("google", ["1", "A", "0", "_", "NVIDIA_TESLA_A1", "NVIDIA", "NVIDIA_TESLA", "SXM4",
+                                    "NVIDIA_40GB", "NVIDIA_A100_80GB", "NVIDIA_H10", "100", "NVIDIA_A100X"])
+def test_accelerators_that_are_only_part_of_a_products_name_are_refused(google):
+    with pytest.raises(UserInputError) as e:
+        Machines(CATALOG_H100).accelerator(google, "trainingInput.masterConfig.acceleratorConfig.type")
+    assert e.value.field == "trainingInput.masterConfig.acceleratorConfig.type"
+    assert f"no {google} on this platform" in e.value.message

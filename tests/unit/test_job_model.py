@@ -237,3 +237,74 @@ def test_limits_themselves_and_every_fetchable_package_uri_are_accepted():
     assert top.training["masterConfig"]["acceleratorConfig"]["count"] == "64"
     uris = ["gs://b/a.tgz", "s3://b/b.tgz", "configmap://j1-package/c.tar.gz", "file:///w/d.whl", "trainer", "../e"]
     assert parse_job(job(packageUris=uris)).training["packageUris"] == uris
+
+
+SWEEP = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc",
+         "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0, "maxValue": 1}]}
+
+
+@pytest.mark.parametrize("doc, field, message", [
+    # text a process cannot be given: NUL, lone surrogates (JSON can carry them, UTF-8 cannot)
+    (job(args=["--a=1", "x\x00y"]), "trainingInput.args[1]", "NUL"),
+    (job(args=["\ud800"]), "trainingInput.args[0]", "lone surrogate"),
+    (job(pythonModule="trainer\x00.task"), "trainingInput.pythonModule", "NUL"),
+    (job(jobDir="gs://b/out\x00"), "trainingInput.jobDir", "NUL"),
+    (job(jobDir="gs://b/\udcff"), "trainingInput.jobDir", "lone surrogate"),
+    (job(packageUris=["gs://b/t\x00.tgz"]), "trainingInput.packageUris[0]", "NUL"),
+    (job(region="us\x00"), "trainingInput.region", "NUL"),
+    ({**job(), "labels": {"team": "a\x00"}}, "labels.team", "NUL"),
+    ({**job(), "labels": {"te\ud800am": "a"}}, "labels.te\ud800am", "lone surrogate"),
+    (job(scaleTier="CUSTOM", masterConfig={"imageUri": "img\x00:1"}), "trainingInput.masterConfig.imageUri", "NUL"),
+    (job(scaleTier="CUSTOM", masterConfig={"imageUri": "img:1", "containerArgs": ["\ud800"]}),
+     "trainingInput.masterConfig.containerArgs[0]", "lone surrogate"),
+    (job(hyperparameters={**SWEEP, "params": [{"parameterName": "opt", "type": "CATEGORICAL",
+                                               "categoricalValues": ["adam", "s\x00gd"]}]}),
+     "trainingInput.hyperparameters.params[0].categoricalValues[1]", "NUL"),
+    # python -m takes a dotted module name
+    (job(pythonModule="trainer/task.py"), "trainingInput.pythonModule", "dotted Python module name"),
+    (job(pythonModule="trainer..task"), "trainingInput.pythonModule", "dotted Python module name"),
+    (job(pythonModule="-c"), "trainingInput.pythonModule", "dotted Python module name"),
+    (job(pythonModule="trainer.task "), "trainingInput.pythonModule", "dotted Python module name"),
+    # what execve can pass (each string at most 128 KiB; TF_CONFIG carries the whole trainingInput)
+    (job(args=["--a=1", "--b=2", "--c=3", "x" * 200_000]), "trainingInput.args[3]", "200000 bytes long"),
+    (job(args=["x"] * 100_000), "trainingInput.args", "add up to 200000 bytes"),
+    (job(args=["é" * 40_000]), "trainingInput.args[0]", "80000 bytes long"),
+    (job(args=["--a"] * 10, jobDir="gs://b/" + "d" * 110_000), "trainingInput", "at most 100 KiB"),
+    (job(args=["\x01" * 20_000]), "trainingInput", "at most 100 KiB"),  # 6 bytes each in JSON
+    # scheduling.maxRunningTime: Google's duration syntax, positive
+    (job(scheduling={"maxRunningTime": "abc"}), "trainingInput.scheduling.maxRunningTime", "such as 7200s"),
+    (job(scheduling={"maxRunningTime": "2h"}), "trainingInput.scheduling.maxRunningTime", "such as 7200s"),
+    (job(scheduling={"maxRunningTime": "7200"}), "trainingInput.scheduling.maxRunningTime", "such as 7200s"),
+    (job(scheduling={"maxRunningTime": "-5s"}), "trainingInput.scheduling.maxRunningTime", "such as 7200s"),
+    (job(scheduling={"maxRunningTime": "1.0000000001s"}), "trainingInput.scheduling.maxRunningTime", "9 decimals"),
+    (job(scheduling={"maxRunningTime": "9" * 40 + "s"}), "trainingInput.scheduling.maxRunningTime",
+     "at most 315576000000s"),
+    (job(scheduling={"maxRunningTime": "0s"}), "trainingInput.scheduling.maxRunningTime", "positive"),
+    (job(scheduling={"maxRunningTime": "0.000s"}), "trainingInput.scheduling.maxRunningTime", "positive"),
+    (job(scheduling={"maxWaitTime": "soon"}), "trainingInput.scheduling.maxWaitTime", "such as 7200s"),
+    # an empty sweep spec is not "no sweep"; the metric tag is one token
+    (job(hyperparameters={}), "trainingInput.hyperparameters", "is empty"),
+    (job(hyperparameters={**SWEEP, "hyperparameterMetricTag": "a\nb"}),
+     "trainingInput.hyperparameters.hyperparameterMetricTag", "whitespace or control characters"),
+    (job(hyperparameters={**SWEEP, "hyperparameterMetricTag": "val loss"}),
+     "trainingInput.hyperparameters.hyperparameterMetricTag", "whitespace or control characters"),
+    (job(hyperparameters={**SWEEP, "hyperparameterMetricTag": "auc\x7f"}),
+     "trainingInput.hyperparameters.hyperparameterMetricTag", "whitespace or control characters"),
+    (job(hyperparameters={**SWEEP, "hyperparameterMetricTag": "m" * 257}),
+     "trainingInput.hyperparameters.hyperparameterMetricTag", "at most 256"),
+])
+def test_what_a_process_cannot_be_given_is_refused_naming_the_field(doc, field, message):
+    with pytest.raises(UserInputError) as e:
+        parse_job(doc)
+    assert e.value.field == field and message in e.value.message, str(e.value)
+
+
+def test_what_a_process_can_be_given_is_accepted():
+    args = ["--note=naïve ☃ \U0001F600", "--empty=", "--nl=a\nb", "x" * 60_000]
+    j = parse_job(job(args=args, pythonModule="trainer.sub_pkg.task2", jobDir="gs://b/out",
+                      scheduling={"maxRunningTime": " 3600.5s", "maxWaitTime": "0s"},
+                      hyperparameters={**SWEEP, "hyperparameterMetricTag": "training/hptuning/metric"}))
+    assert j.training["args"] == args
+    assert j.training["scheduling"] == {"maxRunningTime": "3600.5s", "maxWaitTime": "0s"}
+    assert parse_job(job(pythonModule="träiner.task")).training["pythonModule"] == "träiner.task"
+    assert parse_job(job(scheduling={"maxRunningTime": "315576000000s"}))
