@@ -12,11 +12,13 @@ of the Job JSON)::
 values such as states compare case-insensitively); ``:`` matches a value with ``*`` wildcards
 (``jobId:census*``) or, with ``labels:team``, the presence of a key; ``<``/``>`` compare text (RFC
 3339 times order as text: ``createTime>2026-01-01``). Values may be quoted with ``"`` or ``'``. A
-malformed filter raises `UserInputError("filter", …)` saying where.
+malformed filter raises `UserInputError("filter", …)` saying where; so does one longer than
+`MAX_FILTER` characters or nesting ``NOT``/``-``/``(`` more than `MAX_NESTING` deep.
 
 `page(jobs, size, token, filter)`: newest first (createTime, then jobId); ``size`` defaults to 20
-and may be at most 100 (as the API's); the token is opaque and records the last job of the page
-(not an offset), so jobs created or deleted between pages neither repeat nor vanish from the rest.
+and may be at most 100 (as the API's), written in ASCII digits; the token is opaque and records
+the last job of the page (not an offset), so jobs created or deleted between pages neither repeat
+nor vanish from the rest. A token this module did not write is `UserInputError("pageToken", …)`.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from typing import Any, Callable, Iterable
 from hub_ext.errors import UserInputError
 
 DEFAULT_PAGE, MAX_PAGE = 20, 100
+MAX_FILTER = 2000  # characters
+MAX_NESTING = 32  # NOT, - and ( inside one another
+MAX_TOKEN = 1024  # characters of a page token (one holds a createTime and a jobId of ≤ 128)
+_SIZE = re.compile(r"-?[0-9]+")  # ASCII digits only (int() takes "١٢" and "1_0")
 _TOKEN = re.compile(r"""\s*(?:(?P<paren>[()])|(?P<op>!=|<=|>=|[=:<>])|"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<word>[^\s()=:<>!"']+))""")
 _VALUE = re.compile(r"""\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'|(?P<word>[^\s()"']+))""")
 _ENUM_FIELDS = ("state", "trainingInput.scaleTier")
@@ -101,7 +107,7 @@ def fnmatchcase(value: str, pattern: str) -> bool:
 
 class _Parser:
     def __init__(self, tokens: list[tuple[str, str]]):
-        self.tokens, self.i = tokens, 0
+        self.tokens, self.i, self.depth = tokens, 0, 0
 
     def peek(self) -> tuple[str, str] | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -131,15 +137,24 @@ class _Parser:
             ands.append(self.term())  # juxtaposition means AND, as in gcloud
         return ands[0] if len(ands) == 1 else (lambda job: all(p(job) for p in ands))
 
+    def nested(self, parse: Callable[[], Predicate]) -> Predicate:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise UserInputError("filter", f"nests NOT, - and parentheses more than {MAX_NESTING} deep")
+        try:
+            return parse()
+        finally:
+            self.depth -= 1
+
     def term(self) -> Predicate:
         tok = self.take()
         if tok == ("word", "NOT") or (tok[0] == "word" and tok[1].startswith("-") and len(tok[1]) > 1):
             if tok[1] != "NOT":
                 self.tokens.insert(self.i, ("word", tok[1][1:]))
-            inner = self.term()
+            inner = self.nested(self.term)
             return lambda job: not inner(job)
         if tok == ("paren", "("):
-            inner = self.expr()
+            inner = self.nested(self.expr)
             if self.peek() != ("paren", ")"):
                 raise UserInputError("filter", "a '(' is not closed")
             self.take()
@@ -158,6 +173,8 @@ class _Parser:
 def compile_filter(text: str | None) -> Predicate:
     if not text or not text.strip():
         return lambda job: True
+    if len(text) > MAX_FILTER:
+        raise UserInputError("filter", f"is longer than {MAX_FILTER} characters")
     parser = _Parser(_tokens(text))
     predicate = parser.expr()
     if parser.peek() is not None:
@@ -172,10 +189,10 @@ def _key(job: dict) -> tuple[str, str]:
 def page_size(value: Any) -> int:
     if value in (None, ""):
         return DEFAULT_PAGE
-    try:
-        size = int(value)
-    except (TypeError, ValueError):
-        raise UserInputError("pageSize", "must be a whole number") from None
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not _SIZE.fullmatch(text):
+        raise UserInputError("pageSize", "must be a whole number")
+    size = int(text) if len(text) <= 9 else MAX_PAGE + 1
     if not 0 <= size <= MAX_PAGE:
         raise UserInputError("pageSize", f"must be between 1 and {MAX_PAGE}")
     return size or DEFAULT_PAGE
@@ -186,12 +203,13 @@ def _encode(key: tuple[str, str]) -> str:
 
 
 def _decode(token: str) -> tuple[str, str]:
-    try:
-        key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        if isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key):
-            return key[0], key[1]
-    except ValueError:
-        pass
+    if len(token) <= MAX_TOKEN:
+        try:
+            key = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+            if isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key):
+                return key[0], key[1]
+        except (ValueError, RecursionError):  # binascii.Error and UnicodeDecodeError are ValueErrors
+            pass
     raise UserInputError("pageToken", "is not a token this API gave out")
 
 

@@ -31,6 +31,8 @@ Guarantees:
   sweep's ``maxParallelTrials`` (at most ``maxTrials``) × replicas per trial likewise
   (``trainingInput.hyperparameters.maxParallelTrials``). Kubernetes has no such limit: there the
   project's quota decides.
+- One backend owns a state directory (`own_state_dir`: a lock held from `start` to `close`); a
+  second one, in any process, is refused with a `ConfigError` naming the directory and the owner.
 - State lives in ``<state_dir>/jobs.sqlite`` (`local_store`). Each replica's exit status is also
   written next to its log by a ``/bin/sh`` wrapper (`local_procs`), so it survives the server. A new backend on
   the same state_dir shows finished jobs unchanged; re-adopts running ones (watched by polling
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import fcntl
 import hashlib
 import json
 import logging
@@ -115,6 +118,27 @@ class _Failed(Exception):
     """The job cannot run; the message is its errorMessage."""
 
 
+
+def own_state_dir(state_dir: pathlib.Path) -> int:
+    """An exclusive lock on `state_dir` (``owner.lock``, holding the owner's pid), kept until the
+    descriptor it answers is closed (or the process ends). A second backend on the same directory,
+    in this process or another, is refused: it would adopt the first one's running jobs and fail
+    those it is still preparing."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise ConfigError([Problem(str(state_dir), f"is in use by another process (pid {owner}): a state "
+                                   "directory has one owner. In a notebook server's terminal run kubectl "
+                                   "ai-platform without --local (it goes through the server); elsewhere set "
+                                   "MLPLATFORM_STATE_DIR to a directory of its own")]) from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
 class LocalBackend:
     """`JobBackend` on this machine. `env` replaces ``os.environ`` as every process's base environment."""
 
@@ -134,6 +158,7 @@ class LocalBackend:
         self._tasks: set[asyncio.Task] = set()
         self._touched: set[tuple[str, str]] = set()  # records changed here: saved again on close
         self._store: JobStore | None = None
+        self._lock: int | None = None  # the state directory's owner lock (a file descriptor)
         self._sweeps = Sweeps(self)
 
     @classmethod
@@ -145,7 +170,8 @@ class LocalBackend:
     # ---- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Open the state and recover every job (see the module docstring)."""
+        """Own the state directory, open the state and recover every job (see the module docstring)."""
+        self._lock = own_state_dir(self.state_dir)
         self._store = await JobStore.open(self.state_dir / "jobs.sqlite")
         sweeps = []
         for rec in await self._store.load():
@@ -192,6 +218,9 @@ class LocalBackend:
             await self._store.close()
             self._store = None
         await self._sweeps.close()
+        if self._lock is not None:
+            os.close(self._lock)  # releases the state directory
+            self._lock = None
 
     def _background(self, rec: JobRecord, live: _Live, coro) -> None:
         task = asyncio.create_task(self._guard(rec, live, coro), name=f"local-job-{rec.project}/{rec.job_id}")

@@ -176,13 +176,15 @@ _TRIAL = re.compile(r"trial-(?P<trial>[1-9][0-9]*)(?:/(?P<task>.+))?")
 
 def task_name(text: str, plan: JobPlan | None = None) -> str:
     """The canonical task name (``worker-replica-1``; in a sweep ``trial-3`` or
-    ``trial-3/worker-replica-1``) of a user's spelling; with `plan`, it must exist."""
-    sweep = _TRIAL.fullmatch(text.strip().lower())
-    if sweep:
+    ``trial-3/worker-replica-1``) of a user's spelling; with `plan`, it must exist. Indexes and
+    trial numbers are ASCII digits, at most 6 and 9 of them; a trial's task is not another trial."""
+    spelled = text.strip().lower()
+    sweep = _TRIAL.fullmatch(spelled) if len(spelled) <= 100 else None
+    if sweep and len(sweep["trial"]) <= 9 and not (sweep["task"] or "").strip().startswith("trial-"):
         inner = task_name(sweep["task"]) if sweep["task"] else None
         return f"trial-{sweep['trial']}" + (f"/{inner}" if inner and inner != "master-replica-0" else "")
-    m = _TASK.fullmatch(text.strip().lower())
-    if not m:
+    m = _TASK.fullmatch(spelled) if len(spelled) <= 100 else None
+    if not m or not m["index"].isascii() or len(m["index"]) > 6:  # \d takes "١"; int() refuses 4,300 digits
         raise UserInputError("task-name", "must look like master-replica-0, worker-1, ps-0 or (a sweep's) trial-3")
     name = f"{_ROLE_OF[m['role']]}-replica-{int(m['index'])}"
     if plan is not None and name not in plan.task_names():

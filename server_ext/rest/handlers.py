@@ -11,8 +11,11 @@
 
 Every method is authenticated (the server's own identity provider: the hub's OAuth in a
 JupyterHub, a token otherwise) and authorized on the resource ``mlplatform``; the jobs service
-then checks the project. Errors are Google's error JSON (`rest.errors`). Handlers are thin:
-parse, call one service method, render.
+then checks the project. Errors are Google's error JSON (`rest.errors`), naming fields as the
+client sent them (`rest.fields`: ``package.path``, ``task``, ``mounts.credentials[0]``, a query
+parameter that is not UTF-8); every other path under ``ml/v1`` (`NotFoundHandler`) answers 404
+``NOT_FOUND``, or 400 naming ``jobId``/``trialId`` when an id is malformed. Handlers are thin:
+parse (`rest.inputs`), call one service method, render.
 """
 
 from __future__ import annotations
@@ -20,25 +23,33 @@ from __future__ import annotations
 import asyncio
 import json
 import pathlib
+import re
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
+from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.iostream import StreamClosedError
 
 from ..errors import PlatformError, UserInputError
+from ..jobs.model import JOB_ID
+from . import fields, inputs
 from .errors import error_body
 from .package_field import split_package
 
 AUTH_RESOURCE = "mlplatform"
 KEEPALIVE_S = 15.0
 FLUSH_BYTES = 64 * 1024
+_PATH_FIELDS = {"job_id": "jobId", "trial_id": "trialId"}  # route groups → the API's names
 
 
 class _Handler(ExtensionHandlerMixin, APIHandler):
     auth_resource = AUTH_RESOURCE
+    _checked = False  # set once `prepare` has authenticated the request
+    _bad_path: UserInputError | None = None  # a path segment that was not UTF-8, told after authentication
 
     @property
     def user(self) -> str:
@@ -46,6 +57,28 @@ class _Handler(ExtensionHandlerMixin, APIHandler):
 
     async def service(self):
         return await self.extensionapp.job_service()
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        # every method, those a handler lacks (405) included, needs the server's credentials, even
+        # where the server is configured to let unauthenticated requests reach handlers
+        if self.current_user is None and self.request.method != "OPTIONS":
+            raise web.HTTPError(403)
+        self._checked = True
+        if self._bad_path is not None:
+            raise self._bad_path
+
+    def decode_argument(self, value: bytes, name: str | None = None) -> str:
+        """A path segment or query parameter as text; one that is not UTF-8 is refused naming it
+        (tornado's own 400 names nothing). Path segments are decoded before authentication."""
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            error = UserInputError(_PATH_FIELDS.get(name or "", name or "path"), "is not valid UTF-8")
+            if self._checked:
+                raise error from None
+            self._bad_path = error
+            return ""
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         exc = (kwargs.get("exc_info") or (None, None, None))[1]
@@ -71,10 +104,7 @@ class _Handler(ExtensionHandlerMixin, APIHandler):
         super().send_error(status_code, **kwargs)
 
     def json_body(self) -> Any:
-        try:
-            return json.loads(self.request.body or b"{}")
-        except ValueError:
-            raise UserInputError("body", "is not valid JSON") from None
+        return inputs.json_body(self.request.body)
 
 
 class JobsHandler(_Handler):
@@ -90,8 +120,12 @@ class JobsHandler(_Handler):
     @authorized("write")
     async def post(self, project: str):
         service = await self.service()
-        body, package_path, bucket = split_package(self.json_body(), pathlib.Path(self.serverapp.root_dir))
-        job = await service.create(self.user, project, body, package_path=package_path, staging_bucket=bucket)
+        sent = self.json_body()
+        body, package_path, bucket = split_package(sent, pathlib.Path(self.serverapp.root_dir))
+        try:
+            job = await service.create(self.user, project, body, package_path=package_path, staging_bucket=bucket)
+        except UserInputError as e:
+            raise fields.for_create(e, sent) from None
         self.finish(json.dumps(job))
 
 
@@ -126,8 +160,9 @@ class LogsHandler(_Handler):
     """One task's log as Server-Sent Events.
 
     Query: ``task`` (``master-replica-0`` by default; ``worker-1`` and other spellings accepted),
-    ``follow`` (``true``: keep the stream open until the task ends). Resume with the
-    ``Last-Event-ID`` header (or ``after=N``): lines after N are sent.
+    ``follow`` (``true``/``1``: keep the stream open until the task ends; ``false``/``0``, the
+    default: stop at the end of the log; anything else is refused). Resume with the
+    ``Last-Event-ID`` header (or ``after=N``), in digits: lines after N are sent.
 
     Events: ``id: <line number>`` + ``data: {"seq", "task", "text"}`` per line; a comment
     (``: keepalive``) every 15 s of silence; finally ``event: end`` with ``data: {"state"}`` (the
@@ -138,14 +173,13 @@ class LogsHandler(_Handler):
     @authorized("read")
     async def get(self, project: str, job_id: str):
         service = await self.service()
-        follow = self.get_query_argument("follow", "false").lower() in ("1", "true", "yes")
-        after_text = self.request.headers.get("Last-Event-ID") or self.get_query_argument("after", "0")
+        follow = inputs.follow(self.get_query_argument("follow", "false"))
+        after = inputs.after(self.request.headers.get("Last-Event-ID"), self.get_query_argument("after", None))
         try:
-            after = int(after_text)
-        except ValueError:
-            raise UserInputError("Last-Event-ID", "must be the number of a line already received") from None
-        lines = await service.logs(self.user, project, job_id, self.get_query_argument("task", None),
-                                   follow=follow, after=max(after, 0))
+            lines = await service.logs(self.user, project, job_id, self.get_query_argument("task", None),
+                                       follow=follow, after=after)
+        except UserInputError as e:
+            raise fields.for_logs(e) from None
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -156,6 +190,8 @@ class LogsHandler(_Handler):
             await self.flush()
         except StreamClosedError:
             return
+        except UserInputError as e:  # the backend's refusal of the task, at the first line
+            raise fields.for_logs(e) from None
         finally:
             await lines.aclose()
         self.finish()
@@ -209,6 +245,62 @@ class LogsHandler(_Handler):
                 await asyncio.wait({pumping})
 
 
+class NotFoundHandler(_Handler):
+    """Every other path under ``ml/v1`` (registered last): Google's 404 ``NOT_FOUND``, or 400
+    naming ``jobId`` or ``trialId`` for an id no job or trial can have (`unmatched`)."""
+
+    def _refuse(self) -> None:
+        prefix = url_path_join(self.base_url, "ml/v1")
+        path = self.request.path
+        raise unmatched(self.request.method or "", path[len(prefix):] if path.startswith(prefix) else path)
+
+    @web.authenticated
+    @authorized("read")
+    def get(self) -> None:
+        self._refuse()
+
+    @web.authenticated
+    @authorized("write")
+    def post(self) -> None:
+        self._refuse()
+
+    @web.authenticated
+    @authorized("write")
+    def put(self) -> None:
+        self._refuse()
+
+    @web.authenticated
+    @authorized("write")
+    def patch(self) -> None:
+        self._refuse()
+
+    @web.authenticated
+    @authorized("write")
+    def delete(self) -> None:
+        self._refuse()
+
+
+_UNDER_JOB = re.compile(r"/projects/[^/]+/jobs/(?P<job>[^/:]*?)(?P<rest>(?::|%3[Aa]|/).*)?")
+_TRIAL = re.compile(r"/trials/(?P<trial>[^/]*)(?:/.*)?")
+
+
+def unmatched(method: str, path: str) -> Exception:
+    """The error for `path` (after ``ml/v1``, still percent-encoded) that no route took."""
+    m = _UNDER_JOB.fullmatch(path)
+    if m and m["job"]:
+        try:
+            job_id = unquote_to_bytes(m["job"]).decode("utf-8")
+        except UnicodeDecodeError:
+            job_id = ""
+        if not JOB_ID.fullmatch(job_id):
+            return UserInputError("jobId", "must start with a letter and hold only letters, digits and '_'")
+        trial = _TRIAL.fullmatch(m["rest"] or "")
+        if trial and trial["trial"] and not re.fullmatch(r"[1-9][0-9]*", trial["trial"]):
+            return UserInputError("trialId", "must be a trial's number: 1, 2, …")
+    shown = path if len(path) <= 200 else path[:200] + "…"
+    return web.HTTPError(404, "%s ml/v1%s is not a method of this API", method, shown)
+
+
 _JOBS = r"/ml/v1/projects/(?P<project>[^/]+)/jobs"
 _JOB = _JOBS + r"/(?P<job_id>[A-Za-z][A-Za-z0-9_]*)"
 routes = [
@@ -217,4 +309,5 @@ routes = [
     (_JOB + r"/logs", LogsHandler),
     (_JOB + r"/trials/(?P<trial_id>[1-9][0-9]*)/metrics", TrialMetricsHandler),
     (_JOB, JobHandler),
+    (r"/ml/v1(?:/.*)?", NotFoundHandler),  # last: whatever the routes above did not take
 ]

@@ -5,16 +5,22 @@ to resolve the path).
 `split_package(body, root)` returns ``(body without it, package dir or None, staging bucket or
 None)``. The path is the package directory, relative to the notebook server's root directory (an
 absolute path must lie inside it too); after resolving symbolic links it must still be inside the
-root, and be a directory. Anything else is `UserInputError` naming ``package.path`` or
-``package``. The field is never echoed back (the job's ``packageUris`` show what was shipped).
+root, and be a directory. It is at most `MAX_PATH` characters with no control character (NUL
+included) or lone surrogate, and one the file system refuses (a name too long, a symbolic link
+loop) is refused too. Anything else is `UserInputError` naming ``package.path`` or ``package``.
+The field is never echoed back (the job's ``packageUris`` show what was shipped).
 """
 
 from __future__ import annotations
 
 import pathlib
+import re
 from typing import Any
 
 from ..errors import UserInputError
+
+MAX_PATH = 4096  # PATH_MAX on Linux
+_UNFIT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")  # control characters (NUL: "embedded null byte"), lone surrogates
 
 
 def split_package(body: Any, root: pathlib.Path) -> tuple[Any, pathlib.Path | None, str | None]:
@@ -29,10 +35,19 @@ def split_package(body: Any, root: pathlib.Path) -> tuple[Any, pathlib.Path | No
     bucket = spec.get("stagingBucket")
     if bucket is not None and not isinstance(bucket, str):
         raise UserInputError("package.stagingBucket", "must be a gs:// or s3:// bucket")
+    text = spec["path"]
+    if len(text) > MAX_PATH or _UNFIT.search(text):
+        raise UserInputError("package.path", f"must be a directory's path: at most {MAX_PATH} characters, "
+                                             "no control characters")
     root = root.resolve()
-    path = (root / spec["path"]).resolve()
-    if path != root and root not in path.parents:
+    try:
+        path = (root / text).resolve()
+        inside = path == root or root in path.parents
+        is_dir = inside and path.is_dir()
+    except (OSError, ValueError, RuntimeError):  # too long a name, not encodable, a symbolic link loop
+        raise UserInputError("package.path", f"{text[:100]!r} is not a directory the server can read") from None
+    if not inside:
         raise UserInputError("package.path", "must be a directory inside the notebook server's root directory")
-    if not path.is_dir():
-        raise UserInputError("package.path", f"{spec['path']!r} is not a directory")
+    if not is_dir:
+        raise UserInputError("package.path", f"{text[:100]!r} is not a directory")
     return body, path, bucket or None

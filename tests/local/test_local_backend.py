@@ -381,6 +381,28 @@ async def test_the_local_process_limit_is_configurable(tmp_path, monkeypatch):
     assert LocalBackend(tmp_path / "d").max_processes == 32
 
 
+async def test_a_state_directory_has_one_owner(tmp_path):
+    """A second backend on the same directory, here or in another process, is refused while the first
+    runs (it would adopt the first one's jobs and fail those still being prepared)."""
+    from hub_ext.errors import ConfigError
+
+    state = tmp_path / "state"
+    first = await LocalBackend.create(state)
+    try:
+        with pytest.raises(ConfigError) as e:
+            await LocalBackend.create(state)
+        assert f"pid {os.getpid()}" in str(e.value) and "without --local" in str(e.value)
+        other = subprocess.run([sys.executable, "-c", "import asyncio, sys\n"
+                                "from server_ext.jobs.local_backend import LocalBackend\n"
+                                "asyncio.run(LocalBackend.create(sys.argv[1]))", str(state)],
+                               capture_output=True, text=True, timeout=60)
+        assert other.returncode != 0 and "is in use by another process" in other.stderr
+    finally:
+        await first.close()
+    second = await LocalBackend.create(state)  # closed: free again
+    await second.close()
+
+
 async def test_restart_keeps_finished_adopts_running_and_fails_orphans(tmp_path):
     state = tmp_path / "state"
     first = await LocalBackend.create(state, grace_s=2.0, poll_s=0.05)

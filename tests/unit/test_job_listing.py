@@ -77,3 +77,49 @@ def test_bad_paging(size, token, field):
     with pytest.raises(UserInputError) as e:
         page(JOBS, size, token)
     assert e.value.field == field
+
+
+@pytest.mark.parametrize("text, message", [
+    ("(" * 2000 + "a=b" + ")" * 2000, "longer than 2000"),  # each of these was a RecursionError
+    ("NOT " * 3000 + "a=b", "longer than 2000"),
+    ("-" * 3000 + "a=b", "longer than 2000"),
+    ("(" * 33 + "state=RUNNING" + ")" * 33, "more than 32 deep"),
+    ("NOT " * 33 + "state=RUNNING", "more than 32 deep"),
+    ("-" * 33 + "state=RUNNING", "more than 32 deep"),
+    ("NOT (" * 17 + "state=RUNNING" + ")" * 17, "more than 32 deep"),
+])
+def test_filters_too_long_or_too_deep_are_refused(text, message):
+    with pytest.raises(UserInputError) as e:
+        compile_filter(text)
+    assert e.value.field == "filter" and message in e.value.message
+
+
+def test_filters_at_the_bounds():
+    assert [j["jobId"] for j in JOBS if compile_filter("(" * 32 + "state=RUNNING" + ")" * 32)(j)] == ["census_2"]
+    assert [j["jobId"] for j in JOBS if compile_filter("NOT " * 32 + "state=RUNNING")(j)] == ["census_2"]
+    long_flat = " OR ".join(["state=RUNNING"] * 117)  # 1,989 characters
+    assert [j["jobId"] for j in JOBS if compile_filter(long_flat)(j)] == ["census_2"]
+
+
+def _b64(raw: bytes) -> str:
+    import base64
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("size, token, field", [
+    ("\u0661\u0662", None, "pageSize"), ("1_0", None, "pageSize"), (" 5", None, "pageSize"), ("+5", None, "pageSize"),
+    ("9" * 5000, None, "pageSize"),  # int() refuses more than 4,300 digits
+    (True, None, "pageSize"), (2.0, None, "pageSize"),
+    (10, _b64(b"[" * 5000 + b"]" * 5000), "pageToken"),  # was a RecursionError
+    (10, _b64(b'["2026-01-01T00:00:00Z", "' + b"a" * 2000 + b'"]'), "pageToken"),
+    (10, _b64(b"\xff\xfe"), "pageToken"), (10, "%%%", "pageToken"),
+])
+def test_paging_is_read_strictly(size, token, field):
+    with pytest.raises(UserInputError) as e:
+        page(JOBS, size, token)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize("size, n", [("0", 4), (0, 4), ("2", 2), (2, 2), ("100", 4), ("007", 4)])
+def test_page_sizes_in_ascii_digits(size, n):
+    assert len(page(JOBS, size)["jobs"]) == n

@@ -239,6 +239,23 @@ def test_task_names_that_are_not_tasks(text):
     assert e.value.field == "task-name" and "master-replica-0" in e.value.message
 
 
+@pytest.mark.parametrize("text", [
+    "worker-" + "1" * 5000,  # int() refuses more than 4,300 digits: was a ValueError, not a refusal
+    "worker-1234567", "worker-\u0661",  # ARABIC-INDIC DIGIT ONE matches \\d and int() reads it
+    "trial-1/trial-2", "trial-1/ trial-2/master-0", "trial-1/" * 500 + "master-0",  # was a RecursionError
+    "trial-" + "1" * 10, " " * 200 + "worker-" + "0" * 200,
+])
+def test_task_names_out_of_bounds_are_refused(text):
+    with pytest.raises(UserInputError) as e:
+        task_name(text)
+    assert e.value.field == "task-name"
+
+
+def test_task_names_at_the_bounds():
+    assert task_name("worker-999999") == "worker-replica-999999"
+    assert task_name("trial-999999999/worker-000001") == "trial-999999999/worker-replica-1"
+
+
 def test_a_task_the_plan_lacks_lists_those_it_has():
     p = plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard", "workerCount": 1})
     assert task_name("worker-0", p) == "worker-replica-0"
