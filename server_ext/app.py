@@ -46,6 +46,7 @@ from .jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
 from .jobs.plan import PlanSettings
 from .jobs.tables import parse_tables
 from .jobs.service import JobService
+from .hub_catalog import HubCatalog
 from .hub_files import HubFiles
 from .projects import HubProjects, StaticProjects
 from .rest.handlers import routes
@@ -162,11 +163,26 @@ class MLPlatformApp(ExtensionApp):
                                    max_processes=self.local_max_processes or None)
             await backend.start()
             settings = self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS)
-            service = JobService(backend, settings, self._project_source(), self._files)
+            service = JobService(backend, settings, self._project_source(), self._files,
+                                 settings_for=None if fixed else self._hub_settings())
         else:
             service = await self._kube_service(fixed)
         self.log.info("mlplatform jobs: %s backend started", self.backend)
         return service
+
+    def _hub_settings(self):
+        """In a JupyterHub, the local runtime plans with the hub's catalogue and each project's
+        accelerator limits (`server_ext.hub_catalog`); with no hub, the built-in catalogue."""
+        api, token, owner = (os.environ.get(k) for k in ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN",
+                                                         "JUPYTERHUB_USER"))
+        if not (api and token and owner):
+            return None
+        hub = HubCatalog(api, token, owner)
+
+        async def settings_for(project: str) -> PlanSettings:
+            return self._tables.plan_settings(*await hub(project))
+
+        return settings_for
 
     async def _kube_service(self, fixed) -> JobService:
         from hub_ext.kube_mounts import MountSettings

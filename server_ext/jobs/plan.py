@@ -169,6 +169,9 @@ class JobPlan:
 class PlanSettings:
     machines: Machines
     runtimes: Runtimes = field(default_factory=Runtimes)
+    # the project's accelerator limits (name → at most this many at once; a name not listed: none);
+    # None: no limit here (Kubernetes: the project's ResourceQuota decides; admins)
+    limits: Mapping[str, int] | None = None
 
 
 _TRIAL = re.compile(r"trial-(?P<trial>[1-9][0-9]*)(?:/(?P<task>.+))?")
@@ -219,6 +222,24 @@ def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, setti
                    tuple(config.get("containerCommand") or ()), tuple(config.get("containerArgs") or ()))
 
 
+def _within_limits(replicas: list[Replica], sweep, limits: Mapping[str, int], project: str) -> None:
+    """Refuse (403) a job that alone asks for more of an accelerator than `project` may use at once
+    (a sweep: its parallel trials together)."""
+    parallel = min(sweep.max_parallel, sweep.max_trials) if sweep else 1
+    asked: dict[str, int] = {}
+    for r in replicas:
+        if r.accelerator is None:
+            continue
+        name = r.accelerator.name
+        asked[name] = asked.get(name, 0) + r.count * r.accelerator_count * parallel
+        if asked[name] > limits.get(name, 0):
+            where = f"trainingInput.{_FIELD[r.role]}Config.acceleratorConfig"
+            limit = limits.get(name, 0)
+            allowed = f"at most {limit} at once" if limit else "none"
+            raise UserInputError(where, f"project {project!r} may use {allowed} of {r.accelerator.display_name}; "
+                                        f"this job asks for {asked[name]}", 403)
+
+
 def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
              credentials: tuple[Credential, ...] = (), datasets: tuple[Dataset, ...] = ()) -> JobPlan:
     t = dict(job.training)
@@ -242,6 +263,8 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
     if framework == "pytorch" and any(r.role in ("ps", "evaluator") for r in replicas):
         raise UserInputError("trainingInput.parameterServerCount", "PyTorch jobs have a master and workers only")
     sweep = parse_spec(t["hyperparameters"]) if t.get("hyperparameters") else None
+    if settings.limits is not None:
+        _within_limits(replicas, sweep, settings.limits, project)
     args = list(t.get("args") or ())
     if t.get("jobDir"):
         args.append(f"--job-dir={t['jobDir']}")

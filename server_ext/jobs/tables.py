@@ -46,9 +46,10 @@ class JobTables:
     runtimes: Runtimes = field(default_factory=Runtimes)
     fetcher_image: str = DEFAULT_FETCHER_IMAGE
 
-    def plan_settings(self, accelerators: Mapping[str, Accelerator]) -> PlanSettings:
+    def plan_settings(self, accelerators: Mapping[str, Accelerator],
+                      limits: Mapping[str, int] | None = None) -> PlanSettings:
         return PlanSettings(Machines(accelerators, extra=self.machines, aliases=self.aliases,
-                                     legacy_gpu=self.legacy_gpu), self.runtimes)
+                                     legacy_gpu=self.legacy_gpu), self.runtimes, limits)
 
     def kube_settings(self, mounts: MountSettings) -> KubeSettings:
         return KubeSettings(mounts, fetcher_image=self.fetcher_image)

@@ -190,3 +190,23 @@ def test_a_credential_reaches_the_job_as_a_path_and_its_content_nowhere(platform
     for path in (platform.state / "platform" / "jobs").rglob("*"):
         if path.is_file():
             assert CANARY.encode() not in path.read_bytes(), path
+
+
+@pytest.mark.parametrize("accelerator, count, status, message", [
+    ("NVIDIA_TESLA_H100", 8, 400, "no NVIDIA_TESLA_H100 on this platform"),  # not in the hub's catalogue
+    ("NVIDIA_A100_3G_20GB", 1, 403, "may use none of MIG 3g.20gb slice"),  # research's, not vision's
+    ("NVIDIA_A100_1G_5GB", 3, 403, "may use at most 2 at once of MIG 1g.5gb slice"),
+])
+def test_jobs_get_the_hubs_catalogue_and_the_projects_limits(platform, accelerator, count, status, message):
+    """The local runtime in a JupyterHub plans with the hub's catalogue and each project's accelerator
+    limits, not the built-in catalogue; a refused job is not created."""
+    alice = platform.token("alice")
+    job = trainer_job("too_big")
+    job["trainingInput"].update(scaleTier="CUSTOM", masterType="n1-standard-4",
+                                masterConfig={"acceleratorConfig": {"type": accelerator, "count": count}})
+    r = platform.call("POST", "vision", token=alice, body=job)
+    assert r.status_code == status, r.text
+    (violation,) = r.json()["error"]["details"][0]["fieldViolations"]
+    assert violation["field"].startswith("trainingInput.masterConfig.acceleratorConfig"), violation
+    assert message in violation["description"], violation
+    assert platform.call("GET", "vision", "too_big", token=alice).status_code == 404

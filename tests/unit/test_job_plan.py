@@ -281,3 +281,31 @@ def test_only_legacy_machine_names_get_a_stand_in_gpu(training, field):
         plan({**MODULE, "scaleTier": "CUSTOM", **training}, PlanSettings(machines))
     assert e.value.field == field and "on this platform" in e.value.message
     assert plan({**MODULE, "scaleTier": "BASIC_GPU"}, PlanSettings(machines)).replicas[0].accelerator.name == "h100"
+
+
+@pytest.mark.parametrize("training, limits, message", [
+    ({"masterConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_1G_5GB", "count": 3}}}, {"1g.5gb": 2},
+     "may use at most 2 at once of"),
+    ({"masterConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_3G_20GB"}}}, {"1g.5gb": 2}, "may use none of"),
+    ({"masterConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_1G_5GB"}}, "workerCount": 2, "workerType": "m",
+      "workerConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_1G_5GB"}}}, {"1g.5gb": 2}, "asks for 3"),
+])
+def test_a_job_alone_over_the_projects_limit_is_refused(training, limits, message):
+    settings = PlanSettings(Machines(CATALOG, extra={"m": Machine(4, 16)}), limits=limits)
+    with pytest.raises(UserInputError) as e:
+        plan({**MODULE, "scaleTier": "CUSTOM", "masterType": "m", **training}, settings)
+    assert e.value.status == 403 and message in e.value.message and "'vision'" in e.value.message
+    assert e.value.field.endswith("Config.acceleratorConfig")
+
+
+def test_limits_count_a_sweeps_parallel_trials_and_none_means_no_limit():
+    one = {**MODULE, "scaleTier": "CUSTOM", "masterType": "m",
+           "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_1G_5GB"}}}
+    sweep = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "maxTrials": 4, "maxParallelTrials": 3,
+             "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.1, "maxValue": 0.5}]}
+    machines = Machines(CATALOG, extra={"m": Machine(4, 16)})
+    assert plan(one, PlanSettings(machines, limits={"1g.5gb": 2})).replicas[0].accelerator_count == 1
+    with pytest.raises(UserInputError) as e:
+        plan({**one, "hyperparameters": sweep}, PlanSettings(machines, limits={"1g.5gb": 2}))
+    assert "asks for 3" in e.value.message
+    assert plan({**one, "hyperparameters": sweep}, PlanSettings(machines)).sweep.max_parallel == 3

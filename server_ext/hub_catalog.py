@@ -1,0 +1,57 @@
+"""The accelerators a notebook server's jobs may ask for on the local runtime, from the hub.
+
+In a JupyterHub the hub's catalogue is the platform's (the spawn form offers it); the built-in
+one (`server_ext.jobs.defaults`) is for a server with no hub. `HubCatalog` asks the hub's platform
+API with the server's own token — ``GET {api}/mlplatform/users/{owner}/catalog`` for the
+accelerators and ``…/projects`` for each project's ``limits`` (accelerator name → at most this
+many; ``null`` for admins: no limit) — and keeps the answers for `ttl` seconds.
+
+Calling it with a project gives ``(accelerators, limits)``. A hub that refuses (403/404: not a
+platform hub, or not this server's owner) gives the built-in catalogue and no limits; a
+malformed answer, or a project the hub does not list, raises `UpstreamError` / `UserInputError`,
+never a silent wrong catalogue.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Mapping
+
+from hub_ext.catalog import Accelerator
+from hub_ext.errors import UpstreamError, UserInputError
+from hub_ext.publish import accelerator_from_json
+
+from .jobs.defaults import DEFAULT_ACCELERATORS
+from .projects import hub_get
+
+Limits = Mapping[str, int] | None  # None: no limit
+
+
+class HubCatalog:
+    def __init__(self, api_url: str, token: str, owner: str, ttl: float = 30.0):
+        self.api_url, self._token, self.owner, self.ttl = api_url.rstrip("/"), token, owner, ttl
+        self._cache: tuple[float, dict | None, dict | None] | None = None
+
+    async def __call__(self, project: str) -> tuple[dict[str, Accelerator], Limits]:
+        if self._cache is None or time.monotonic() - self._cache[0] >= self.ttl:
+            doing = "read the platform catalogue from the hub"
+            catalog = await hub_get(self.api_url, self._token, self.owner, "catalog", doing)
+            projects = await hub_get(self.api_url, self._token, self.owner, "projects", doing)
+            self._cache = (time.monotonic(), catalog, projects)
+        return catalogue_of(self._cache[1], self._cache[2], project)
+
+
+def catalogue_of(catalog: dict | None, projects: dict | None, project: str) -> tuple[dict[str, Accelerator], Limits]:
+    """`project`'s accelerators and limits from the platform API's two answers (None: refused)."""
+    if catalog is None or projects is None:
+        return dict(DEFAULT_ACCELERATORS), None
+    try:
+        accelerators = {a["name"]: accelerator_from_json(a) for a in catalog["accelerators"]}
+        entry = next((p for p in projects["projects"] if p["name"] == project), None)
+        limits = None if entry is None or entry.get("limits") is None else {
+            str(k): int(v) for k, v in entry["limits"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise UpstreamError("read the platform catalogue from the hub", "the answer is malformed") from None
+    if entry is None:
+        raise UserInputError("project", f"the hub lists no project {project!r} for you", 403)
+    return accelerators, limits
