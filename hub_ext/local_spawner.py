@@ -14,6 +14,14 @@ other's files and nothing stops a process from ignoring ``CUDA_VISIBLE_DEVICES``
 limits of a profile are not enforced here (they are on Kubernetes). Use `PlatformSpawner` on a
 cluster for isolation between users.
 
+The server's environment: the hub's interpreter's ``bin`` directory comes first on ``PATH`` (where
+``python``, ``jupyterhub-singleuser`` and ``kubectl-ai_platform`` of the platform's environment
+are), and terminals are non-login shells (`terminal_command`): jupyter_server_terminals otherwise
+runs ``bash -l`` for a server without a tty, whose ``/etc/profile`` resets ``PATH``. Each server
+has its own job state (``MLPLATFORM_STATE_DIR``, `job_state_dir`): the default server
+``<state_dir>/jobs/<user>``, a named one ``<state_dir>/jobs/<user>/servers/<slug of its name>``,
+so two servers never run job backends on one state.
+
 Progress events (JupyterHub's `progress()` shape, ``{"progress": int, "message": str}``):
 "waiting for a free 1g.5gb MIG slice (0 of 2 free)", then "starting".
 """
@@ -21,15 +29,17 @@ Progress events (JupyterHub's `progress()` shape, ``{"progress": int, "message":
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 from jupyterhub.spawner import SimpleLocalProcessSpawner
 from tornado import web
 from traitlets import Any as AnyTrait
-from traitlets import Float, Unicode, default
+from traitlets import Float, List, Unicode, default
 
 from .errors import ConfigError, UserInputError, http_answer
 from .form import render_form
@@ -38,6 +48,7 @@ from .local_files import project_files
 from .mounts import Available, select
 from .platform import Plan, PlatformConfig
 from .progress_text import wanting
+from .slugs import safe_slug
 
 _ALLOCATORS: dict[tuple, DeviceAllocator] = {}
 
@@ -78,6 +89,20 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     @default("state_dir")
     def _default_state_dir(self):
         return os.path.abspath("mlplatform-state")
+
+    terminal_command = List(
+        Unicode(),
+        help="""The shell of the servers' terminals (`ServerApp.terminado_settings["shell_command"]`).
+        Default: bash (else sh), not a login shell, so the server's PATH (the platform's tools first)
+        stays as it is. An empty list keeps jupyter_server_terminals' choice (``$SHELL -l``).
+
+        c.LocalPlatformSpawner.terminal_command = ["/bin/zsh"]
+        """,
+    ).tag(config=True)
+
+    @default("terminal_command")
+    def _default_terminal_command(self):
+        return [next((sh for sh in ("/bin/bash", "/usr/bin/bash") if os.access(sh, os.X_OK)), "/bin/sh")]
 
     # ---- shared state --------------------------------------------------------------------------
     @property
@@ -192,15 +217,30 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             self._release()  # the server died (or did not survive a restart): its devices come back
         return status
 
+    def job_state_dir(self) -> str:
+        """The server's own job state (server_ext's local backend): ``<state_dir>/jobs/<user>`` for the
+        default server, ``<state_dir>/jobs/<user>/servers/<safe slug of the name>`` for a named one."""
+        base = os.path.join(self.state_dir, "jobs", self.user.name)
+        return os.path.join(base, "servers", safe_slug(self.name)) if self.name else base
+
+    def get_args(self):
+        args = list(super().get_args())
+        if self.terminal_command and not any("terminado_settings" in a for a in args):
+            args.append("--ServerApp.terminado_settings=" + json.dumps({"shell_command": list(self.terminal_command)}))
+        return args
+
     def get_env(self):
         env = super().get_env()
+        tools = os.path.dirname(sys.executable)  # the platform's environment: python, kubectl-ai_platform
+        rest = [d for d in env.get("PATH", os.defpath).split(os.pathsep) if d and d != tools]
+        env["PATH"] = os.pathsep.join([tools, *rest])
         plan = getattr(self, "_plan", None)
         env["CUDA_VISIBLE_DEVICES"] = ",".join(getattr(self, "devices", []) or [])
         if plan is not None:
             env["MLPLATFORM_PROJECT"] = plan.project.name
             env["MLPLATFORM_PROFILE"] = plan.profile.slug
-        # the notebook server's jobs (server_ext): the user's own job state, the projects' files
-        env["MLPLATFORM_STATE_DIR"] = os.path.join(self.state_dir, "jobs", self.user.name)
+        # the notebook server's jobs (server_ext): this server's own job state, the projects' files
+        env["MLPLATFORM_STATE_DIR"] = self.job_state_dir()
         env["MLPLATFORM_PROJECTS_DIR"] = self.projects_dir
         env.update(getattr(self, "_mount_env", {}))  # file paths only, never their content
         return env

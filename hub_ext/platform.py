@@ -13,17 +13,17 @@ from __future__ import annotations
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Container, Mapping
 
 from traitlets import Any as AnyTrait
-from traitlets import Dict, Enum, List, Union
+from traitlets import Dict, Enum, List, Union, default
 from traitlets.config import Configurable
 
 from .catalog import Accelerator, parse_accelerators
 from .entitlements import Entitlements, Ledger, Project, choose, parse_entitlements, projects_for
 from .errors import ConfigError, Problem, UserInputError
 from .form import options_from_form
-from .profiles import Profile, parse_profile_list, parse_profiles, resolve
+from .profiles import Profile, read_profile_list, read_profiles, resolve
 
 
 class PlatformConfig(Configurable):
@@ -79,6 +79,10 @@ class PlatformConfig(Configurable):
         """,
     ).tag(config=True)
 
+    @default("apply_user_options")
+    def _default_apply_user_options(self):
+        return applied_at_start
+
     def platform_settings(self) -> dict[str, Any]:
         return {"accelerators": self.accelerators, "profiles": self.profiles, "profile_list": self.profile_list,
                 "everyone": self.everyone, "groups": self.groups}
@@ -102,6 +106,14 @@ class PlatformConfig(Configurable):
 
     def options_from_form(self, formdata):
         return options_from_form(formdata)
+
+
+def applied_at_start(spawner, user_options) -> None:
+    """JupyterHub's `Spawner.apply_user_options` hook of the platform spawners: nothing to do, as
+    they validate and apply `user_options` themselves when the server starts (a plan:
+    `LocalPlatformSpawner.make_plan`, `PlatformSpawner.load_user_options`). Being set, it keeps
+    JupyterHub from warning that options nobody handles were received. A configured hook replaces
+    it and runs in addition to the platform's own handling."""
 
 
 @functools.cache
@@ -139,29 +151,37 @@ class Runtime:
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None) -> "Runtime":
+        """The settings parsed, or a ConfigError with every problem of every section: the catalogue,
+        the profiles and the entitlements are each checked even when an earlier one has problems,
+        and a reference to an entry that failed to parse (an accelerator, a profile) is not
+        reported again as unknown."""
         problems: list[Problem] = []
-        accelerators: Mapping[str, Accelerator] = {}
-        profiles: tuple[Profile, ...] = ()
+        raw_accelerators = settings.get("accelerators") or {}
         try:
-            accelerators = parse_accelerators(settings.get("accelerators") or {})
+            accelerators, unparsed_accelerators = parse_accelerators(raw_accelerators), frozenset()
         except ConfigError as e:
             problems += e.problems
-        try:
-            if settings.get("profiles"):
-                profiles = parse_profiles(settings["profiles"], accelerators, kubespawner_traits)
-            else:
-                profiles = parse_profile_list(settings.get("profile_list") or [], accelerators, kubespawner_traits)
-        except ConfigError as e:
-            problems += e.problems
-        if not problems and not profiles:
+            accelerators, unparsed_accelerators = _parsed_accelerators(raw_accelerators)
+        if settings.get("profiles"):
+            parsed = read_profiles(settings["profiles"], accelerators, kubespawner_traits, unparsed_accelerators)
+        else:
+            parsed = read_profile_list(settings.get("profile_list") or [], accelerators, kubespawner_traits,
+                                       unparsed_accelerators)
+        problems += parsed.problems
+        profiles, unparsed_profiles = parsed.profiles, parsed.broken
+        if not parsed.problems and not profiles:
             problems.append(Problem("profiles", "no profiles are configured"))
-        ent = None
-        if not problems:
-            try:
-                ent = parse_entitlements(settings.get("everyone"), settings.get("groups") or {}, profiles,
-                                         accelerators)
-            except ConfigError as e:
-                problems += e.problems
+        if not profiles and not unparsed_profiles:
+            unparsed_profiles = _EVERY  # nothing to check the entitlements' profile names against
+        everyone, groups = settings.get("everyone"), settings.get("groups") or {}
+        known_profiles = [*profiles, *(Profile(name, name) for name in
+                                       _referenced(everyone, groups, "profiles", unparsed_profiles))]
+        known_accelerators = {**accelerators, **{name: Accelerator(name, "device", name, "") for name in
+                                                 _referenced(everyone, groups, "limits", unparsed_accelerators)}}
+        try:
+            ent = parse_entitlements(everyone, groups, known_profiles, known_accelerators)
+        except ConfigError as e:
+            problems += e.problems
         if problems:
             raise ConfigError(problems)
         return cls(accelerators, profiles, ent)
@@ -190,6 +210,42 @@ class Runtime:
                                   _text(options.pop("project", None), "project"),
                                   _text(options.pop("profile", None), "profile"))
         return Plan(project, profile, resolve(profile, options))
+
+
+class _Every:
+    """Contains every name: the whole section failed to parse, so no name in it is known."""
+
+    def __contains__(self, item) -> bool:
+        return True
+
+
+_EVERY = _Every()
+
+
+def _parsed_accelerators(raw: Any) -> tuple[dict[str, Accelerator], Container[str]]:
+    """The accelerators of a catalogue with problems that parse on their own, and the names that do not."""
+    if not isinstance(raw, Mapping):
+        return {}, _EVERY
+    good: dict[str, Accelerator] = {}
+    for name, entry in raw.items():
+        try:
+            good.update(parse_accelerators({name: entry}))
+        except ConfigError:
+            pass
+    return good, frozenset(str(n) for n in raw if n not in good)
+
+
+def _referenced(everyone: Any, groups: Any, key: str, unparsed: Container[str]) -> list[str]:
+    """The names under `key` ("profiles" or "limits") of the grants that failed to parse: the
+    entitlements are checked with stand-ins for them, so they are not reported again as unknown
+    (there are problems then, so the entitlements parsed against stand-ins are never kept)."""
+    grants = [everyone, *(groups.values() if isinstance(groups, Mapping) else [])]
+    names: list[str] = []
+    for grant in grants:
+        refs = grant.get(key) if isinstance(grant, Mapping) else None
+        if isinstance(refs, (list, Mapping)):
+            names += [n for n in refs if isinstance(n, str) and n in unparsed and n not in names]
+    return names
 
 
 def _text(value, field_name: str) -> str | None:

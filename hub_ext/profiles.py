@@ -21,14 +21,17 @@ ignored); a profile asks for at most one accelerator resource type, a positive w
 them; CPU and memory guarantees do not exceed limits; an ``unlisted_choice.validation_regex``
 compiles, and a user's value must match it *whole* (KubeSpawner anchors only the start).
 Every problem is collected into one `ConfigError` with its path (``profiles['gpu'].cpu.limit``,
-``profile_list[2].kubespawner_override.cpu_guarentee``).
+``profile_list[2].kubespawner_override.cpu_guarentee``). `read_profiles` / `read_profile_list`
+also give what did parse (`ParsedProfiles`), so later sections (entitlements) can still be
+checked; an accelerator name in ``unchecked`` (configured, but it failed to parse) is not reported
+again as unknown.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Container, Mapping
 
 from slugify import slugify
 
@@ -99,10 +102,26 @@ def memory_bytes(value: str) -> float:
     return float(m["n"]) * _MEMORY_FACTORS[m["unit"]]
 
 
+@dataclass(frozen=True)
+class ParsedProfiles:
+    """What a profile section gave, problems or not."""
+    profiles: tuple[Profile, ...]  # those without a problem of their own
+    broken: frozenset[str]  # slugs of those with one (a reference to one is not a second problem)
+    problems: tuple[Problem, ...]
+
+    def checked(self) -> tuple[Profile, ...]:
+        """The profiles, or a ConfigError listing every problem."""
+        if self.problems:
+            raise ConfigError(list(self.problems))
+        return self.profiles
+
+
 class _Parser:
-    def __init__(self, accelerators: Mapping[str, Accelerator], traits: frozenset[str] | None):
+    def __init__(self, accelerators: Mapping[str, Accelerator], traits: frozenset[str] | None,
+                 unchecked: Container[str] = frozenset()):
         self.accelerators = accelerators
         self.traits = traits
+        self.unchecked = unchecked  # accelerator names not to report as unknown (they failed themselves)
         self.problems: list[Problem] = []
 
     def problem(self, path: str, message: str) -> None:
@@ -253,7 +272,7 @@ class _Parser:
         acc, count = None, 0
         if raw.get("accelerator") is not None:
             acc = self.accelerators.get(raw["accelerator"])
-            if acc is None:
+            if acc is None and not _is_unchecked(raw["accelerator"], self.unchecked):
                 known = ", ".join(sorted(self.accelerators)) or "none configured"
                 self.problem(f"{path}.accelerator", f"unknown accelerator {raw['accelerator']!r} (known: {known})")
             count = _count(raw.get("accelerator_count", 1))
@@ -346,35 +365,53 @@ def adhoc_accelerator(resource: str) -> Accelerator:
     return Accelerator(resource, kind, "GPU" if kind == "gpu" else resource, resource, tolerations=())
 
 
-def _finish(parser: _Parser, profiles: list[Profile], where: str) -> tuple[Profile, ...]:
-    slugs = [p.slug for p in profiles]
+def _is_unchecked(name: Any, unchecked: Container[str]) -> bool:
+    try:
+        return name in unchecked
+    except TypeError:  # an unhashable value: reported as unknown
+        return False
+
+
+def _read(parser: _Parser, entries, where: str) -> ParsedProfiles:
+    """`entries`: (slug if known, parse → Profile | None). Problems of one profile mark it broken."""
+    parsed: list[Profile] = []
+    good: list[Profile] = []
+    broken: set[str] = set()
+    for slug, parse in entries:
+        before = len(parser.problems)
+        profile = parse()
+        if profile is not None:
+            parsed.append(profile)
+        if profile is not None and len(parser.problems) == before:
+            good.append(profile)
+        elif profile is not None or slug is not None:
+            broken.add(profile.slug if profile is not None else str(slug))
+    slugs = [p.slug for p in parsed]
     for slug in sorted({s for s in slugs if slugs.count(s) > 1}):
         parser.problem(where, f"more than one profile has the slug {slug!r}")
-    defaults = [p for p in profiles if p.default]
+    defaults = [p for p in parsed if p.default]
     if len(defaults) > 1:
         parser.problem(where, "more than one profile is marked default: " + ", ".join(p.slug for p in defaults))
-    if parser.problems:
-        raise ConfigError(parser.problems)
-    if profiles and not defaults:
-        first = profiles[0]
-        profiles[0] = Profile(**{**first.__dict__, "default": True})
-    return tuple(profiles)
+    if good and not any(p.default for p in good):
+        first = good[0]
+        good[0] = Profile(**{**first.__dict__, "default": True})
+    return ParsedProfiles(tuple(good), frozenset(broken), tuple(parser.problems))
 
 
-def parse_profiles(raw: Any, accelerators: Mapping[str, Accelerator],
-                   kubespawner_traits: frozenset[str] | None = None) -> tuple[Profile, ...]:
-    """The platform's name-keyed `profiles` dict → Profiles (ConfigError listing every problem)."""
-    parser = _Parser(accelerators, kubespawner_traits)
+def read_profiles(raw: Any, accelerators: Mapping[str, Accelerator], kubespawner_traits: frozenset[str] | None = None,
+                  unchecked: Container[str] = frozenset()) -> ParsedProfiles:
+    """The platform's name-keyed `profiles` dict → what parsed, and every problem."""
     if not isinstance(raw, Mapping):
-        raise ConfigError([Problem("profiles", "must be a mapping of profile names to profiles")])
-    profiles = [p for slug, entry in raw.items() if (p := parser.native(slug, entry)) is not None]
-    return _finish(parser, profiles, "profiles")
+        return ParsedProfiles((), frozenset(), (Problem("profiles", "must be a mapping of profile names to profiles"),))
+    parser = _Parser(accelerators, kubespawner_traits, unchecked)
+    return _read(parser, [(slug, lambda slug=slug, entry=entry: parser.native(slug, entry))
+                          for slug, entry in raw.items()], "profiles")
 
 
-def parse_profile_list(raw: Any, accelerators: Mapping[str, Accelerator],
-                       kubespawner_traits: frozenset[str] | None = None) -> tuple[Profile, ...]:
-    """KubeSpawner's / z2jh's `profile_list` (list, or dict keyed by slug) → Profiles."""
-    parser = _Parser(accelerators, kubespawner_traits)
+def read_profile_list(raw: Any, accelerators: Mapping[str, Accelerator],
+                      kubespawner_traits: frozenset[str] | None = None,
+                      unchecked: Container[str] = frozenset()) -> ParsedProfiles:
+    """KubeSpawner's / z2jh's `profile_list` (list, or dict keyed by slug) → what parsed, and every problem."""
     if isinstance(raw, Mapping):
         entries = [(i, entry, key) for i, (key, entry) in enumerate(raw.items())]
         entries = [(i, {"slug": key, **entry} if isinstance(entry, Mapping) and "slug" not in entry else entry, key)
@@ -382,9 +419,23 @@ def parse_profile_list(raw: Any, accelerators: Mapping[str, Accelerator],
     elif isinstance(raw, list):
         entries = [(i, entry, None) for i, entry in enumerate(raw)]
     else:
-        raise ConfigError([Problem("profile_list", "must be a list (or a dict keyed by slug) of profiles")])
-    profiles = [p for i, entry, key in entries if (p := parser.z2jh(i, entry, key)) is not None]
-    return _finish(parser, profiles, "profile_list")
+        return ParsedProfiles((), frozenset(), (Problem("profile_list", "must be a list (or a dict keyed by slug) "
+                                                                        "of profiles"),))
+    parser = _Parser(accelerators, kubespawner_traits, unchecked)
+    return _read(parser, [(key, lambda i=i, entry=entry, key=key: parser.z2jh(i, entry, key))
+                          for i, entry, key in entries], "profile_list")
+
+
+def parse_profiles(raw: Any, accelerators: Mapping[str, Accelerator],
+                   kubespawner_traits: frozenset[str] | None = None) -> tuple[Profile, ...]:
+    """The platform's name-keyed `profiles` dict → Profiles (ConfigError listing every problem)."""
+    return read_profiles(raw, accelerators, kubespawner_traits).checked()
+
+
+def parse_profile_list(raw: Any, accelerators: Mapping[str, Accelerator],
+                       kubespawner_traits: frozenset[str] | None = None) -> tuple[Profile, ...]:
+    """KubeSpawner's / z2jh's `profile_list` (list, or dict keyed by slug) → Profiles."""
+    return read_profile_list(raw, accelerators, kubespawner_traits).checked()
 
 
 # ---- a user's choices → KubeSpawner settings (pure) ------------------------------------------------

@@ -1,14 +1,20 @@
 """LocalPlatformSpawner in a real hub with the demo's catalogue: the form with capacity, a MIG
-spawn that gets CUDA_VISIBLE_DEVICES, entitlements enforced on crafted requests, and limits
-counted across named servers (also under concurrent spawns)."""
+spawn that gets CUDA_VISIBLE_DEVICES, entitlements enforced on crafted requests, limits counted
+across named servers (also under concurrent spawns), and what a notebook's terminal and job
+backend see."""
 
+import asyncio
 import concurrent.futures
+import json
+import os
+import re
+import sys
 import time
 
 import pytest
 import requests
 
-from hub_ext.demo import DemoSecrets, demo_source
+from hub_ext.demo import DemoSecrets, demo_source, find_proxy_command
 from hub_ext.entitlements import personal_project_name
 from tests.hub.test_hub_harness import demo_hub_config, form_login
 
@@ -273,3 +279,58 @@ def test_credentials_and_datasets_of_the_chosen_project(demo_hub, tmp_path):
     r = spawn(hub, "alice", "other", {"profile": "cpu", "credentials": ["training-sa"]})
     assert r.status_code == 403 and "credentials[0]" in r.json()["message"]
     assert "other" not in hub.api("GET", "/users/alice").json()["servers"]
+
+
+def _in_terminal(hub, token: str, server_path: str, command: str, timeout: float = 30) -> list[str]:
+    """Run `command` in a new terminal of a server, through its terminals REST API and websocket
+    (as JupyterLab does); the lines it printed."""
+    headers = {"Authorization": f"token {token}"}
+    r = requests.post(f"{hub.url}{server_path}api/terminals", headers=headers, timeout=30)
+    assert r.status_code == 200, r.text
+    name = r.json()["name"]
+    ws_url = f"{hub.url.replace('http://', 'ws://')}{server_path}terminals/websocket/{name}"
+    # the markers are computed by the shell, so the terminal's echo of the typed line has neither
+    text = asyncio.run(_terminal_output(ws_url, headers, f"echo BEGIN$((6*7)); {command}; echo END$((6*7))",
+                                        "END42", timeout))
+    requests.delete(f"{hub.url}{server_path}api/terminals/{name}", headers=headers, timeout=30)
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\r", "", text).split("\n")]
+    return lines[lines.index("BEGIN42") + 1:lines.index("END42")]
+
+
+async def _terminal_output(ws_url: str, headers: dict, line: str, until: str, timeout: float) -> str:
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    conn = await websocket_connect(HTTPRequest(ws_url, headers=headers))
+    conn.write_message(json.dumps(["stdin", line + "\r"]))
+    text = ""
+    deadline = time.monotonic() + timeout
+    while until not in text:
+        message = await asyncio.wait_for(conn.read_message(), max(0.1, deadline - time.monotonic()))
+        assert message is not None, f"the terminal closed: {text!r}"
+        kind, *data = json.loads(message)
+        if kind == "stdout":
+            text += data[0]
+    conn.close()
+    return text
+
+
+def test_terminals_have_the_platform_tools_and_each_server_its_own_job_state(hub_factory, tmp_path):
+    import copy
+
+    settings = copy.deepcopy(demo_hub_config(tmp_path, DemoSecrets.generate()))
+    settings["ConfigurableHTTPProxy"]["command"] = [find_proxy_command()]
+    # as `make demo` starts it: the environment's bin directory is not on the hub's PATH
+    hub = hub_factory(demo_source(settings), env={"PATH": "/usr/local/bin:/usr/bin:/bin"})
+    hub.api("POST", "/users/alice")
+    for name in ("", "exp"):
+        assert spawn(hub, "alice", name, {"profile": "cpu"}).status_code in (201, 202)
+        hub.wait_for_server("alice", name)
+    # the platform applies project and profile itself: JupyterHub has nothing to warn about
+    assert "unhandled user_options" not in hub.log_text()
+    jobs = tmp_path / "state" / "platform" / "jobs" / "alice"
+    assert server_env(hub, "alice")["MLPLATFORM_STATE_DIR"] == str(jobs)
+    assert server_env(hub, "alice", "exp")["MLPLATFORM_STATE_DIR"] == str(jobs / "servers" / "exp")
+    tools = os.path.dirname(sys.executable)
+    found = _in_terminal(hub, _user_token(hub, "alice"), "/user/alice/exp/", "command -v kubectl-ai_platform python")
+    assert found == [f"{tools}/kubectl-ai_platform", f"{tools}/python"]

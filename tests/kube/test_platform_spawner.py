@@ -516,3 +516,16 @@ async def test_two_spawns_for_the_last_slice_one_wins(cluster):
     assert set(first.shared.claims.values()) == {0}  # every claim released once its spawn ended
     winner = first if not isinstance(results[0], Exception) else second
     await winner.stop()
+
+
+async def test_user_options_are_the_platforms_to_apply_so_jupyterhub_does_not_warn(cluster, caplog):
+    """JupyterHub runs `apply_user_options` before `start` and warns about options no hook takes;
+    the platform takes project and profile itself in `load_user_options`."""
+    options = {"project": "vision", "profile": "mig-1g"}
+    sp = make_spawner(cluster, make_user(ALICE, ["vision"]), options)
+    with caplog.at_level(logging.DEBUG):
+        await sp._run_apply_user_options(sp.user_options)  # what jupyterhub.user.User.spawn calls
+    assert not [r for r in caplog.records if "user_options" in r.getMessage()]
+    assert sp.user_options == options
+    await sp.load_user_options()
+    assert sp.namespace == "vision" and sp.extra_resource_limits == {"nvidia.com/mig-1g.5gb": "1"}

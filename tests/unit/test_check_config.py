@@ -113,3 +113,47 @@ def test_overrides_are_checked_for_the_local_runtime_too(tmp_path, capsys):
                                                               '"kubespawner_override": {"imagge": "x"}}')
     code, _, err = run(tmp_path, "jupyterhub_config.py", local, capsys)
     assert code == 1 and "profiles['cpu'].kubespawner_override.imagge: is not a KubeSpawner trait" in err
+
+
+EVERY_SECTION_PY = """
+c = get_config()
+c.JupyterHub.spawner_class = "platform-local"
+c.PlatformConfig.accelerators = {"1g.5gb": {"type": "mig", "profile": "1g.5gb"},
+                                 "3g.20gb": {"type": "mig", "profile": "3g20gb"}}
+c.LocalPlatformSpawner.profiles = {
+    "cpu": {"display_name": "CPU", "cpu": {"limit": 2}},
+    "mig": {"display_name": "MIG", "accelerator": "1g.5gb", "memory": {"limit": "lots"}},
+    "mig-3g": {"display_name": "Medium slice", "accelerator": "3g.20gb"},
+}
+c.PlatformConfig.groups = {
+    "vision": {"project": "vision", "profiles": ["cpu", "mig", "mig-3g"],
+               "limits": {"1g.5gb": 2, "3g.20gb": 1, "a100": 1}},
+}
+"""
+
+
+def test_every_section_is_checked_and_a_broken_entry_is_reported_once(tmp_path, capsys):
+    """A profile error does not hide the groups' problems; the profile 'mig' and the accelerator
+    '3g.20gb', which failed themselves, are not reported again where they are referred to."""
+    code, out, err = run(tmp_path, "jupyterhub_config.py", EVERY_SECTION_PY, capsys)
+    assert code == 1 and out == ""
+    assert err.splitlines() == [
+        "error: accelerators['3g.20gb'].profile: must be a MIG profile such as '1g.5gb' or '3g.20gb', not '3g20gb'",
+        "error: profiles['mig'].memory.limit: must be a size such as '512M', '4G' or '8Gi', not 'lots'",
+        "error: groups['vision'].limits.a100: unknown accelerator (known: 1g.5gb, 3g.20gb)",
+        f"{tmp_path / 'jupyterhub_config.py'}: 3 problem(s)",
+    ]
+
+
+@pytest.mark.parametrize("profiles, first", [
+    ('["cpu"]', "error: profiles: must be a mapping of profile names to profiles"),
+    ("{}", "error: profiles: no profiles are configured"),
+])
+def test_groups_are_checked_when_no_profile_could_be_read(tmp_path, capsys, profiles, first):
+    text = EVERY_SECTION_PY.replace('"profile": "3g20gb"', '"profile": "3g.20gb"')
+    start, end = text.index("c.LocalPlatformSpawner.profiles"), text.index("c.PlatformConfig.groups")
+    text = text[:start] + f"c.LocalPlatformSpawner.profiles = {profiles}\n" + text[end:]
+    code, _, err = run(tmp_path, "jupyterhub_config.py", text, capsys)
+    assert code == 1
+    assert err.splitlines()[:-1] == [first, "error: groups['vision'].limits.a100: unknown accelerator "
+                                            "(known: 1g.5gb, 3g.20gb)"]

@@ -3,9 +3,9 @@
 import pytest
 
 from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import ConfigError, UserInputError
-from hub_ext.profiles import (Choice, Option, Profile, Unlisted, adhoc_accelerator, parse_profile_list,
-                              parse_profiles, resolve)
+from hub_ext.errors import ConfigError, Problem, UserInputError
+from hub_ext.profiles import (Choice, Option, ParsedProfiles, Profile, Unlisted, adhoc_accelerator,
+                              parse_profile_list, parse_profiles, read_profile_list, read_profiles, resolve)
 
 pytestmark = pytest.mark.unit
 
@@ -33,6 +33,21 @@ def test_native_profiles_whole_objects():
 def test_first_profile_is_default_when_none_is_marked():
     profiles = parse_profiles({"a": {}, "b": {}}, ACC)
     assert [p.default for p in profiles] == [True, False]
+
+
+def test_read_profiles_keeps_what_parsed_and_names_what_did_not():
+    """What later sections are checked against: the profiles without problems of their own, the
+    slugs of those with; an accelerator in `unchecked` (it failed itself) is not unknown again."""
+    parsed = read_profiles({"cpu": {"display_name": "CPU"}, "big": {"cpu": {"limit": -1}},
+                            "h100": {"accelerator": "h100"}, "odd": "not a mapping"}, ACC, TRAITS,
+                           unchecked=frozenset({"h100"}))
+    assert parsed == ParsedProfiles(
+        (Profile("cpu", "CPU", default=True), Profile("h100", "h100")), frozenset({"big", "odd"}),
+        (Problem("profiles['big'].cpu.limit", "must be a positive number of CPUs, not -1"),
+         Problem("profiles['odd']", "must be a mapping")))
+    z2jh = read_profile_list([{"display_name": "Small"}, {"display_name": "Wrong", "kubespawner_override": 1}],
+                             ACC, TRAITS)
+    assert [p.slug for p in z2jh.profiles] == ["small"] and z2jh.broken == {"wrong"}
 
 
 Z2JH = [
