@@ -12,7 +12,12 @@ failed). Errors are raised, never printed here: `main` translates them once.
 - ``jobs list``: every page of the project's jobs (newest first), ``--filter`` applied by the
   service, then ``--sort-by``, ``--limit``; "Listed 0 items." on stderr when there are none.
 - ``jobs describe``/``get``, ``jobs stream-logs`` (all tasks, or ``--task-name``; follows until the
-  job ends), ``jobs cancel`` (silent, like gcloud, and a job that already ended is not an error).
+  job ends; each line's time is the one the server sent with it, and left empty where the runtime
+  keeps none, as gcloud prints a record without a timestamp: never the time it was read),
+  ``jobs cancel`` (silent, like gcloud; a job that already ended is not an error: gcloud's
+  "If the job is already finished, the command will not perform an operation and exit
+  successfully", with a status line on stderr saying so; with `Context.settle`, it returns once
+  the job is CANCELLED, since this process is what stops its replicas).
 - ``local train``: the job runs in the foreground; the master's output is copied to stdout as
   is, and the exit code is 0 only if the job SUCCEEDED. As gcloud's, it runs ``--package-path`` in
   place (a ``file://`` package directory, `flags.local_train_job`): nothing is built.
@@ -24,8 +29,8 @@ import argparse
 import asyncio
 import datetime
 import pathlib
-from dataclasses import dataclass, field
-from typing import Callable, TextIO
+from dataclasses import dataclass
+from typing import TextIO
 
 from hub_ext.errors import UserInputError
 from server_ext.errors import JobFinished
@@ -41,10 +46,6 @@ _COUNT_FIELD = {"worker": "workerCount", "ps": "parameterServerCount", "evaluato
 _LIST_FIELDS = {"pageSize": "--page-size", "filter": "--filter", "pageToken": "--page-size"}
 
 
-def _utcnow() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
-
-
 @dataclass
 class Context:
     service: JobService
@@ -54,7 +55,6 @@ class Context:
     err: TextIO
     scope: str = ""  # flags to repeat in suggested commands, e.g. " --project team"
     tz: datetime.tzinfo | None = None
-    now: Callable[[], datetime.datetime] = field(default=_utcnow)
     settle: bool = False  # wait until a submitted job has started before returning (the local runtime
                           # prepares jobs in this process: exiting earlier would fail them)
 
@@ -74,16 +74,19 @@ def task_names(job: dict) -> list[str]:
     return names
 
 
-def _when(line: object, ctx: Context) -> datetime.datetime:
+def _when(line: object) -> datetime.datetime | None:
+    """The time the server gave with `line` (``time``: a datetime or RFC 3339 text), else None: a
+    line's time is never made up from when it was read (a finished job's lines would all show now)."""
     stamp = getattr(line, "time", None)
     if isinstance(stamp, datetime.datetime):
-        return stamp
-    if isinstance(stamp, str):
+        return stamp if stamp.tzinfo else stamp.replace(tzinfo=datetime.timezone.utc)
+    if isinstance(stamp, str) and stamp:
         try:
-            return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            when = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
         except ValueError:
-            pass
-    return ctx.now()
+            return None
+        return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
+    return None
 
 
 async def stream_logs(ctx: Context, job_id: str, tasks: list[str], dest: TextIO, *, raw: bool = False,
@@ -98,7 +101,7 @@ async def stream_logs(ctx: Context, job_id: str, tasks: list[str], dest: TextIO,
                 dest.write(line.text + "\n")
             else:
                 for text in output.split_multiline(line.text, allow_multiline):
-                    dest.write(output.log_record(line.task, text, _when(line, ctx),
+                    dest.write(output.log_record(line.task, text, _when(line),
                                                  getattr(line, "severity", None) or "INFO", tz=ctx.tz) + "\n")
             dest.flush()
 
@@ -208,11 +211,23 @@ async def stream_job_logs(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
+CANCEL_SETTLE_S = 60.0  # how long a cancel on this process's own runtime waits for CANCELLED
+
+
 async def cancel_job(ctx: Context, args: argparse.Namespace) -> int:
     try:
         await ctx.service.cancel(ctx.user, ctx.project, args.job)
-    except JobFinished:
-        pass  # gcloud: "If the job is already finished, the command will not perform an operation"
+    except JobFinished as e:
+        # gcloud: "If the job is already finished, the command will not perform an operation and
+        # exit successfully"; the REST API's 400 FAILED_PRECONDITION is said on stderr, not as an error
+        ctx.err.write(f"Job [{args.job}] has already ended ({e.state}); there is nothing to cancel.\n")
+        return 0
+    if ctx.settle:  # the runtime stops the replicas in this process: exiting now would leave them running
+        try:
+            async with asyncio.timeout(CANCEL_SETTLE_S):
+                await _wait_final(ctx, args.job, poll=0.2)
+        except TimeoutError:
+            ctx.err.write(f"Job [{args.job}] is still being cancelled.\n")
     return 0
 
 

@@ -21,24 +21,41 @@ Guarantees:
   ConfigMap when it fits, else ``--staging-bucket``, else exit 2). It prints only YAML documents on
   stdout: the Kubernetes objects of `server_ext.jobs.kubeflow.job_manifest`, followed by the
   package's ConfigMap (its ownerReference without the ``uid`` the created object gives it); with
-  the local runtime, the Job. Notes (a staging URI, mounts checked only on submit) go to stderr.
+  the local runtime, the ml.v1 Job as it would be recorded (no Kubernetes objects; a package that
+  ships in a ConfigMap on Kubernetes is kept as a copy in the job's directory there, and the note
+  says where). Notes (a staging URI, where a package goes, mounts checked only on submit) go to
+  stderr.
 - Every argument that needs no backend is checked before connecting (``describe --format`` too);
   the Kubernetes client library's own log lines (such as "Config not found") are kept off the
   terminal, as the platform's are, unless ``MLPLATFORM_DEBUG=1``.
-- `open_target(args)` picks where the jobs are: ``--local``, ``MLPLATFORM_LOCAL=1``, ``local: true``
-  in the plugin's settings file (`server_ext.kube_target.cli_config`) or ``local train`` →
-  `LocalBackend` on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``); else, run
-  inside a notebook server (`server_ext.client.from_environment`: a terminal of a JupyterHub
-  single-user server) with neither ``--context`` nor ``--region``, that server's ml/v1 API
-  (`server_ext.client.RemoteService`: its backend and watch cache, its user's projects;
-  ``--package-path`` is sent as the directory's absolute path, which must lie inside the server's
-  root directory); otherwise `KubeBackend` on the kubeconfig context of ``--context``, else of
-  ``--region`` (the settings file's region table; every ``jobs`` command takes it), else the
-  current context, planning with the
-  catalogue the hub published in the project.
+- `open_target(args)` picks where the jobs are, as `target_of` decides (pure):
+
+  - ``local train`` → its own `LocalBackend` on a fresh directory of its own,
+    ``<state_dir>/local-train/<jobId>/`` (`local_train_dir`), so it never shares a notebook
+    server's state (as gcloud's, the run is not a job of ``jobs list``; its log stays there);
+  - ``--local``, ``MLPLATFORM_LOCAL=1`` or ``local: true`` in the plugin's settings file
+    (`server_ext.kube_target.cli_config`): inside a notebook server that runs the local runtime
+    (`server_ext.client.from_environment` finds it, ``$MLPLATFORM_BACKEND`` is not
+    ``kubernetes``), that server's ml/v1 API, since the server *is* the local runtime (one
+    backend supervises its jobs; ``--local`` and plain commands see the same jobs); elsewhere
+    `LocalBackend` on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``);
+  - else, inside a notebook server (a terminal of a JupyterHub single-user server) with neither
+    ``--context`` nor ``--region``, that server's ml/v1 API (`server_ext.client.RemoteService`:
+    its backend and watch cache, its user's projects; ``--package-path`` is sent as the
+    directory's absolute path, which must lie inside the server's root directory);
+  - otherwise `KubeBackend` on the kubeconfig context of ``--context``, else of ``--region`` (the
+    settings file's region table; every ``jobs`` command takes it), else the current context,
+    planning with the catalogue the hub published in the project.
+
+  The commands a submit suggests (``$ kubectl ai-platform jobs describe JOB``) repeat the flags
+  that chose the target (``--local`` outside a server, ``--context``, ``--region``,
+  ``--project``), so they work as printed.
 - The project is ``--project``/``--namespace``/``-n``, else ``$MLPLATFORM_PROJECT``, else the
   context's namespace (Kubernetes), else the caller's personal project
-  (`hub_ext.entitlements.personal_project_name`).
+  (`hub_ext.entitlements.personal_project_name` of ``$JUPYTERHUB_USER``, else of the OS user).
+- Times: ``describe --format yaml|json`` prints the API's values unchanged (RFC 3339, UTC with
+  ``Z``); ``jobs list``'s CREATED, a submit's ``startTime``/``endTime`` and ``--summarize`` show
+  them in this machine's local time zone without an offset, as gcloud's ``date(tz=LOCAL)`` does.
 """
 
 from __future__ import annotations
@@ -58,8 +75,10 @@ from hub_ext.entitlements import personal_project_name
 from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
 from hub_ext.mounts import Available
 from server_ext.client import RemoteService, from_environment
+from server_ext.client.environment import server_from_environment
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs import package
+from server_ext.jobs.local_package import SHIPPED_DIR
 from server_ext.jobs.backend import JobBackend
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
@@ -82,8 +101,52 @@ class BackendUnavailable(PlatformError):
 
 
 def is_local(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> bool:
+    """The local runtime was asked for (``--local``, ``MLPLATFORM_LOCAL``, the settings file, ``local train``)."""
     return (bool(args.local) or args.command == "local-train" or env.get("MLPLATFORM_LOCAL", "").lower() in _TRUE
             or cli_config(env).get("local", False))
+
+
+def target_of(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> str:
+    """Where the command's jobs are: ``"local-train"`` (a `LocalBackend` of the run's own),
+    ``"server"`` (the notebook server's ml/v1 API), ``"local"`` (a `LocalBackend` on the state
+    dir) or ``"kubernetes"``. Pure: the environment is passed in (see the module docstring)."""
+    if args.command == "local-train":
+        return "local-train"
+    in_server = server_from_environment(env) is not None
+    if is_local(args, env):
+        return "server" if in_server and env.get("MLPLATFORM_BACKEND") != "kubernetes" else "local"
+    if in_server and not getattr(args, "context", None) and not getattr(args, "region", None):
+        return "server"
+    return "kubernetes"
+
+
+def state_dir(env: Mapping[str, str] = os.environ) -> pathlib.Path:
+    """The local runtime's state directory: ``$MLPLATFORM_STATE_DIR``, else the default one."""
+    from server_ext.config import default_state_dir
+
+    return pathlib.Path(env["MLPLATFORM_STATE_DIR"]).expanduser() if env.get("MLPLATFORM_STATE_DIR") \
+        else default_state_dir()
+
+
+def local_train_dir(env: Mapping[str, str], now: datetime.datetime) -> tuple[str, pathlib.Path]:
+    """(jobId, directory) of a new ``local train`` run: ``local_train_<UTC time>`` (``_2``, ``_3``…
+    when that directory is taken) and ``<state_dir>/local-train/<jobId>/``, not created yet."""
+    base = local_job_id(now)
+    root = state_dir(env) / "local-train"
+    job_id, n = base, 1
+    while (root / job_id).exists():
+        n += 1
+        job_id = f"{base}_{n}"
+    return job_id, root / job_id
+
+
+def follow_up_scope(args: argparse.Namespace, target: str) -> str:
+    """The flags a suggested command needs to reach the same jobs (``" --local"``, ``" --project p"``…)."""
+    scope = " --local" if target == "local" else ""
+    if target == "kubernetes":
+        for flag, value in (("--context", getattr(args, "context", None)), ("--region", getattr(args, "region", None))):
+            scope += f" {flag} {value}" if value else ""
+    return scope + (f" --project {args.project}" if args.project else "")
 
 
 def user_name(env: Mapping[str, str] = os.environ) -> str:
@@ -117,32 +180,49 @@ def _local_files(env: Mapping[str, str]) -> Files:
     return files
 
 
-async def open_target(args: argparse.Namespace, user: str, err: TextIO,
-                      env: Mapping[str, str] = os.environ) -> tuple[JobService | RemoteService, str, Closer]:
-    """(the jobs service, the project, what closes it) of the command."""
-    if not is_local(args, env) and not getattr(args, "context", None) and not getattr(args, "region", None):
+async def open_target(args: argparse.Namespace, user: str, err: TextIO, env: Mapping[str, str] = os.environ,
+                      run_dir: pathlib.Path | None = None) -> tuple[JobService | RemoteService, str, Closer]:
+    """(the jobs service, the project, what closes it) of the command, at `target_of`'s target;
+    `run_dir`: the state directory of a ``local train`` run (`local_train_dir`)."""
+    target = target_of(args, env)
+    if target == "server":
         server = from_environment(env)
-        if server is not None:
-            return RemoteService(server), project_of(args, user, env), server.close
+        assert server is not None
+        return RemoteService(server), project_of(args, user, env), server.close
+    if target == "local-train":
+        if run_dir is None:
+            raise ValueError("local train runs in a directory of its own (local_train_dir)")
+        run_dir.mkdir(parents=True, exist_ok=False)
+        return _service(*await _open_local(args, user, env, run_dir))
+    if target == "local":
+        return _service(*await _open_local(args, user, env, state_dir(env)))
     return _service(*await _open_backend(args, user, err, env))
+
+
+async def _open_local(args: argparse.Namespace, user: str, env: Mapping[str, str],
+                      state: pathlib.Path) -> tuple[JobBackend, PlanSettings, str, Files, Closer]:
+    """A started `LocalBackend` on `state`, as `_open_backend` answers."""
+    from server_ext.jobs.local_backend import LocalBackend
+
+    project = project_of(args, user, env)  # before the backend's threads start importing
+    backend = LocalBackend(state)
+    await backend.start()
+
+    async def close() -> None:
+        # The jobs `start()` adopted are supervised by tasks it scheduled; one cancelled before its
+        # first step would drop its coroutine unawaited ("coroutine 'LocalBackend._supervise' was
+        # never awaited") when a command needed no await of its own (describe, list). Let each
+        # task begin, so that closing cancels it where it waits.
+        await asyncio.sleep(0)
+        await backend.close()
+
+    return backend, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project, _local_files(env), close
 
 
 async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
                         env: Mapping[str, str]) -> tuple[JobBackend, PlanSettings, str, Files, Closer]:
-    """(started backend, plan settings, project, where its credentials and datasets are chosen from,
-    what closes the backend and its connections)."""
-    if is_local(args, env):
-        import pathlib
-
-        from server_ext.config import default_state_dir
-        from server_ext.jobs.local_backend import LocalBackend
-
-        state = pathlib.Path(env["MLPLATFORM_STATE_DIR"]).expanduser() if env.get("MLPLATFORM_STATE_DIR") \
-            else default_state_dir()
-        project = project_of(args, user, env)  # before the backend's threads start importing
-        backend = LocalBackend(state)
-        await backend.start()
-        return backend, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project, _local_files(env), backend.close
+    """(started Kubernetes backend, plan settings, project, where its credentials and datasets are
+    chosen from, what closes the backend and its connections)."""
     from hub_ext.cluster import list_available
     from hub_ext.kube_mounts import MountSettings
     from server_ext.jobs.kube_backend import KubeBackend
@@ -203,9 +283,11 @@ def error_message(e: BaseException) -> tuple[int, str]:
 
 
 async def _with_built_package(plan: JobPlan, package_path: str, staging_bucket: str | None, tmp: pathlib.Path,
-                               err: TextIO) -> JobPlan:
+                               err: TextIO, kept_in: pathlib.Path | None = None) -> JobPlan:
     """`plan` with the package built from `package_path` into `tmp`, by `JobService.create`'s steps
-    and rules (errors name ``--package-path`` or ``--staging-bucket``)."""
+    and rules (errors name ``--package-path`` or ``--staging-bucket``). `kept_in`: the local
+    runtime's state directory, which keeps a copy of a package that would ship in a ConfigMap on
+    Kubernetes in the job's own directory instead (the note says where)."""
     if not plan.python_module:
         raise UserInputError("--package-path", "needs a pythonModule (--module-name) to run from the package")
     if staging_bucket:
@@ -215,8 +297,15 @@ async def _with_built_package(plan: JobPlan, package_path: str, staging_bucket: 
     plan = with_package(plan, sdist, sha256, size, staging_bucket=staging_bucket, limit=package.CONFIGMAP_LIMIT)
     shipped = plan.package
     assert shipped is not None
-    how = "would be staged to" if shipped.delivery == "bucket" else "would ship as"
-    err.write(f"note: {shipped.filename} ({size} bytes), built from {package_path}, {how} {shipped.uri}\n")
+    if shipped.delivery == "bucket":
+        where = f"would be staged to {shipped.uri}"
+    elif kept_in is not None:
+        copy = kept_in / "jobs" / plan.project / plan.job.job_id / SHIPPED_DIR / shipped.filename
+        where = (f"would be kept as a copy in the job's directory, {copy} (the job's packageUris names it "
+                 f"{shipped.uri}, as on Kubernetes)")
+    else:
+        where = f"would ship as {shipped.uri}"
+    err.write(f"note: {shipped.filename} ({size} bytes), built from {package_path}, {where}\n")
     return plan
 
 
@@ -259,7 +348,7 @@ async def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None,
     with tempfile.TemporaryDirectory(prefix="mlplatform-dry-run-") as tmp:
         if package_path:
             plan = await _with_built_package(plan, package_path, getattr(args, "staging_bucket", None),
-                                             pathlib.Path(tmp), err)
+                                             pathlib.Path(tmp), err, kept_in=state_dir(env) if local else None)
         if local:
             out.write(output.to_yaml(plan.job.to_json()))
             return 0
@@ -291,22 +380,24 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
     """Everything that can be checked without a backend is checked first (exit 2 before any
     connection); then the command runs against `open_target(args)`'s jobs service."""
     user = user_name(env)
-    doc, package_path = None, None
+    doc, package_path, run_dir = None, None, None
     if args.command == "submit":
         doc, package_path = flags_to_job(args)
         if args.dry_run:
             return await dry_run(args, doc, package_path, user, project_of(args, user, env), out, err, env)
     elif args.command == "local-train":
-        now = datetime.datetime.now(datetime.timezone.utc)
-        doc = local_train_job(args, local_job_id(now), os.getcwd())
+        job_id, run_dir = local_train_dir(env, datetime.datetime.now(datetime.timezone.utc))
+        doc = local_train_job(args, job_id, os.getcwd())
     elif args.command == "list":
         output.jobs_listing([], args.format)
     elif args.command == "describe" and not args.summarize:
         output.describe({}, args.format)
-    service, project, close = await open_target(args, user, err, env)
+    target = target_of(args, env)
+    service, project, close = await open_target(args, user, err, env, run_dir=run_dir)
     try:
-        scope = f" --project {args.project}" if args.project else ""
-        ctx = commands.Context(service, user, project, out, err, scope=scope, settle=is_local(args, env))
+        # settle: a LocalBackend of this process is the jobs' only supervisor while it runs
+        ctx = commands.Context(service, user, project, out, err, scope=follow_up_scope(args, target),
+                               settle=target in ("local", "local-train"))
         if args.command == "submit":
             return await commands.submit_training(ctx, args, doc, package_path)
         if args.command == "local-train":

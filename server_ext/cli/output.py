@@ -12,7 +12,11 @@ local zone, as gcloud's ``date(tz=LOCAL)``).
   ``value(f1,f2)`` (tab-separated) and ``table(f1,f2:label=X)``. An unknown format raises
   `UserInputError("--format", …)`. `sort_jobs(jobs, keys)` applies ``--sort-by`` (``~`` descending).
 - `log_record(...)`: one log line as gcloud's ``value(severity, timestamp, task_name, trial_id,
-  message)``: tab-separated, time as ``%Y-%m-%d %H:%M:%S %z``.
+  message)``: tab-separated, time as ``%Y-%m-%d %H:%M:%S %z``; an empty field for a line the
+  runtime gave no time (as gcloud prints a record without one).
+- Times: `describe` prints the API's values unchanged (RFC 3339, UTC with ``Z``); the tables,
+  `job_status` and `summary` show them as gcloud's ``date(tz=LOCAL)``: ``%Y-%m-%dT%H:%M:%S`` in
+  `tz` (this machine's local zone by default), no offset.
 """
 
 from __future__ import annotations
@@ -141,11 +145,30 @@ def _table_of(doc: dict, title: str, fields: Sequence[tuple[str, bool]], tz: dat
     return box(title, cols, [cells])
 
 
+def completed_trials(job: dict) -> str | None:
+    """A sweep's COMPLETED_TRIALS cell: ``"<completedTrialCount> of <maxTrials>"`` (finished trials
+    of those the spec allows; the count alone when the spec names no maximum); None for a job
+    that is not a sweep and has no count."""
+    out = job.get("trainingOutput") or {}
+    spec = lookup(job, "trainingInput.hyperparameters")
+    sweep = isinstance(spec, dict) or bool(out.get("isHyperparameterTuningJob"))
+    count = out.get("completedTrialCount")
+    if not sweep and count in (None, ""):
+        return None
+    done = _text(count if count not in (None, "") else 0)
+    most = spec.get("maxTrials") if isinstance(spec, dict) else None
+    return f"{done} of {_text(most)}" if most not in (None, "") else done
+
+
 def summary(job: dict, tz: datetime.tzinfo | None = None) -> str:
     """``describe --summarize``: Job Overview, Training Input Summary and (once there is one) Training
     Output Summary; a sweep's trials follow as gcloud's Training Output Trials table (TRIAL,
     OBJECTIVE_VALUE, STEP, HYPERPARAMETERS: one ``name=value`` line each, sorted by name), best
-    first by the spec's goal; trials without a final metric last, in trialId order."""
+    first by the spec's goal; trials without a final metric last, in trialId order.
+
+    gcloud labels ``completedTrialCount`` TRIALS, which reads as the number of trials while a sweep
+    runs (``TRIALS 0`` above a table of 2 running trials); here it is COMPLETED_TRIALS, as
+    `completed_trials` shows it (``0 of 4``)."""
     parts = [_table_of(job, "Job Overview", [("jobId", False), ("createTime", False), ("startTime", False),
                                              ("endTime", False), ("state", False)], tz)]
     t = {"trainingInput": job.get("trainingInput") or {}}
@@ -158,9 +181,10 @@ def summary(job: dict, tz: datetime.tzinfo | None = None) -> str:
     if job.get("trainingOutput"):
         out = job["trainingOutput"]
         cols, cells = [], []
-        if out.get("completedTrialCount"):
-            cols.append("TRIALS")
-            cells.append(_text(out["completedTrialCount"]))
+        completed = completed_trials(job)
+        if completed is not None:
+            cols.append("COMPLETED_TRIALS")
+            cells.append(completed)
         cols.append("ML_UNITS")
         cells.append(_text(out.get("consumedMLUnits")))
         parts.append(box("Training Output Summary", cols, [cells]))
@@ -254,10 +278,10 @@ def jobs_listing(jobs: Sequence[dict], fmt: str | None = None, tz: datetime.tzin
 
 # ---------------------------------------------------------------- logs
 
-def log_record(task: str, text: str, when: datetime.datetime, severity: str = "INFO", trial: str = "",
+def log_record(task: str, text: str, when: datetime.datetime | None, severity: str = "INFO", trial: str = "",
                tz: datetime.tzinfo | None = None) -> str:
-    """One line as gcloud's stream-logs prints it (no newline)."""
-    stamp = when.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %z")
+    """One line as gcloud's stream-logs prints it (no newline); `when` None: the line has no time."""
+    stamp = when.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %z") if when is not None else ""
     return "\t".join((severity, stamp, task, trial, text))
 
 

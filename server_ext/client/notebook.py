@@ -19,19 +19,31 @@ Guarantees:
   `LOG_QUEUE_BATCHES` batches wait for the reader), so a 100 MB log never sits in memory; closing
   the iterator (or leaving its ``for`` loop) stops the stream.
 - The token is never printed, logged, or stored in a handle's repr.
+- A job needs no id: without ``job_id=`` (or a ``jobId`` in the config) it is named
+  `default_job_id`'s ``<module's last part>_<YYYYmmdd_HHMMSS>`` (UTC; ``trainer.task`` →
+  ``task_20261203_155402``), as ``local train`` names its runs; one already given out by this
+  process gets ``_2``, ``_3``…
+- Every client's HTTP connections are closed when the interpreter exits (`atexit`, on the client
+  thread, waiting at most `CLOSE_AT_EXIT_S`), and when a client is garbage-collected; the
+  registry of clients holds them weakly, so a client nobody uses can be collected. Scripts end
+  without aiohttp's "Unclosed client session" warnings; `Client.close()` closes earlier.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
+import datetime
 import getpass
 import json
 import os
 import pathlib
 import queue
+import re
 import threading
 import time
+import weakref
 from typing import Any, Iterator, Mapping
 
 from ..errors import UpstreamError, UserInputError
@@ -40,9 +52,10 @@ from .environment import server_from_environment
 from .rest import ServerJobs
 from .service import RemoteService
 
-__all__ = ["Client", "JobHandle", "connect", "submit", "job", "jobs", "background"]
+__all__ = ["Client", "JobHandle", "connect", "submit", "job", "jobs", "background", "default_job_id"]
 
 LOG_QUEUE_BATCHES = 64
+CLOSE_AT_EXIT_S = 2.0  # how long the interpreter's exit waits for the clients' connections to close
 _FORBIDDEN_FLAGS = {"dry_run", "stream_logs", "async_", "context", "local", "project", "config"}
 
 
@@ -53,6 +66,10 @@ class _Background:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="mlplatform-client", daemon=True)
         self.thread.start()
+        atexit.register(_close_at_exit)  # the thread is a daemon: it still runs while atexit does
+
+    def alive(self) -> bool:
+        return self.thread.is_alive() and not self.loop.is_closed()
 
     def spawn(self, coro) -> concurrent.futures.Future:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
@@ -82,8 +99,43 @@ def background() -> _Background:
         return _background
 
 
+_clients_alive: "weakref.WeakSet[Client]" = weakref.WeakSet()  # every Client, held weakly
+
+
+def _close_at_exit(timeout: float = CLOSE_AT_EXIT_S) -> None:
+    """atexit: close every live client's connections on the client thread, waiting at most `timeout`."""
+    bg = _background
+    if bg is None or not bg.alive():
+        return
+    closes = [close for close in (getattr(c.jobs, "close", None) for c in list(_clients_alive)) if callable(close)]
+    if not closes:
+        return
+
+    async def close_all() -> None:
+        await asyncio.gather(*(close() for close in closes), return_exceptions=True)
+
+    try:
+        bg.spawn(close_all()).result(timeout)
+    except Exception:  # a server that does not answer in time must not hold up the exit
+        pass
+
+
+def _close_collected(jobs: Any) -> None:
+    """weakref.finalize of a collected `Client`: close its connections, without waiting."""
+    close = getattr(jobs, "close", None)
+    bg = _background
+    if callable(close) and bg is not None and bg.alive():
+        try:
+            bg.spawn(close())
+        except RuntimeError:  # the loop stopped meanwhile
+            pass
+
+
 def default_project(env: Mapping[str, str] = os.environ) -> str:
-    """``$MLPLATFORM_PROJECT``, else the user's personal project (as ``kubectl ai-platform``'s)."""
+    """``$MLPLATFORM_PROJECT``, else the personal project of ``$JUPYTERHUB_USER``, else of the OS
+    user running Python (as ``kubectl ai-platform``'s). Only a server the platform spawned sets
+    ``MLPLATFORM_PROJECT`` and ``JUPYTERHUB_USER``: a script run elsewhere (``MLPLATFORM_SERVER_URL``)
+    names its project with ``MLPLATFORM_PROJECT`` or ``project=``."""
     from hub_ext.entitlements import personal_project_name
 
     return env.get("MLPLATFORM_PROJECT") or personal_project_name(env.get("JUPYTERHUB_USER") or getpass.getuser())
@@ -100,6 +152,8 @@ class Client:
         self.base_url = base_url if base_url.endswith("/") else base_url + "/"
         self.project = project or default_project(env)
         self.bg = background()
+        _clients_alive.add(self)
+        weakref.finalize(self, _close_collected, self.jobs).atexit = False  # at exit: `_close_at_exit`
 
     def __repr__(self) -> str:
         return f"Client({self.base_url!r}, project={self.project!r})"
@@ -122,7 +176,8 @@ class Client:
         ``master_accelerator="type=…,count=1"``, ``credentials=[...]``, ``datasets=[...]``, …) and
         ``args=[...]`` (the trainer's arguments). `package_path`: a directory inside the server's
         root, built and shipped as the job's package. An error found before sending names the
-        argument (``module_name``); the server's name its field (``trainingInput.pythonModule``)."""
+        argument (``module_name``); the server's name its field (``trainingInput.pythonModule``).
+        Without ``job_id`` (and no ``jobId`` in the config) the job is named `default_job_id`'s way."""
         project = project or self.project
         doc, staging, mounts = job_document(config, package_path, flags)
         body = {**doc, "mounts": mounts} if mounts else doc
@@ -245,10 +300,37 @@ def _log_lines(client: Client, lines) -> Iterator[str]:
         future.cancel()
 
 
-def job_document(config: Any, package_path: Any, flags: Mapping[str, Any]) -> tuple[dict, str | None, dict]:
+_JOB_ID_TIME = "_%Y%m%d_%H%M%S"
+_issued: set[str] = set()  # the job ids `job_document` made up in this process
+
+
+def default_job_id(module: str | None, now: datetime.datetime) -> str:
+    """``<module's last part>_<YYYYmmdd_HHMMSS>`` in UTC (``trainer.task`` → ``task_20261203_155402``),
+    valid per the jobId rule (``[A-Za-z][A-Za-z0-9_]*``, at most 128): other characters become
+    ``_``, a leading non-letter is dropped, ``job`` when nothing is left. Pure."""
+    last = (module or "").strip().rsplit(".", 1)[-1]
+    stem = re.sub(r"^[^A-Za-z]+", "", re.sub(r"[^A-Za-z0-9_]", "_", last)) or "job"
+    stamp = now.astimezone(datetime.timezone.utc).strftime(_JOB_ID_TIME)
+    return stem[: 128 - len(stamp) - 3] + stamp  # room for a "_NN" suffix
+
+
+def _fresh(job_id: str) -> str:
+    """`job_id`, or with ``_2``, ``_3``… when this process already gave it out (two submits in one second)."""
+    with _lock:
+        fresh, n = job_id, 1
+        while fresh in _issued:
+            n += 1
+            fresh = f"{job_id}_{n}"
+        _issued.add(fresh)
+        return fresh
+
+
+def job_document(config: Any, package_path: Any, flags: Mapping[str, Any],
+                 now: datetime.datetime | None = None) -> tuple[dict, str | None, dict]:
     """(the create body without mounts, the staging bucket, the mounts) of a `submit` call, read
-    as ``kubectl ai-platform jobs submit training`` reads its flags. Pure but for reading a config
-    file."""
+    as ``kubectl ai-platform jobs submit training`` reads its flags; without a job id (``job_id``
+    or the config's ``jobId``), `default_job_id` of the module at `now` (default: the clock). Pure
+    but for reading a config file, the clock, and the ids made up so far."""
     from ..cli.flags import UsageError, flags_to_job, mounts_from_flags, parse_args
 
     flags = dict(flags)
@@ -257,13 +339,18 @@ def job_document(config: Any, package_path: Any, flags: Mapping[str, Any]) -> tu
         raise UserInputError(bad[0], "is not an argument of submit()")
     text = _config_text(config)
     job_id = flags.pop("job_id", None) or flags.pop("job", None)
+    loaded: Any = None
     if job_id is None and text is not None:
         from ..jobs.model import load_config
 
         loaded = load_config(text, "config")
         job_id = loaded.get("jobId") or ((loaded.get("metadata") or {}).get("name") or "").replace("-", "_") or None
     if not job_id:
-        raise UserInputError("job_id", "is required (or a jobId in the config)")
+        module = flags.get("module_name")
+        if not module and isinstance(loaded, Mapping) and isinstance(loaded.get("trainingInput"), Mapping):
+            module = loaded["trainingInput"].get("pythonModule")
+        when = now or datetime.datetime.now(datetime.timezone.utc)
+        job_id = _fresh(default_job_id(module if isinstance(module, str) else None, when))
     user_args = flags.pop("args", None)
     argv = ["jobs", "submit", "training", str(job_id)]
     if text is not None:

@@ -13,6 +13,8 @@ Guarantees:
   server validation as any other field (an error inside it names its place, e.g. ``params[1].minValue``).
 - On success the new job's widget is shown below the form: a sweep's `SweepMonitor`, else its
   `JobDetail` (`JobHandle.widget`).
+- The accelerator count goes up to the model's `MAX_ACCELERATORS` per replica (64); an empty job
+  id gets `server_ext.client.notebook.default_job_id`'s name.
 - Accelerators offered: the hub's platform API's free capacity (``/hub/api/mlplatform/users/
   {user}/capacity``, with the kernel's hub token) when reachable, else the built-in catalogue's
   names; projects, credentials and datasets from the same API when reachable (names only).
@@ -28,6 +30,7 @@ from typing import Any, Mapping
 import ipywidgets as w
 
 from ..errors import PlatformError, UserInputError
+from ..jobs.model import MAX_ACCELERATORS
 
 SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1", "CUSTOM")
 NO_ACCELERATOR = ""
@@ -174,14 +177,14 @@ class SubmitForm(w.VBox):
         names = {k: sorted({c.get("name") for c in (info.get(k) or {}).get(k, []) if c.get("name")})
                  for k in ("credentials", "datasets")}
         self.fields: dict[str, w.Widget] = {
-            "job_id": w.Text(description="Job id", placeholder="my_job"),
+            "job_id": w.Text(description="Job id", placeholder="default: <module>_<YYYYmmdd_HHMMSS>"),
             "module": w.Text(description="Module", placeholder="trainer.task"),
             "package_path": w.Text(description="Package path", placeholder="trainer/ (inside the server's root)"),
             "args": w.Text(description="Args", placeholder="--epochs=10 --learning_rate=0.01"),
             "scale_tier": w.Dropdown(description="Scale tier", options=SCALE_TIERS, value="BASIC"),
             "machine_type": w.Text(description="Machine type", placeholder="n1-standard-4 (CUSTOM)"),
             "accelerator": w.Dropdown(description="Accelerator", options=accelerator_choices(capacity)),
-            "accelerator_count": w.BoundedIntText(description="Count", value=1, min=1, max=16),
+            "accelerator_count": w.BoundedIntText(description="Count", value=1, min=1, max=MAX_ACCELERATORS),
             "project": (w.Dropdown(description="Project", options=projects, value=client.project
                                    if client.project in projects else projects[0]) if projects
                         else w.Text(description="Project", value=client.project)),

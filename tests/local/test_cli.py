@@ -25,6 +25,7 @@ def cli(tmp_path):
     (trainer / "__init__.py").write_text("")
     (trainer / "task.py").write_text("import sys\nprint('hello from', sys.argv[1:], flush=True)\n")
     (trainer / "fail.py").write_text("import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n")
+    (trainer / "slow.py").write_text("import time\nprint('sleeping', flush=True)\ntime.sleep(600)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLPLATFORM_")}
     env.update(MLPLATFORM_STATE_DIR=str(tmp_path / "state"), JUPYTERHUB_USER="alice", PYTHONPATH=str(ROOT))
     command = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "server_ext.cli.main"]
@@ -36,7 +37,7 @@ def cli(tmp_path):
     shutil.rmtree(tmp_path / "state", ignore_errors=True)
 
 
-def test_local_train_runs_in_the_foreground_and_exits_with_the_result(cli):
+def test_local_train_runs_in_the_foreground_and_exits_with_the_result(cli, tmp_path):
     done = cli("local", "train", "--module-name", "trainer.task", "--package-path", "trainer", "--", "--steps", "2")
     assert done.returncode == 0, done.stderr
     assert "hello from ['--steps', '2']" in done.stdout
@@ -44,6 +45,12 @@ def test_local_train_runs_in_the_foreground_and_exits_with_the_result(cli):
     assert failed.returncode == 1
     assert "about to fail" in failed.stdout
     assert failed.stderr.splitlines()[-1].startswith("ERROR: (kubectl ai-platform.local.train) job local_train_")
+    runs = sorted(p.name for p in (tmp_path / "state" / "local-train").iterdir())  # a fresh runtime per run
+    assert len(runs) == 2 and all(r.startswith("local_train_") for r in runs), runs
+    assert f"local_train_{failed.stderr.split('job local_train_')[1].split()[0]}" in runs
+    assert not (tmp_path / "state" / "jobs.sqlite").exists()  # the shared state dir was not used
+    listed = cli("jobs", "list", "--local")
+    assert (listed.returncode, listed.stdout, listed.stderr) == (0, "", "Listed 0 items.\n")  # as gcloud's
 
 
 def test_submit_stream_list_describe_cancel(cli):
@@ -66,7 +73,8 @@ def test_submit_stream_list_describe_cancel(cli):
                  "--packages", "trainer")
     assert queued.returncode == 0, queued.stderr
     assert queued.stdout == "jobId: j3\nstate: QUEUED\n"
-    assert "  $ kubectl ai-platform jobs stream-logs j3\n" in queued.stderr
+    assert "  $ kubectl ai-platform jobs describe j3 --local\n" in queued.stderr  # a command that finds it
+    assert "  $ kubectl ai-platform jobs stream-logs j3 --local\n" in queued.stderr
     logs = cli("jobs", "stream-logs", "j3", "--local")
     assert logs.returncode == 0 and "\tmaster-replica-0\t\thello from []" in logs.stdout
 
@@ -75,7 +83,9 @@ def test_submit_stream_list_describe_cancel(cli):
     described = cli("jobs", "describe", "j1", "--local")
     assert described.returncode == 0 and "jobId: j1\n" in described.stdout and "  - --epochs=2\n" in described.stdout
     assert "  - configmap://j1-package/mlplatform_example_trainer-0.1.0.tar.gz\n" in described.stdout
-    assert cli("jobs", "cancel", "j1", "--local").returncode == 0  # already ended: nothing to do, as gcloud
+    ended = cli("jobs", "cancel", "j1", "--local")  # already ended: nothing to do, exit 0, as gcloud documents
+    assert (ended.returncode, ended.stdout) == (0, "")
+    assert ended.stderr == "Job [j1] has already ended (SUCCEEDED); there is nothing to cancel.\n"
 
     taken = cli("jobs", "submit", "training", "j1", "--local", "--module-name", "m", "--package-path", "trainer")
     assert taken.returncode == 1 and "ALREADY_EXISTS" in taken.stderr
@@ -142,7 +152,7 @@ def test_submit_mounts_the_projects_credentials_and_datasets_by_path(cli, tmp_pa
     assert "NOT_FOUND" in cli("jobs", "describe", "refused", "--local").stderr  # nothing was created
 
 
-def test_dry_run_builds_the_package_and_prints_its_configmap(cli):
+def test_dry_run_builds_the_package_and_prints_its_configmap(cli, tmp_path):
     """``--dry-run --package-path`` builds the sdist as a submit does and shows what carries it."""
     import base64
 
@@ -164,6 +174,11 @@ def test_dry_run_builds_the_package_and_prints_its_configmap(cli):
                 "--local", "--dry-run")
     assert local.returncode == 0, local.stderr
     assert yaml.safe_load(local.stdout)["trainingInput"]["packageUris"] == [f"configmap://j1-package/{filename}"]
+    copy = tmp_path / "state" / "jobs" / "user-alice" / "j1" / "shipped" / filename
+    assert "would ship as" not in local.stderr and local.stderr.endswith(
+        f"built from trainer, would be kept as a copy in the job's directory, {copy} (the job's packageUris "
+        f"names it configmap://j1-package/{filename}, as on Kubernetes)\n"), local.stderr
+    assert not (tmp_path / "state").exists()
 
 
 def test_dry_run_applies_the_package_size_rule(cli, tmp_path):
@@ -197,3 +212,22 @@ def test_a_missing_kubeconfig_shows_only_our_error(cli, tmp_path):
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr.startswith("ERROR: (kubectl ai-platform.jobs.list) Invalid value for [--context]: ")
     assert done.stderr.count("\n") == 1 and "Config not found" not in done.stderr, done.stderr
+
+
+def test_commands_on_adopted_jobs_leave_no_coroutine_unawaited_and_cancel_settles(cli):
+    """Each ``--local`` command outside a server runs the local runtime itself and adopts the jobs
+    still running; one that awaits nothing of its own (describe, list) used to close the runtime
+    before its supervising tasks had started ("coroutine 'LocalBackend._supervise' was never
+    awaited"), and a cancel left the job CANCELLING with its process running. Warnings are errors here."""
+    strict = {"PYTHONWARNINGS": "error"}
+    started = cli("jobs", "submit", "training", "slow", "--local", "--module-name", "trainer.slow",
+                  "--packages", "trainer", **strict)
+    assert (started.returncode, started.stdout) == (0, "jobId: slow\nstate: QUEUED\n"), started.stderr
+    assert "never awaited" not in started.stderr and "Exception ignored" not in started.stderr, started.stderr
+    for argv in (("jobs", "describe", "slow"), ("jobs", "list"), ("jobs", "describe", "slow", "--summarize")):
+        done = cli(*argv, "--local", **strict)
+        assert (done.returncode, done.stderr) == (0, ""), (argv, done.stderr)
+    assert "state: RUNNING\n" in cli("jobs", "describe", "slow", "--local").stdout
+    cancelled = cli("jobs", "cancel", "slow", "--local", **strict)
+    assert (cancelled.returncode, cancelled.stdout, cancelled.stderr) == (0, "", "")
+    assert "state: CANCELLED\n" in cli("jobs", "describe", "slow", "--local").stdout  # not left CANCELLING

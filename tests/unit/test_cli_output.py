@@ -121,6 +121,7 @@ def test_log_records_are_gclouds():
     when = datetime.datetime(2026, 1, 31, 12, 0, 5, tzinfo=UTC)
     assert output.log_record("master-replica-0", "loss=0.1", when, tz=UTC) == \
         "INFO\t2026-01-31 12:00:05 +0000\tmaster-replica-0\t\tloss=0.1"
+    assert output.log_record("master-replica-0", "loss=0.1", None) == "INFO\t\tmaster-replica-0\t\tloss=0.1"
     assert output.log_record("worker-replica-1", "x", when, "ERROR", "3", tz=UTC) == \
         "ERROR\t2026-01-31 12:00:05 +0000\tworker-replica-1\t3\tx"
     assert output.split_multiline("a\nb") == ["a", "b"] and output.split_multiline("a\nb", True) == ["a\nb"]
@@ -253,7 +254,9 @@ async def test_list_describe_logs_and_cancel():
     ctx.out.seek(0), ctx.out.truncate()
     assert await commands.stream_job_logs(ctx, parse_args(["jobs", "stream-logs", "j1", "--task-name", "chief-0"])) == 0
     assert ctx.out.getvalue().splitlines()[0] == "INFO\t2026-01-31 12:00:01 +0000\tmaster-replica-0\t\tmaster-replica-0 starts"
+    ctx.err.seek(0), ctx.err.truncate()
     assert await commands.cancel_job(ctx, parse_args(["jobs", "cancel", "j1"])) == 0  # already ended: not an error
+    assert ctx.err.getvalue() == "Job [j1] has already ended (SUCCEEDED); there is nothing to cancel.\n"
     with pytest.raises(JobNotFound):
         await commands.describe_job(ctx, parse_args(["jobs", "describe", "nope"]))
     ctx.out.seek(0), ctx.out.truncate()
@@ -294,7 +297,35 @@ def test_summary_of_a_sweep_prints_its_trials_best_first():
 │       │                 │      │ lr=0.01         │
 └───────┴─────────────────┴──────┴─────────────────┘
 """
-    assert "│ TRIALS │ ML_UNITS       │\n├────────┼────────────────┤\n│ 3      │" in output.summary(SWEEP, UTC)
+    assert "│ COMPLETED_TRIALS │ ML_UNITS │\n├──────────────────┼──────────┤\n│ 3                │" in \
+        output.summary(SWEEP, UTC)
+
+
+def _output_summary(job):
+    text = output.summary(job, UTC)
+    start = text.rindex("┌", 0, text.index("Training Output Summary"))
+    return text[start:text.index("┘", start) + 1]
+
+
+def test_summary_of_a_running_sweep_says_how_many_trials_have_finished():
+    """gcloud's TRIALS (completedTrialCount) read ``0`` above a table of 2 running trials."""
+    running = {**SWEEP, "state": "RUNNING",
+               "trainingInput": {**SWEEP["trainingInput"], "hyperparameters": {"goal": "MAXIMIZE", "maxTrials": 4}},
+               "trainingOutput": {"isHyperparameterTuningJob": True, "completedTrialCount": "0", "trials": [
+                   {"trialId": "1", "state": "RUNNING", "hyperparameters": {"lr": "0.1"}},
+                   {"trialId": "2", "state": "RUNNING", "hyperparameters": {"lr": "0.01"}}]}}
+    assert _output_summary(running) == """\
+┌─────────────────────────────┐
+│   Training Output Summary   │
+├──────────────────┬──────────┤
+│ COMPLETED_TRIALS │ ML_UNITS │
+├──────────────────┼──────────┤
+│ 0 of 4           │          │
+└──────────────────┴──────────┘"""
+    started = {**running, "trainingOutput": {"isHyperparameterTuningJob": True}}  # no count yet: 0
+    assert "│ 0 of 4           │" in _output_summary(started)
+    plain = {"jobId": "j", "state": "SUCCEEDED", "trainingInput": {}, "trainingOutput": {"consumedMLUnits": 1.5}}
+    assert "TRIALS" not in output.summary(plain, UTC)  # not a sweep: no trials column, as gcloud's optional one
 
 
 def test_summary_of_a_minimizing_sweep_puts_the_lowest_first():
@@ -306,3 +337,46 @@ def test_summary_of_a_minimizing_sweep_puts_the_lowest_first():
 def test_summary_without_trials_has_no_trials_table():
     job = {**SWEEP, "trainingOutput": {"isHyperparameterTuningJob": True, "completedTrialCount": "0"}}
     assert "Training Output Trials" not in output.summary(job, UTC)
+
+
+TIMES = {"createTime": "2026-12-03T15:54:02.001684Z", "startTime": "2026-12-03T15:54:04Z",
+         "endTime": "2026-12-03T17:54:09+02:00"}
+
+
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_describe_prints_the_apis_times_unchanged(fmt):
+    """As gcloud prints what the API returns; the tables show them in the local zone (``date(tz=LOCAL)``)."""
+    import json
+
+    import yaml
+
+    job = {"jobId": "j1", "state": "SUCCEEDED", **TIMES}
+    text = output.describe(job, fmt)
+    assert (yaml.safe_load(text) if fmt == "yaml" else json.loads(text)) == job
+    for value in TIMES.values():
+        assert value in text
+    assert output.jobs_listing([job], "table", UTC).splitlines()[1] == "j1      SUCCEEDED  2026-12-03T15:54:02"
+    later = datetime.timezone(datetime.timedelta(hours=1))
+    assert output.jobs_listing([job], "table", later).splitlines()[1].endswith("2026-12-03T16:54:02")
+    assert output.job_status(job, UTC) == ("endTime: '2026-12-03T15:54:09'\njobId: j1\n"
+                                           "startTime: '2026-12-03T15:54:04'\nstate: SUCCEEDED\n")
+
+
+class UntimedBackend(FakeBackend):
+    """A runtime that keeps no per-line times (the local one): its lines carry none."""
+
+    def logs(self, project, job_id, task="master-replica-0", *, follow=False, after=0):
+        async def lines():
+            yield LogLine(1, task, "epoch 1/1")
+        return lines()
+
+
+async def test_stream_logs_prints_the_lines_own_time_or_none():
+    ctx = context(UntimedBackend())
+    await submit(ctx, ["j1", "--module-name", "t", "--packages", "gs://b/t.tgz"])
+    ctx.out.seek(0), ctx.out.truncate()
+    assert await commands.stream_job_logs(ctx, parse_args(["jobs", "stream-logs", "j1"])) == 0
+    assert ctx.out.getvalue() == "INFO\t\tmaster-replica-0\t\tepoch 1/1\n"  # not the time it was read
+    timed = types.SimpleNamespace(seq=1, task="master-replica-0", text="x", time="2026-01-31T12:00:01.5+01:00")
+    assert commands._when(timed) == datetime.datetime(2026, 1, 31, 11, 0, 1, 500000, tzinfo=UTC)
+    assert commands._when(types.SimpleNamespace(time="not a time")) is None

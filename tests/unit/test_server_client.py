@@ -1,5 +1,8 @@
 """The pure parts of the notebook-server client: SSE parsing split anywhere, where the server is
-(environment), and Google's error JSON back into the backends' exceptions."""
+(environment), and Google's error JSON back into the backends' exceptions; log events with and
+without a time; the job id a submit makes up."""
+
+import datetime
 
 import pytest
 
@@ -98,3 +101,83 @@ def test_errors_that_are_not_the_apis_own():
     broken = from_response(500, {"error": {"code": 500, "message": "internal error", "status": "INTERNAL"}},
                            action="list jobs", project="alice")
     assert isinstance(broken, UpstreamError) and str(broken) == "could not list jobs: internal error"
+
+
+def test_a_log_event_keeps_the_time_the_server_sent_and_makes_none_up():
+    from server_ext.client.rest import TimedLogLine, _log_line
+    from server_ext.jobs.backend import LogLine
+
+    timed = _log_line('{"seq": 3, "task": "master-replica-0", "text": "x", "time": "2026-12-03T15:54:02Z"}', "a")
+    assert timed == TimedLogLine(3, "master-replica-0", "x", "2026-12-03T15:54:02Z")
+    plain = _log_line('{"seq": 3, "task": "master-replica-0", "text": "x"}', "a")
+    assert type(plain) is LogLine and not hasattr(plain, "time")
+    with pytest.raises(UpstreamError):
+        _log_line('["not", "an", "event"]', "a")
+
+
+NOW = datetime.datetime(2026, 12, 3, 15, 54, 2, tzinfo=datetime.timezone.utc)
+
+
+@pytest.mark.parametrize("module, job_id", [
+    ("trainer.task", "task_20261203_155402"),
+    ("task", "task_20261203_155402"),
+    ("pkg._private", "private_20261203_155402"),
+    ("pkg.2nd-stage", "nd_stage_20261203_155402"),
+    ("", "job_20261203_155402"),
+    (None, "job_20261203_155402"),
+    ("m." + "x" * 300, "x" * 109 + "_20261203_155402"),
+])
+def test_default_job_id_is_the_modules_last_part_and_the_utc_time(module, job_id):
+    from server_ext.client.notebook import default_job_id
+    from server_ext.jobs.model import parse_job
+
+    assert default_job_id(module, NOW) == job_id
+    parse_job({"jobId": job_id + "_99", "trainingInput": {"pythonModule": "m", "packageUris": ["gs://b/t.tgz"]}})
+
+
+def test_submit_without_a_job_id_gets_one_and_an_explicit_one_wins(monkeypatch):
+    """The README's ``client.submit(module_name="trainer.task", package_path="trainer/trainer")``."""
+    from server_ext.client import notebook
+    from server_ext.client.notebook import job_document
+
+    monkeypatch.setattr(notebook, "_issued", set())
+
+    doc, _, _ = job_document(None, "trainer/trainer", {"module_name": "trainer.task"}, now=NOW)
+    assert doc["jobId"] == "task_20261203_155402" and doc["trainingInput"]["pythonModule"] == "trainer.task"
+    again, _, _ = job_document(None, "trainer/trainer", {"module_name": "trainer.task"}, now=NOW)
+    assert again["jobId"] == "task_20261203_155402_2"  # the same second in the same process
+    config = "trainingInput: {pythonModule: census.train, packageUris: ['gs://b/t.tgz']}"
+    assert job_document(config, None, {}, now=NOW)[0]["jobId"] == "train_20261203_155402"
+    assert job_document(config, None, {"job_id": "mine"}, now=NOW)[0]["jobId"] == "mine"
+    assert job_document("jobId: named\n" + config, None, {}, now=NOW)[0]["jobId"] == "named"
+
+
+def test_clients_are_held_weakly_and_their_connections_closed_at_exit():
+    """What ``atexit`` runs (`_close_at_exit`) closes every live client's sessions on the client
+    thread; the registry does not keep a client alive, and a collected one is closed too."""
+    import gc
+    import time
+    import weakref
+
+    from server_ext.client import notebook
+
+    closed = []
+
+    class Sessions:
+        async def close(self):
+            closed.append(self)
+
+    first, second = Sessions(), Sessions()
+    client = notebook.Client("http://127.0.0.1:9/", "t", project="p", jobs=first)
+    other = notebook.Client("http://127.0.0.1:9/", "t", project="p", jobs=second)
+    notebook._close_at_exit()
+    assert closed == [first, second] or closed == [second, first]
+    closed.clear()
+    gone = weakref.ref(other)
+    del other
+    gc.collect()
+    assert gone() is None and client in notebook._clients_alive
+    deadline = time.monotonic() + 5
+    while closed != [second]:  # the collected client's sessions are closed on the client thread
+        assert time.monotonic() < deadline, closed
+        time.sleep(0.01)

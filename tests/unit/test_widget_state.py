@@ -280,3 +280,19 @@ def test_the_form_shows_each_violation_next_to_its_field():
     form.show_error(UserInputError("module_name", "is required"))  # the next error replaces them all
     assert [name for name, label in form.errors.items() if label.value] == ["module"] and form.message.value == ""
     form.close()
+
+
+def test_the_forms_accelerator_count_goes_as_far_as_the_model_allows():
+    from types import SimpleNamespace
+
+    from server_ext.jobs.model import MAX_ACCELERATORS
+    from server_ext.widgets.form import SubmitForm
+
+    form = SubmitForm(SimpleNamespace(project="alice"), info={})
+    try:
+        count = form.fields["accelerator_count"]
+        assert (count.min, count.max, MAX_ACCELERATORS) == (1, 64, 64)
+        count.value = 64
+        assert count.value == 64
+    finally:
+        form.close()

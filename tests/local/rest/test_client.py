@@ -219,5 +219,25 @@ def test_kubectl_plugin_in_a_notebook_terminal_uses_the_servers_jobs(server, jp_
         async with ServerJobs(*server) as jobs:  # one backend: the server's
             assert [j["jobId"] for j in (await jobs.list(PROJECT))["jobs"]] == ["j1"]
             assert (await jobs.get(PROJECT, "j1"))["state"] == "SUCCEEDED"
+
+        # the server is the local runtime: --local answers from it too, never from a runtime of its own
+        plain = await cli("jobs", "describe", "j1")
+        assert await cli("jobs", "describe", "j1", "--local") == plain and plain[0] == 0
+        assert await cli("jobs", "list", "--local", "--format", "value(jobId,state)") == (0, "j1\tSUCCEEDED\n", "")
+        code, out, err = await cli("jobs", "submit", "training", "j3", "--local", "--module-name", "trainer.task",
+                                   "--packages", TRAINER.as_uri(), "--", "--epochs=1", "--sleep=0")
+        assert code == 0 and "  $ kubectl ai-platform jobs describe j3\n" in err, err  # works as printed here
+        async with ServerJobs(*server) as jobs:
+            await wait_state(jobs, "j3", ("SUCCEEDED",))
+
+        # local train runs apart, on a runtime of its own in a fresh directory: not one of the server's jobs
+        code, out, err = await cli("local", "train", "--module-name", "trainer.task", "--package-path", "trainer",
+                                   "--", "--epochs=1", "--sleep=0")
+        assert code == 0 and "epoch 1/1 " in out, err
+        async with ServerJobs(*server) as jobs:
+            assert [j["jobId"] for j in (await jobs.list(PROJECT))["jobs"]] == ["j3", "j1"]
     run(go())
-    assert not (tmp_path / "cli-state").exists()
+    state = tmp_path / "cli-state"
+    assert [p.name for p in state.iterdir()] == ["local-train"]  # nothing else of the server's state dir
+    (run_dir,) = (state / "local-train").iterdir()
+    assert run_dir.name.startswith("local_train_") and (run_dir / "jobs.sqlite").exists()

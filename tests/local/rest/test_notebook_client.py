@@ -182,3 +182,34 @@ def test_the_form_shows_field_errors_then_a_sweeps_monitor(client, jp_root_dir, 
     assert all(not label.value for label in form.errors.values()) and "nb_form_sweep" in form.message.value
     assert isinstance(shown, Browser) and isinstance(shown.main, SweepMonitor)  # not a plain job detail
     assert shown.main.job_id == "nb_form_sweep" and shown.main.metric_tag == "rmse"
+
+
+SCRIPT = """\
+import sys
+from server_ext.client.notebook import Client
+client = Client(sys.argv[1], sys.argv[2], project=sys.argv[3])  # never closed by the script
+print(len(client.jobs_list()), flush=True)
+"""
+
+
+def test_a_script_that_never_closes_its_client_exits_without_unclosed_session_warnings(server, run, tmp_path):
+    """The client's connections are closed at interpreter exit (aiohttp otherwise says "Unclosed
+    client session" and "Unclosed connector" on stderr). Warnings are errors in the script."""
+    import os
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "script.py").write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "error"}
+
+    async def go():
+        proc = await asyncio.create_subprocess_exec(sys.executable, str(tmp_path / "script.py"), *server, PROJECT,
+                                                    env=env, stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        return proc.returncode, out.decode(), err.decode()
+
+    code, out, err = run(go())
+    assert (code, out) == (0, "0\n"), err
+    assert "Unclosed" not in err and err == "", err
