@@ -208,15 +208,7 @@ async def _open_local(args: argparse.Namespace, user: str, env: Mapping[str, str
     backend = LocalBackend(state)
     await backend.start()
 
-    async def close() -> None:
-        # The jobs `start()` adopted are supervised by tasks it scheduled; one cancelled before its
-        # first step would drop its coroutine unawaited ("coroutine 'LocalBackend._supervise' was
-        # never awaited") when a command needed no await of its own (describe, list). Let each
-        # task begin, so that closing cancels it where it waits.
-        await asyncio.sleep(0)
-        await backend.close()
-
-    return backend, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project, _local_files(env), close
+    return backend, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project, _local_files(env), backend.close
 
 
 async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,

@@ -7,7 +7,8 @@ server's) without any change to its commands.
 - ``package_path`` becomes the create body's ``"package": {"path": <absolute path>,
   "stagingBucket": …}``; the server builds it, and refuses a directory outside its root. Errors
   naming ``package``/``package.path`` name ``--package-path`` here, ``package.stagingBucket``
-  ``--staging-bucket``, as `JobService`'s own errors do.
+  ``--staging-bucket``, and ``mounts.credentials[i]``/``mounts.datasets[i]`` ``--credentials``/
+  ``--datasets``, as `JobService`'s own errors do.
 - `logs` returns the line iterator (as `JobService.logs`); a refusal is raised by its first step.
 """
 
@@ -23,6 +24,7 @@ from .rest import ServerJobs
 
 _PACKAGE_FLAGS = {"package": "--package-path", "package.path": "--package-path",
                   "package.stagingBucket": "--staging-bucket"}
+_MOUNT_FLAGS = {"mounts.credentials": "--credentials", "mounts.datasets": "--datasets"}
 
 
 @dataclass
@@ -41,8 +43,9 @@ class RemoteService:
         try:
             return await self.jobs.create(project, body)
         except UserInputError as e:
-            if e.field in _PACKAGE_FLAGS:
-                raise UserInputError(_PACKAGE_FLAGS[e.field], e.message, e.status) from None
+            flag = _PACKAGE_FLAGS.get(e.field) or _MOUNT_FLAGS.get(e.field.split("[")[0])
+            if flag:
+                raise UserInputError(flag, e.message, e.status) from None
             raise
 
     async def list(self, user: str, project: str, filter: str | None = None, page_size: Any = None,

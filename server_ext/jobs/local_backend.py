@@ -226,6 +226,9 @@ class LocalBackend:
         task = asyncio.create_task(self._guard(rec, live, coro), name=f"local-job-{rec.project}/{rec.job_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        # cancelled before its first step (a close right after start), `_guard` never awaited `coro`:
+        # close it, or Python warns "coroutine … was never awaited" (a no-op once it ran)
+        task.add_done_callback(lambda t: coro.close() if t.cancelled() else None)
 
     async def _guard(self, rec: JobRecord, live: _Live, coro) -> None:
         try:

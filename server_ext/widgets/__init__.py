@@ -7,9 +7,10 @@ inherits the server's URL and token; the server holds the one watch cache)::
     widgets.sweep("my_sweep")   # a sweep's trials, objective and metric curves, best trial
     widgets.submit()            # the submission form
 
-Each takes ``project=`` (default: ``$MLPLATFORM_PROJECT``, else your personal project). Every
-widget of a kernel shares one poll per project (`sync.shared_poll`); updates reach the browser as
-deltas (`protocol.md`); logs never pass through the kernel's stdout.
+Each takes ``project=`` (default: ``$MLPLATFORM_PROJECT``, else the personal project of
+``$JUPYTERHUB_USER``; outside a spawned server set ``MLPLATFORM_PROJECT`` or pass ``project=``).
+Every widget of a kernel shares one poll per project (`sync.shared_poll`); updates reach the
+browser as deltas (`protocol.md`); logs never pass through the kernel's stdout.
 """
 
 from __future__ import annotations

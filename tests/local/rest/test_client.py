@@ -216,6 +216,10 @@ def test_kubectl_plugin_in_a_notebook_terminal_uses_the_servers_jobs(server, jp_
                                    "--package-path", str(tmp_path))
         assert (code, out) == (2, "") and err.startswith("ERROR: (kubectl ai-platform.jobs.submit.training) Invalid "
                                                          "value for [--package-path]: must be a directory inside "), err
+        code, out, err = await cli("jobs", "submit", "training", "j2", "--module-name", "trainer.task",
+                                   "--packages", TRAINER.as_uri(), "--credentials", "nope")
+        assert (code, out, err) == (1, "", "ERROR: (kubectl ai-platform.jobs.submit.training) PERMISSION_DENIED: "
+                                           "the project 'alice' has no credential 'nope'\n")  # as the local CLI says
         async with ServerJobs(*server) as jobs:  # one backend: the server's
             assert [j["jobId"] for j in (await jobs.list(PROJECT))["jobs"]] == ["j1"]
             assert (await jobs.get(PROJECT, "j1"))["state"] == "SUCCEEDED"
