@@ -164,7 +164,7 @@ class MLPlatformApp(ExtensionApp):
             await backend.start()
             settings = self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS)
             service = JobService(backend, settings, self._project_source(), self._files,
-                                 settings_for=None if fixed else self._hub_settings())
+                                 settings_for=None if fixed or self.projects else self._hub_settings())
         else:
             service = await self._kube_service(fixed)
         self.log.info("mlplatform jobs: %s backend started", self.backend)
@@ -177,10 +177,10 @@ class MLPlatformApp(ExtensionApp):
                                                          "JUPYTERHUB_USER"))
         if not (api and token and owner):
             return None
-        hub = HubCatalog(api, token, owner)
+        hub = HubCatalog(api, token)
 
-        async def settings_for(project: str) -> PlanSettings:
-            return self._tables.plan_settings(*await hub(project))
+        async def settings_for(project: str, user: str) -> PlanSettings:
+            return self._tables.plan_settings(*await hub(project, user))
 
         return settings_for
 
@@ -194,7 +194,7 @@ class MLPlatformApp(ExtensionApp):
         mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
         backend = KubeBackend(kube, self._tables.kube_settings(mounts))
 
-        async def settings_for(project: str) -> PlanSettings:
+        async def settings_for(project: str, user: str) -> PlanSettings:
             return self._tables.plan_settings(fixed or (await catalog(kube, project))[0])
 
         return JobService(backend, self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS), self._project_source(),

@@ -2,12 +2,14 @@
 
 In a JupyterHub the hub's catalogue is the platform's (the spawn form offers it); the built-in
 one (`server_ext.jobs.defaults`) is for a server with no hub. `HubCatalog` asks the hub's platform
-API with the server's own token — ``GET {api}/mlplatform/users/{owner}/catalog`` for the
+API with the server's own token — ``GET {api}/mlplatform/users/{user}/catalog`` for the
 accelerators and ``…/projects`` for each project's ``limits`` (accelerator name → at most this
-many; ``null`` for admins: no limit) — and keeps the answers for `ttl` seconds.
+many; ``null`` for admins: no limit), `user` being the one asking — and keeps the answers for
+`ttl` seconds per user.
 
-Calling it with a project gives ``(accelerators, limits)``. A hub that refuses (403/404: not a
-platform hub, or not this server's owner) gives the built-in catalogue and no limits; a
+Calling it with a project and a user gives ``(accelerators, limits)``. A hub that refuses
+(403/404: not a platform hub, or the server may not read that user) gives the built-in catalogue
+and no limits; a
 malformed answer, or a project the hub does not list, raises `UpstreamError` / `UserInputError`,
 never a silent wrong catalogue.
 """
@@ -28,17 +30,18 @@ Limits = Mapping[str, int] | None  # None: no limit
 
 
 class HubCatalog:
-    def __init__(self, api_url: str, token: str, owner: str, ttl: float = 30.0):
-        self.api_url, self._token, self.owner, self.ttl = api_url.rstrip("/"), token, owner, ttl
-        self._cache: tuple[float, dict | None, dict | None] | None = None
+    def __init__(self, api_url: str, token: str, ttl: float = 30.0):
+        self.api_url, self._token, self.ttl = api_url.rstrip("/"), token, ttl
+        self._cache: dict[str, tuple[float, dict | None, dict | None]] = {}  # per user
 
-    async def __call__(self, project: str) -> tuple[dict[str, Accelerator], Limits]:
-        if self._cache is None or time.monotonic() - self._cache[0] >= self.ttl:
+    async def __call__(self, project: str, user: str) -> tuple[dict[str, Accelerator], Limits]:
+        hit = self._cache.get(user)
+        if hit is None or time.monotonic() - hit[0] >= self.ttl:
             doing = "read the platform catalogue from the hub"
-            catalog = await hub_get(self.api_url, self._token, self.owner, "catalog", doing)
-            projects = await hub_get(self.api_url, self._token, self.owner, "projects", doing)
-            self._cache = (time.monotonic(), catalog, projects)
-        return catalogue_of(self._cache[1], self._cache[2], project)
+            catalog = await hub_get(self.api_url, self._token, user, "catalog", doing)
+            projects = await hub_get(self.api_url, self._token, user, "projects", doing)
+            hit = self._cache[user] = (time.monotonic(), catalog, projects)
+        return catalogue_of(hit[1], hit[2], project)
 
 
 def catalogue_of(catalog: dict | None, projects: dict | None, project: str) -> tuple[dict[str, Accelerator], Limits]:

@@ -46,7 +46,7 @@ import time
 import weakref
 from typing import Any, Iterator, Mapping
 
-from ..errors import UpstreamError, UserInputError
+from ..errors import JobExists, UpstreamError, UserInputError
 from ..jobs.backend import FINAL
 from .environment import server_from_environment
 from .rest import ServerJobs
@@ -180,11 +180,20 @@ class Client:
         Without ``job_id`` (and no ``jobId`` in the config) the job is named `default_job_id`'s way."""
         project = project or self.project
         doc, staging, mounts = job_document(config, package_path, flags)
-        body = {**doc, "mounts": mounts} if mounts else doc
+        with _lock:
+            made_up = doc.get("jobId") in _issued  # `default_job_id`'s, not the user's
         service = RemoteService(self.jobs)
-        answer = self.call(service.create("", project, body, package_path=pathlib.Path(package_path)
-                                          if package_path else None, staging_bucket=staging))
-        return JobHandle(self, project, answer)
+        for attempt in range(5):
+            body = {**doc, "mounts": mounts} if mounts else doc
+            try:
+                answer = self.call(service.create("", project, body, package_path=pathlib.Path(package_path)
+                                                  if package_path else None, staging_bucket=staging))
+                return JobHandle(self, project, answer)
+            except JobExists:
+                if not made_up or attempt == 4:  # a name the user chose is theirs to change
+                    raise
+                doc = {**doc, "jobId": _fresh(doc["jobId"])}  # another kernel made it up in the same second
+        raise AssertionError("unreachable")
 
     def job(self, job_id: str, project: str | None = None) -> "JobHandle":
         project = project or self.project

@@ -158,6 +158,20 @@ def _check_tag(metric: Any) -> str:
     return tag
 
 
+def grid_points(spec: Spec) -> int:
+    """The points of the spec's grid (its INTEGER ranges, DISCRETE and CATEGORICAL values multiplied)."""
+    size = 1
+    for p in spec.params:
+        size *= int(p.max - p.min + 1) if p.type == "INTEGER" else len(p.values)
+    return size
+
+
+def at_once(spec: Spec) -> int:
+    """How many trials can run at once: ``maxParallelTrials`` (at most ``maxTrials``), and for
+    GRID_SEARCH at most its grid's points (a 4-point grid never runs 64 trials together)."""
+    return min(spec.max_parallel, grid_points(spec)) if spec.algorithm == "GRID_SEARCH" else spec.max_parallel
+
+
 def parse_spec(doc: Mapping[str, Any]) -> Spec:
     if not doc:
         raise UserInputError(FIELD, "is empty: a hyperparameter tuning job needs goal, hyperparameterMetricTag and "

@@ -131,13 +131,23 @@ def own_state_dir(state_dir: pathlib.Path) -> int:
     except BlockingIOError:
         owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise ConfigError([Problem(str(state_dir), f"is in use by another process (pid {owner}): a state "
-                                   "directory has one owner. In a notebook server's terminal run kubectl "
-                                   "ai-platform without --local (it goes through the server); elsewhere set "
-                                   "MLPLATFORM_STATE_DIR to a directory of its own")]) from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+        raise ConfigError([Problem(str(state_dir), f"is in use by another process (pid {owner}): one process at "
+                                   "a time runs the local runtime on a state directory (a notebook server, or a "
+                                   "kubectl ai-platform --local command such as a stream-logs still following). "
+                                   "Reach a notebook server's jobs through it (in its terminal, without --local; "
+                                   "elsewhere with MLPLATFORM_SERVER_URL and MLPLATFORM_SERVER_TOKEN), end the "
+                                   "other command, or set MLPLATFORM_STATE_DIR to a directory of its own")]) from None
+    except OSError:
+        os.close(fd)
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    except OSError:
+        os.close(fd)
+        raise
     return fd
+
 
 class LocalBackend:
     """`JobBackend` on this machine. `env` replaces ``os.environ`` as every process's base environment."""
@@ -172,6 +182,17 @@ class LocalBackend:
     async def start(self) -> None:
         """Own the state directory, open the state and recover every job (see the module docstring)."""
         self._lock = own_state_dir(self.state_dir)
+        try:
+            await self._recover()
+        except BaseException:  # the next start must not find its own lock held
+            if self._store is not None:
+                await self._store.close()
+                self._store = None
+            os.close(self._lock)
+            self._lock = None
+            raise
+
+    async def _recover(self) -> None:
         self._store = await JobStore.open(self.state_dir / "jobs.sqlite")
         sweeps = []
         for rec in await self._store.load():

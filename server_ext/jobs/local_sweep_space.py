@@ -53,7 +53,7 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from hub_ext.errors import UserInputError
 from hub_ext.mounts import Credential, Dataset
 
-from .hptuning import FIELD, Param, Spec, trial_args
+from .hptuning import FIELD, Param, Spec, grid_points, trial_args
 from .model import Job
 from .plan import JobPlan, Replica
 
@@ -87,10 +87,7 @@ def grid_values(p: Param) -> list:
 
 
 def grid_size(spec: Spec) -> int:
-    size = 1
-    for p in spec.params:
-        size *= int(p.max - p.min + 1) if p.type == "INTEGER" else len(p.values)
-    return size
+    return grid_points(spec)
 
 
 def check_grid(spec: Spec) -> None:

@@ -57,7 +57,7 @@ from hub_ext.errors import PlatformError, UserInputError
 from ..errors import JobFinished, JobNotFound
 from . import local_sweep_space as space
 from .backend import FINAL
-from .hptuning import FIELD, Spec, parse_spec
+from .hptuning import FIELD, Spec, at_once, parse_spec
 from .local_package import SHIPPED_DIR
 from .plan import JobPlan, task_name
 
@@ -154,10 +154,10 @@ class Sweeps:
         """The sweep's own refusals, before anything is created."""
         spec = plan.sweep
         space.check_grid(spec)
-        each, most = plan.total_replicas, self.b.max_processes
-        if spec.max_parallel * each > most:
+        each, most, parallel = plan.total_replicas, self.b.max_processes, at_once(spec)
+        if parallel * each > most:
             raise UserInputError(f"{FIELD}.maxParallelTrials",
-                                 f"{spec.max_parallel} trials at once × {each} replica{'s' if each > 1 else ''} "
+                                 f"{parallel} trials at once × {each} replica{'s' if each > 1 else ''} "
                                  f"each is more than the {most} processes the local runtime runs for one job "
                                  f"(at most {most // each} trials at once here; "
                                  "c.MLPlatformApp.local_max_processes or $MLPLATFORM_LOCAL_MAX_PROCESSES)")

@@ -39,6 +39,7 @@ _GIB_PER_CPU = {("n1", "standard"): 3.75, ("n1", "highmem"): 6.5, ("n1", "highcp
                 ("e2", "standard"): 4, ("e2", "highmem"): 8, ("e2", "highcpu"): 1,
                 ("c2", "standard"): 4}
 MAX_CPUS = {"n1": 96, "n2": 128, "n2d": 224, "e2": 32, "c2": 60}
+_SERIES = ("RTX", "GTX")  # series words before the model in some products
 _BRANDS = ("NVIDIA", "TESLA", "GEFORCE", "QUADRO")
 _A2 = re.compile(r"a2-highgpu-(?P<gpus>1|2|4|8)g")
 
@@ -74,7 +75,7 @@ TIERS = {
 
 def _tokens(text: str) -> list[str]:
     tokens = [t for t in re.split(r"[^A-Z0-9]+", text.upper()) if t]
-    while tokens and tokens[0] in _BRANDS:
+    while tokens and tokens[0] in _BRANDS + _SERIES:  # NVIDIA-RTX-A6000 is model A6000
         tokens.pop(0)
     return tokens
 

@@ -44,7 +44,7 @@ from hub_ext.errors import UserInputError
 from hub_ext.mounts import Credential, Dataset
 
 from . import package as packages
-from .hptuning import Spec, parse_spec
+from .hptuning import Spec, at_once, parse_spec
 from .machines import Machines
 from .model import Job, kubernetes_name
 
@@ -225,7 +225,7 @@ def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, setti
 def _within_limits(replicas: list[Replica], sweep, limits: Mapping[str, int], project: str) -> None:
     """Refuse (403) a job that alone asks for more of an accelerator than `project` may use at once
     (a sweep: its parallel trials together)."""
-    parallel = min(sweep.max_parallel, sweep.max_trials) if sweep else 1
+    parallel = at_once(sweep) if sweep else 1
     asked: dict[str, int] = {}
     for r in replicas:
         if r.accelerator is None:

@@ -50,7 +50,7 @@ async def _no_files(project: str) -> Available:
 # the refusal of a Katib Experiment by a backend that cannot run one (the local one; also --dry-run's)
 LOCAL_EXPERIMENT = ("a Katib Experiment needs the Kubernetes runtime; here, submit the sweep as "
                     "trainingInput.hyperparameters")
-Settings = Callable[[str], Awaitable[PlanSettings]]  # project → its catalogue and tables
+Settings = Callable[[str, str], Awaitable[PlanSettings]]  # (project, user) → its catalogue, tables and limits
 
 
 @dataclass
@@ -86,7 +86,7 @@ class JobService:
         job = parse_job(body, shipped_package=package_path is not None)
         available = await self.files(project) if mounts else Available()
         select(available, mounts.get("credentials"), mounts.get("datasets"), project)
-        settings = await self.settings_for(project) if self.settings_for else self.settings
+        settings = await self.settings_for(project, user) if self.settings_for else self.settings
         plan = plan_job(job, settings, project=project, owner=user,
                         credentials=tuple(selected(available.credentials, mounts.get("credentials"), "credentials")),
                         datasets=tuple(selected(available.datasets, mounts.get("datasets"), "datasets")))

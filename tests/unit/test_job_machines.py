@@ -82,6 +82,7 @@ CATALOG_H100 = parse_accelerators({
     "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
     "h100": {"type": "gpu", "product": "NVIDIA-H100-80GB-HBM3"},
     "v100": {"type": "gpu", "product": "Tesla-V100-SXM2-16GB"},
+    "a6000": {"type": "gpu", "product": "NVIDIA-RTX-A6000"},
     "1g.5gb": {"type": "mig", "profile": "1g.5gb"},
 })
 
@@ -89,6 +90,7 @@ CATALOG_H100 = parse_accelerators({
 @pytest.mark.parametrize("google, name", [
     ("NVIDIA_TESLA_A100", "a100"), ("NVIDIA_A100", "a100"), ("NVIDIA_A100_40GB", "a100"), ("NVIDIA_H100_80GB", "h100"),
     ("NVIDIA_TESLA_V100", "v100"), ("NVIDIA_A100_1G_5GB", "1g.5gb"),
+    ("NVIDIA_RTX_A6000", "a6000"), ("NVIDIA_A6000", "a6000"),  # a series word before the model is optional
 ])
 def test_accelerators_match_the_products_model_by_whole_tokens(google, name):
     assert Machines(CATALOG_H100).accelerator(google, "x").name == name

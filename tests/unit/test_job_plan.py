@@ -309,3 +309,16 @@ def test_limits_count_a_sweeps_parallel_trials_and_none_means_no_limit():
         plan({**one, "hyperparameters": sweep}, PlanSettings(machines, limits={"1g.5gb": 2}))
     assert "asks for 3" in e.value.message
     assert plan({**one, "hyperparameters": sweep}, PlanSettings(machines)).sweep.max_parallel == 3
+
+
+def test_a_grid_counts_only_the_trials_it_can_run_at_once():
+    """A 2-point grid with maxParallelTrials 64 never runs more than 2 trials together."""
+    grid = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "algorithm": "GRID_SEARCH", "maxTrials": 64,
+            "maxParallelTrials": 64, "params": [{"parameterName": "n", "type": "INTEGER", "minValue": 1,
+                                                 "maxValue": 2}]}
+    one = {**MODULE, "scaleTier": "CUSTOM", "masterType": "m", "hyperparameters": grid,
+           "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_A100_1G_5GB"}}}
+    machines = Machines(CATALOG, extra={"m": Machine(4, 16)})
+    assert plan(one, PlanSettings(machines, limits={"1g.5gb": 2})).sweep.max_parallel == 64
+    with pytest.raises(UserInputError):
+        plan({**one, "hyperparameters": {**grid, "algorithm": "RANDOM_SEARCH"}}, PlanSettings(machines, limits={"1g.5gb": 2}))

@@ -213,3 +213,25 @@ def test_a_script_that_never_closes_its_client_exits_without_unclosed_session_wa
     code, out, err = run(go())
     assert (code, out) == (0, "0\n"), err
     assert "Unclosed" not in err and err == "", err
+
+
+def test_a_made_up_job_id_another_kernel_took_gets_the_next_suffix(client, run):
+    """Two kernels submitting the same module in the same second make up the same id: the second
+    takes ``_2`` instead of failing with ALREADY_EXISTS (a name the user chose is never changed)."""
+    import datetime
+
+    from server_ext.client.notebook import default_job_id
+    from server_ext.errors import JobExists
+
+    def go():
+        now = datetime.datetime.now(datetime.timezone.utc)
+        taken = {default_job_id("trainer.task", now + datetime.timedelta(seconds=s)) for s in range(3)}
+        for job_id in taken:  # "another kernel's" jobs, for this second and the next two
+            client.submit(job_body(job_id, "--epochs=1", "--sleep=0"))
+        job = client.submit(None, module_name="trainer.task", packages=[TRAINER.as_uri()], args=["--epochs=1"])
+        with pytest.raises(JobExists):
+            client.submit(job_body(sorted(taken)[0]))
+        return taken, job.id
+
+    taken, made = blocking(run, go)
+    assert made not in taken and made.rsplit("_", 1)[0] in taken and made.endswith("_2"), (made, taken)
