@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import fcntl
 import hashlib
 import json
 import logging
@@ -73,7 +72,7 @@ from .backend import FINAL, LogLine
 from . import local_package
 from .local_env import command, decide, mounts_env, port_tasks, refuse_unrunnable, task_env
 from .local_procs import Replica, free_ports, read_log, start_replica, stop, wait_any
-from .local_store import JobRecord, JobStore
+from .local_store import JobRecord, JobStore, own_state_dir
 from .local_sweep_space import initial_output
 from .local_sweeps import Sweeps, is_sweep
 from .plan import JobPlan, task_name
@@ -118,35 +117,6 @@ class _Failed(Exception):
     """The job cannot run; the message is its errorMessage."""
 
 
-
-def own_state_dir(state_dir: pathlib.Path) -> int:
-    """An exclusive lock on `state_dir` (``owner.lock``, holding the owner's pid), kept until the
-    descriptor it answers is closed (or the process ends). A second backend on the same directory,
-    in this process or another, is refused: it would adopt the first one's running jobs and fail
-    those it is still preparing."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state_dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise ConfigError([Problem(str(state_dir), f"is in use by another process (pid {owner}): one process at "
-                                   "a time runs the local runtime on a state directory (a notebook server, or a "
-                                   "kubectl ai-platform --local command such as a stream-logs still following). "
-                                   "Reach a notebook server's jobs through it (in its terminal, without --local; "
-                                   "elsewhere with MLPLATFORM_SERVER_URL and MLPLATFORM_SERVER_TOKEN), end the "
-                                   "other command, or set MLPLATFORM_STATE_DIR to a directory of its own")]) from None
-    except OSError:
-        os.close(fd)
-        raise
-    try:
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-    except OSError:
-        os.close(fd)
-        raise
-    return fd
 
 
 class LocalBackend:

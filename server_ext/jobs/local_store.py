@@ -1,4 +1,5 @@
-"""The local job backend's durable state: one SQLite file (``<state_dir>/jobs.sqlite``).
+"""The local job backend's durable state: one SQLite file (``<state_dir>/jobs.sqlite``), and the
+state directory's owner lock (`own_state_dir`).
 
 One row per job, keyed by (project, jobId): the `ml.v1` Job JSON exactly as the API answers it,
 the owner, the task names, and per task the process that runs it (pid, start time in clock ticks
@@ -17,11 +18,15 @@ Guarantees:
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
+import os
 import pathlib
 import sqlite3
 import threading
 from dataclasses import dataclass, field
+
+from hub_ext.errors import ConfigError, Problem
 
 from ..errors import JobExists
 
@@ -113,3 +118,33 @@ class JobStore:
         # not under `_order`: a write whose caller was cancelled may still be running in its thread,
         # and the thread lock (not the asyncio one) is what waits for it
         await asyncio.to_thread(self._close)
+
+
+def own_state_dir(state_dir: pathlib.Path) -> int:
+    """An exclusive lock on `state_dir` (``owner.lock``, holding the owner's pid), kept until the
+    descriptor it answers is closed (or the process ends). A second backend on the same directory,
+    in this process or another, is refused: it would adopt the first one's running jobs and fail
+    those it is still preparing."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise ConfigError([Problem(str(state_dir), f"is in use by another process (pid {owner}): one process at "
+                                   "a time runs the local runtime on a state directory (a notebook server, or a "
+                                   "kubectl ai-platform --local command such as a stream-logs still following). "
+                                   "Reach a notebook server's jobs through it (in its terminal, without --local; "
+                                   "elsewhere with MLPLATFORM_SERVER_URL and MLPLATFORM_SERVER_TOKEN), end the "
+                                   "other command, or set MLPLATFORM_STATE_DIR to a directory of its own")]) from None
+    except OSError:
+        os.close(fd)
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
