@@ -180,8 +180,7 @@ class Client:
         Without ``job_id`` (and no ``jobId`` in the config) the job is named `default_job_id`'s way."""
         project = project or self.project
         doc, staging, mounts = job_document(config, package_path, flags)
-        with _lock:
-            made_up = doc.get("jobId") in _issued  # `default_job_id`'s, not the user's
+        made_up = isinstance(doc.get("jobId"), MadeUpId)  # `default_job_id`'s, not the user's
         service = RemoteService(self.jobs)
         for attempt in range(5):
             body = {**doc, "mounts": mounts} if mounts else doc
@@ -192,7 +191,7 @@ class Client:
             except JobExists:
                 if not made_up or attempt == 4:  # a name the user chose is theirs to change
                     raise
-                doc = {**doc, "jobId": _fresh(doc["jobId"])}  # another kernel made it up in the same second
+                doc = {**doc, "jobId": MadeUpId(_fresh(doc["jobId"]))}  # another kernel made it up too
         raise AssertionError("unreachable")
 
     def job(self, job_id: str, project: str | None = None) -> "JobHandle":
@@ -323,6 +322,11 @@ def default_job_id(module: str | None, now: datetime.datetime) -> str:
     return stem[: 128 - len(stamp) - 3] + stamp  # room for a "_NN" suffix
 
 
+class MadeUpId(str):
+    """A job id `job_document` made up (no ``job_id`` and no ``jobId`` in the config): `Client.submit`
+    may take the next suffix when it is taken, never for a name the user chose."""
+
+
 def _fresh(job_id: str) -> str:
     """`job_id`, or with ``_2``, ``_3``… when this process already gave it out (two submits in one second)."""
     with _lock:
@@ -359,7 +363,7 @@ def job_document(config: Any, package_path: Any, flags: Mapping[str, Any],
         if not module and isinstance(loaded, Mapping) and isinstance(loaded.get("trainingInput"), Mapping):
             module = loaded["trainingInput"].get("pythonModule")
         when = now or datetime.datetime.now(datetime.timezone.utc)
-        job_id = _fresh(default_job_id(module if isinstance(module, str) else None, when))
+        job_id = MadeUpId(_fresh(default_job_id(module if isinstance(module, str) else None, when)))
     user_args = flags.pop("args", None)
     argv = ["jobs", "submit", "training", str(job_id)]
     if text is not None:
@@ -391,6 +395,8 @@ def job_document(config: Any, package_path: Any, flags: Mapping[str, Any],
         if field.startswith("--"):
             field = field[2:].replace("-", "_")
         raise UserInputError("job_id" if field == "JOB" else field, e.message, e.status) from None
+    if isinstance(job_id, MadeUpId):
+        doc = {**doc, "jobId": job_id}
     return doc, args.staging_bucket, mounts_from_flags(args)
 
 
