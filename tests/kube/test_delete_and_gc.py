@@ -63,6 +63,23 @@ async def test_orphan_propagation_keeps_dependents(k):
     assert not child["metadata"].get("ownerReferences")
 
 
+async def test_a_dependent_created_after_its_owner_went_is_collected(k):
+    """A controller that makes a pod for a job deleted a moment before leaves a dangling owner
+    reference: the collector deletes the object. A reference to a kind the cluster does not know is
+    left alone."""
+    owner = await k.call("CoreV1Api", "create_namespaced_config_map", k.ns, {"metadata": {"name": "gone"}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "gone", "uid": owner["metadata"]["uid"]}
+    await k.call("CoreV1Api", "delete_namespaced_config_map", "gone", k.ns)
+    assert await _gone(k, "CoreV1Api", "read_namespaced_config_map", "gone", k.ns)
+    await k.call("CoreV1Api", "create_namespaced_secret", k.ns, {"metadata": {"name": "late", "ownerReferences": [ref]}})
+    assert await _gone(k, "CoreV1Api", "read_namespaced_secret", "late", k.ns)
+    unknown = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "0000"}
+    await k.call("CoreV1Api", "create_namespaced_secret", k.ns,
+                 {"metadata": {"name": "kept", "ownerReferences": [unknown]}})
+    await asyncio.sleep(0.3)
+    assert (await k.call("CoreV1Api", "read_namespaced_secret", "kept", k.ns))["metadata"]["name"] == "kept"
+
+
 async def test_dependent_with_another_live_owner_survives(k):
     ref = await _owner_and_children(k)
     other = await k.call("CoreV1Api", "create_namespaced_config_map", k.ns, {"metadata": {"name": "other"}})

@@ -172,7 +172,12 @@ async def test_a_taken_job_id_is_job_exists(backend, kube, kube_target):
     finally:
         await rival.close()
     assert sorted(type(r).__name__ for r in results) == ["JobExists", "dict"]
-    assert sorted(j["jobId"] for j in await backend.list(ns)) == ["race", "taken"]
+    for _ in range(200):  # the rival's job reaches this backend's cache through its watch
+        listed = sorted(j["jobId"] for j in await backend.list(ns))
+        if listed == ["race", "taken"]:
+            break
+        await asyncio.sleep(0.05)
+    assert listed == ["race", "taken"]
 
 
 async def test_projects_are_separate(backend, kube_target, other_project):

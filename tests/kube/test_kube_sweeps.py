@@ -302,7 +302,7 @@ async def test_cancel_deletes_running_trials_and_starts_no_new_one(backend, kati
     await state(backend, ns, "to_stop", "RUNNING")
     assert (await backend.cancel(ns, "to_stop"))["state"] in ("CANCELLING", "CANCELLED")
     job = await state(backend, ns, "to_stop", "CANCELLED")
-    await until(lambda: all(master(standin, ns, n) is None for n in running))
+    await until(lambda: all(master(standin, ns, n) is None for n in running), timeout=30)  # GC is asynchronous
     for name in running:
         assert standin.get("kubeflow.org", "v1", "pytorchjobs", ns, name) is None
     await asyncio.sleep(0.5)  # Katib had every chance to start another trial

@@ -1,5 +1,6 @@
 """What the API server's controllers do on deletion, as a mixin of `Store`: ownerReference garbage
-collection (dependents whose every owner is gone are deleted; `Orphan` strips the reference),
+collection (dependents whose every owner is gone are deleted, also when created after their owner
+went; `Orphan` strips the reference),
 the namespace controller (a terminating namespace is drained, then removed), and unregistering a
 CRD's kinds (and its objects) when the CRD goes. Runs synchronously inside the store's writes."""
 
@@ -38,6 +39,16 @@ class Lifecycle:
             if found and found["metadata"]["uid"] == ref.get("uid"):
                 return True
         return False
+
+    def _collect_if_dangling(self, rt: ResourceType, obj: dict) -> None:
+        """An object created with owner references none of whose owners exists (its owner was
+        deleted while a controller was still making it) is garbage: Kubernetes' collector deletes
+        it. References to kinds this stand-in does not know are taken as live owners."""
+        refs = obj["metadata"].get("ownerReferences") or []
+        ns = obj["metadata"].get("namespace")
+        known = {t.kind for t in self._storage_types()}
+        if refs and all(r.get("kind") in known and not self._owner_exists(r, ns) for r in refs):
+            self.delete(rt, ns, obj["metadata"]["name"], propagation="Background")
 
     def _delete_dependents(self, owner: dict, propagation: str) -> None:
         for rt, dep in self._dependents(owner):

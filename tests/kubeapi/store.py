@@ -278,6 +278,7 @@ class Store(Lifecycle):
         elif rt.kind == "CustomResourceDefinition":
             for new in types_from_crd(obj):
                 self.registry.add(new)
+        self._collect_if_dangling(rt, obj)
 
     def replace(self, rt: ResourceType, ns: str | None, name: str, body: dict, *, subresource: str | None = None,
                 strict: bool = False, dry_run: bool = False) -> tuple[dict, list[str]]:
