@@ -43,10 +43,8 @@ import pytest
 
 from server_ext.client.sse import SSEParser
 
-from tests.harness.lab import NotebookServer
-from tests.harness.notebook_ui import (code_notebook, console_errors, copy_trainer, fits, non_loopback_requests,
-                                       open_notebook, run_cell, running, serving, shot, states_of,
-                                       wait_cell)
+from tests.harness.notebook_ui import (console_errors, fits, non_loopback_requests, open_notebook, run_cell, running,
+                                       shot, states_of, wait_cell, widgets_server)
 
 pytestmark = pytest.mark.browser
 
@@ -91,12 +89,7 @@ CELLS = [
 
 @pytest.fixture
 def lab(tmp_path, request):
-    server = NotebookServer(tmp_path / "lab", app="lab")
-    server.root.mkdir(parents=True)
-    copy_trainer(server.root)
-    (server.root / "sweep.yaml").write_text(SWEEP)
-    (server.root / "widgets.ipynb").write_text(json.dumps(code_notebook(CELLS)))
-    with serving(server.start(), request):
+    with widgets_server(tmp_path / "lab", request, "lab", CELLS, SWEEP) as server:
         yield server
 
 

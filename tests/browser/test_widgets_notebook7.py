@@ -14,13 +14,10 @@ stay on 127.0.0.1 (the widgets' JavaScript is vendored in the wheel: no CDN). Sc
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.harness.lab import NotebookServer
-from tests.harness.notebook_ui import (code_notebook, console_errors, copy_trainer, non_loopback_requests,
-                                       open_notebook, run_cell, serving, shot, states_of)
+from tests.harness.notebook_ui import (console_errors, non_loopback_requests, open_notebook, run_cell, shot, states_of,
+                                       widgets_server)
 
 pytestmark = pytest.mark.browser
 
@@ -48,12 +45,7 @@ CELLS = [
 
 @pytest.fixture
 def notebook7(tmp_path, request):
-    server = NotebookServer(tmp_path / "nb7", app="notebook")
-    server.root.mkdir(parents=True)
-    copy_trainer(server.root)
-    (server.root / "sweep.yaml").write_text(SWEEP)
-    (server.root / "widgets.ipynb").write_text(json.dumps(code_notebook(CELLS)))
-    with serving(server.start(), request):
+    with widgets_server(tmp_path / "nb7", request, "notebook", CELLS, SWEEP) as server:
         yield server
 
 

@@ -157,3 +157,20 @@ def serving(server, request):
         if failed:
             print(f"--- {server.log_path} (tail) ---\n{server.log_tail(200)}")
         server.stop(check=not failed)
+
+
+@contextlib.contextmanager
+def widgets_server(root, request, app: str, cells: list[str], sweep: str):
+    """A started `NotebookServer` (`app` "lab" or "notebook") at `root` holding the example trainer,
+    ``sweep.yaml`` and ``widgets.ipynb`` of `cells`; stopped (its log shown on failure) after."""
+    import json
+
+    from tests.harness.lab import NotebookServer
+
+    server = NotebookServer(root, app=app)
+    server.root.mkdir(parents=True)
+    copy_trainer(server.root)
+    (server.root / "sweep.yaml").write_text(sweep)
+    (server.root / "widgets.ipynb").write_text(json.dumps(code_notebook(cells)))
+    with serving(server.start(), request):
+        yield server
