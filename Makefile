@@ -19,7 +19,16 @@ DEMO_PORT ?= 8000
 PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv
+.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster
+
+# The tests' Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd),
+# built from the Go module proxy by tests/cluster/build.sh; rebuilt only when its module changes.
+CLUSTER := tests/cluster/bin/.stamp
+cluster: $(CLUSTER)
+
+$(CLUSTER): tests/cluster/go.mod tests/cluster/go.sum tests/cluster/main.go tests/cluster/build.sh
+	bash tests/cluster/build.sh
+	touch $@
 
 venv: $(VENV)/.stamp
 
@@ -46,7 +55,7 @@ chromium:
 demo: $(VENV)/.stamp node_modules/.stamp
 	DEMO_PORT=$(DEMO_PORT) exec $(VENV)/bin/mlplatform demo
 
-test: $(VENV)/.stamp node_modules/.stamp chromium
+test: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
 	@failed=""; \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); \
@@ -62,16 +71,16 @@ test-unit: $(VENV)/.stamp
 test-local: $(VENV)/.stamp
 	$(PY) -m pytest -m local $(PYTEST_ARGS)
 
-test-kube: $(VENV)/.stamp
+test-kube: $(VENV)/.stamp $(CLUSTER)
 	$(PY) -m pytest -m kube $(PYTEST_ARGS)
 
-test-hub: $(VENV)/.stamp node_modules/.stamp
+test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 	$(PY) -m pytest -m hub $(PYTEST_ARGS)
 
-test-browser: $(VENV)/.stamp node_modules/.stamp chromium
+test-browser: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
-bench: $(VENV)/.stamp
+bench: $(VENV)/.stamp $(CLUSTER)
 	$(PY) -m tests.kubeapi.bench
 	$(PY) -m tests.bench.spawn --spawns 64
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
