@@ -1,5 +1,6 @@
-"""Shared fixtures: the Kubernetes target (stand-in, or a real cluster with --kube-context), both
-real Kubernetes clients, and the hub/browser harness plugin."""
+"""Shared fixtures: the Kubernetes target (the control plane built from tests/cluster, one per test
+session with a fresh namespace per test, or a real cluster with --kube-context), both real
+Kubernetes clients, and the hub/browser harness plugin."""
 
 from __future__ import annotations
 
@@ -18,37 +19,40 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def pytest_addoption(parser):
     parser.addoption("--kube-context", default=None,
-                     help="run the kube tier against this context of $KUBECONFIG (a real cluster) instead of "
-                          "the stand-in; tests that need stand-in-only controls are skipped there")
+                     help="run the Kubernetes tests against this context of $KUBECONFIG (a real cluster, e.g. kind "
+                          "or k3s) instead of the control plane built from tests/cluster; tests that need the "
+                          "test kubelet or the fault proxy are skipped there")
+
+
+# kubernetes_asyncio and kubernetes fix their default kubeconfig path when first imported, and
+# KubeSpawner loads that file: point KUBECONFIG at a file of ours before any test module imports
+# them; the session's control plane fills it in when it starts (an admin through the fault proxy).
+DEFAULT_KUBECONFIG: pathlib.Path | None = None
 
 
 def pytest_configure(config):
-    """kubernetes_asyncio fixes its default kubeconfig path when first imported, and KubeSpawner
-    loads that file: point KUBECONFIG at a stand-in kubeconfig before any test module imports
-    them (each test then gives its own stand-in's URL through `k8s_api_host`)."""
+    global DEFAULT_KUBECONFIG
     if config.getoption("--kube-context"):
         return
     import tempfile
 
-    from tests.kubeapi.standin import write_kubeconfig
+    from tests.cluster.controlplane import kubeconfig, write_yaml
 
-    path = pathlib.Path(tempfile.mkdtemp(prefix="standin-kubeconfig-")) / "config"
-    write_kubeconfig(path, "http://127.0.0.1:9")  # a closed port until a test overrides the host
-    os.environ["KUBECONFIG"] = str(path)
+    DEFAULT_KUBECONFIG = pathlib.Path(tempfile.mkdtemp(prefix="test-kubeconfig-")) / "config"
+    write_yaml(DEFAULT_KUBECONFIG, kubeconfig("https://127.0.0.1:9", DEFAULT_KUBECONFIG.parent / "ca.crt",
+                                              token="no-cluster-yet"))  # a closed port until the cluster starts
+    os.environ["KUBECONFIG"] = str(DEFAULT_KUBECONFIG)
     # a conftest named on the command line (pytest tests/kube/...) is imported before this hook
     # runs, and with it the clients: give them the path too
     for name in ("kubernetes_asyncio.config.kube_config", "kubernetes.config.kube_config"):
         if name in sys.modules:
-            sys.modules[name].KUBE_CONFIG_DEFAULT_LOCATION = str(path)
+            sys.modules[name].KUBE_CONFIG_DEFAULT_LOCATION = str(DEFAULT_KUBECONFIG)
 
 
 def pytest_collection_modifyitems(config, items):
     """Every test belongs to exactly one tier, so `make test` (one run per tier) runs them all."""
     tiers = {"unit", "local", "kube", "hub", "browser"}
-    real = config.getoption("--kube-context")
     for item in items:
-        if real and item.get_closest_marker("standin_only"):
-            item.add_marker(pytest.mark.skip(reason="uses the stand-in's test controls; not on a real cluster"))
         found = tiers & {m.name for m in item.iter_markers()}
         if len(found) != 1:
             raise pytest.UsageError(f"{item.nodeid}: needs exactly one tier marker of {sorted(tiers)}, has "
@@ -60,23 +64,37 @@ class KubeTarget:
     kubeconfig: str
     context: str | None
     namespace: str
-    standin: object | None  # tests.kubeapi.StandIn, or None on a real cluster
+    cluster: object | None  # tests.cluster.Cluster, or None on a real cluster
 
     @property
     def real(self) -> bool:
-        return self.standin is None
+        """A cluster of the user's (--kube-context), not the one the tests built."""
+        return self.cluster is None
+
+
+@pytest.fixture(scope="session")
+def _session_cluster(request, tmp_path_factory):
+    from tests.cluster.cluster import Cluster
+    from tests.cluster.controlplane import binaries_missing
+
+    if binaries_missing():
+        pytest.fail(f"the control plane is not built ({', '.join(binaries_missing())} missing): run `make cluster`")
+    c = Cluster(tmp_path_factory.mktemp("cluster")).start()
+    if DEFAULT_KUBECONFIG is not None:
+        c.write_kubeconfig(DEFAULT_KUBECONFIG)
+    yield c
+    c.stop()
 
 
 @pytest.fixture
-def standin(request):
-    """The stand-in itself (its test controls). Skips against a real cluster."""
+def kube_cluster(request):
+    """The session's control plane built from tests/cluster (its kubelets, fault proxy, request
+    log), reset after the test. Skips on a --kube-context cluster."""
     if request.config.getoption("--kube-context"):
-        pytest.skip("needs the stand-in's test controls (kubelet, faults, request log); not on a real cluster")
-    from tests.kubeapi import StandIn
-
-    s = StandIn(bookmark_interval=0.5).start()
-    yield s
-    s.stop()
+        pytest.skip("needs the test kubelet and the fault proxy of the built control plane; not on --kube-context")
+    c = request.getfixturevalue("_session_cluster")
+    yield c
+    c.reset()
 
 
 @pytest.fixture
@@ -88,13 +106,14 @@ def kube_target(request, tmp_path):
         kubeconfig = os.environ.get("KUBECONFIG", str(pathlib.Path.home() / ".kube" / "config"))
         target = KubeTarget(kubeconfig, context, namespace, None)
     else:
-        s = request.getfixturevalue("standin")
-        target = KubeTarget(str(s.write_kubeconfig(tmp_path / "kubeconfig")), None, namespace, s)
+        c = request.getfixturevalue("kube_cluster")
+        target = KubeTarget(str(c.write_kubeconfig(tmp_path / "kubeconfig")), None, namespace, c)
     import kubernetes
 
     api = kubernetes.config.new_client_from_config(config_file=target.kubeconfig, context=context)
     core = kubernetes.client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": namespace}})
+    _wait_default_service_account(core, namespace)  # pods are refused until the controller makes it
     yield target
     try:
         core.delete_namespace(namespace)
@@ -102,6 +121,16 @@ def kube_target(request, tmp_path):
         if e.status != 404:
             raise
     api.close()
+
+
+def _wait_default_service_account(core, namespace: str, timeout: float = 30) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not core.list_namespaced_service_account(namespace, field_selector="metadata.name=default").items:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no default ServiceAccount in {namespace}")
+        time.sleep(0.05)
 
 
 @pytest.fixture(params=["sync", "async"])

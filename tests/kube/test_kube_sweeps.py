@@ -29,7 +29,7 @@ from tests.unit.test_job_kubeflow import kubernetes_expand
 
 pytestmark = pytest.mark.kube
 standin_only = pytest.mark.standin_only
-SWAGGER = pathlib.Path(__file__).parents[1] / "kubeapi" / "crds" / "katib-v1beta1-swagger.json"
+SWAGGER = pathlib.Path(__file__).parents[1] / "cluster" / "crds" / "katib-v1beta1-swagger.json"
 JOB_LABEL = "training.kubeflow.org/job-name"
 # what the trial containers print (Katib's StdOut form) per trial, in creation order
 REPORTS = {1: [0.50, 0.61], 2: [0.40, 0.72, 0.70], 3: [0.55, 0.58], 4: [0.30, 0.35]}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
-CRD_DIR = pathlib.Path(__file__).parent / "crds"
+CRD_DIR = pathlib.Path(__file__).parents[1] / "cluster" / "crds"
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 

@@ -1,5 +1,5 @@
 """A job plan as Kubernetes objects: whole manifests against golden YAML, every PyTorchJob/TFJob
-against the Training Operator's CRD schema (tests/kubeapi/crds), every batch Job and pod template
+against the Training Operator's CRD schema (tests/cluster/crds), every batch Job and pod template
 with kubernetes-validate. Regenerate the golden files with ``UPDATE_GOLDEN=1``."""
 
 import copy
@@ -24,7 +24,7 @@ from tests.unit.golden import assert_golden
 pytestmark = pytest.mark.unit
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "jobs"
-CRDS = pathlib.Path(__file__).resolve().parents[1] / "kubeapi" / "crds"
+CRDS = pathlib.Path(__file__).resolve().parents[1] / "cluster" / "crds"
 K8S_VERSION = "1.31.0"
 CANARY = "CANARY-7f3a9c-never-in-a-manifest"
 

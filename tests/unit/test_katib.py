@@ -28,7 +28,7 @@ from tests.unit.golden import assert_golden
 pytestmark = pytest.mark.unit
 
 GOLDEN = pathlib.Path(__file__).parent / "golden" / "sweeps"
-CRDS = pathlib.Path(__file__).resolve().parents[1] / "kubeapi" / "crds"
+CRDS = pathlib.Path(__file__).resolve().parents[1] / "cluster" / "crds"
 
 SWEEPS = {
     # Bayesian optimisation (algorithm unspecified), DOUBLE + INTEGER, on a PyTorchJob (master + worker)
