@@ -1,10 +1,11 @@
 # Entry points of jupyterhub-mlplatform. `make demo` and `make test` work on a fresh clone.
 #
 #   make demo          local JupyterHub on http://127.0.0.1:$(DEMO_PORT) (prints the password)
-#   make test          all tiers (unit, local, kube, hub, browser), one after another, timed;
+#   make test          all tiers (unit, local, kube, hub, browser), one after another, timed (the first
+#                      run builds the Kubernetes control plane from Go modules: make cluster);
 #                      fails if any tier fails or collects no tests
 #   make test-<tier>   one tier: test-unit, test-local, test-kube, test-hub, test-browser
-#   make bench         benchmarks: the Kubernetes API stand-in; spawn cost, PlatformSpawner vs KubeSpawner;
+#   make bench         benchmarks: spawn cost on the real API server, PlatformSpawner vs KubeSpawner;
 #                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script;
 #                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail)
 #
@@ -81,7 +82,6 @@ test-browser: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
 bench: $(VENV)/.stamp $(CLUSTER)
-	$(PY) -m tests.kubeapi.bench
 	$(PY) -m tests.bench.spawn --spawns 64
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
 	$(PY) -m tests.bench.sweep_status --trials 1000 --calls 200 --changes 50
