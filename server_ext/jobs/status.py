@@ -13,9 +13,11 @@ Guarantees of `job_json`:
 - ``state`` (only conditions with status ``"True"`` count; `STATE_RULES` in order):
 
   ====================================================  ==========
-  ``Succeeded`` (operator) / ``Complete`` (batch)        SUCCEEDED
-  ``Failed``, cancel requested                           CANCELLED
-  ``Failed``                                             FAILED, ``errorMessage`` = the condition's
+  ``Succeeded`` (operator) / ``Complete`` or             SUCCEEDED
+  ``SuccessCriteriaMet`` (batch)
+  ``Failed`` (or batch ``FailureTarget``), cancel        CANCELLED
+  requested
+  ``Failed`` (or batch ``FailureTarget``)                FAILED, ``errorMessage`` = the condition's
                                                          message (or reason)
   deletionTimestamp set                                  CANCELLING
   cancel requested and ``Suspended``                     CANCELLED
@@ -28,6 +30,11 @@ Guarantees of `job_json`:
   batch Job: active or started                           PREPARING
   nothing                                                QUEUED
   ====================================================  ==========
+
+The batch Job controller (Kubernetes ≥ 1.31) first adds ``SuccessCriteriaMet`` or
+``FailureTarget`` — the outcome is then decided — and ``Complete`` or ``Failed`` only once its pods
+have terminated; meanwhile no pod is active, so reading the outcome from the first keeps a job
+that ran from reading PREPARING again.
 
 The output validates against the discovery document's ``GoogleCloudMlV1__Job`` (with the
 platform's MIG names in ``acceleratorConfig.type``).
@@ -68,12 +75,12 @@ def state_of(obj: dict) -> tuple[str, str]:
     conds = true_conditions(obj)
     meta = obj.get("metadata") or {}
     cancel = CANCEL_ANNOTATION in (meta.get("annotations") or {})
-    if "Succeeded" in conds or "Complete" in conds:
+    if "Succeeded" in conds or "Complete" in conds or "SuccessCriteriaMet" in conds:
         return "SUCCEEDED", ""
-    if "Failed" in conds:
+    failed = conds.get("Failed") or conds.get("FailureTarget")
+    if failed is not None:
         if cancel:
             return "CANCELLED", ""
-        failed = conds["Failed"]
         return "FAILED", failed.get("message") or failed.get("reason") or "the job failed"
     if meta.get("deletionTimestamp"):
         return "CANCELLING", ""
@@ -101,7 +108,7 @@ def _end_time(obj: dict, state: str) -> str | None:
     if completion:
         return rfc3339(completion)
     conds = true_conditions(obj)
-    for kind in ("Succeeded", "Complete", "Failed", "Suspended"):
+    for kind in ("Succeeded", "Complete", "SuccessCriteriaMet", "Failed", "FailureTarget", "Suspended"):
         if kind in conds and conds[kind].get("lastTransitionTime"):
             return rfc3339(conds[kind]["lastTransitionTime"])
     return None

@@ -1,8 +1,10 @@
 """A test helper, not product code: what the controller helpers (`tests.kube.training_operator`,
-`tests.kube.katib_controller`) share. A `Controller` watches one namespace through watch caches
-that wake it on any change; each time it wakes, it makes one pass over what it controls
-(`reconcile_all`): a pass reads the caches and writes only what differs, so waking it once too
-often changes nothing. Objects it creates are owned by their controller (`controller_ref`)."""
+`tests.kube.katib_controller`, which play the real Training Operator and Katib until those run on
+the test control plane, issue 15) share. They are ordinary API clients (`hub_ext.kube.Kube`). A
+`Controller` watches one namespace through watch caches that wake it on any change; each time it
+wakes, it makes one pass over what it controls (`reconcile_all`): a pass reads the caches and
+writes only what differs, so waking it once too often changes nothing. Objects it creates are
+owned by their controller (`controller_ref`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Shared set-up for the Kubernetes job backend tests: plan settings, job plans of each kind, and
-small waits on the stand-in (pods by label, states as the backend reads them)."""
+small reads and waits on the test cluster (`tests.cluster.Cluster`, read as its tooling identity:
+pods by label, states as the backend reads them, the fault proxy's request log)."""
 
 from __future__ import annotations
 
@@ -43,16 +44,19 @@ def plan(doc: dict, project: str, owner: str = "alice@example.com"):
     return plan_job(parse_job(doc), PLAN_SETTINGS, project=project, owner=owner)
 
 
-def pods(standin, ns: str, **labels) -> list[dict]:
-    rt = standin.store.rt("", "v1", "pods")
-    items = standin.call(lambda: standin.store.items(rt, ns))
-    return [p for p in items if all(p["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())]
+def selector(labels: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in labels.items())
 
 
-async def pod(standin, ns: str, timeout: float = 10, **labels) -> dict:
+def pods(kube_cluster, ns: str, **labels) -> list[dict]:
+    """The namespace's pods with these labels (those being deleted included)."""
+    return kube_cluster.items("", "v1", "pods", ns, **({"labelSelector": selector(labels)} if labels else {}))
+
+
+async def pod(kube_cluster, ns: str, timeout: float = 10, **labels) -> dict:
     """The one pod with these labels, once it exists."""
     for _ in range(int(timeout / 0.05)):
-        found = pods(standin, ns, **labels)
+        found = pods(kube_cluster, ns, **labels)
         if found:
             assert len(found) == 1, [p["metadata"]["name"] for p in found]
             return found[0]
@@ -72,8 +76,8 @@ async def state(backend, project: str, job_id: str, want: str, seen: list | None
     raise AssertionError(f"{job_id} never became {want} (last: {job['state']})")
 
 
-def lists(standin, selector: str, since: int = 0) -> list[str]:
-    """Paths of the LIST requests (not watches) made with this label selector."""
-    return [r.path for r in standin.requests()[since:]
-            if r.method == "GET" and r.query.get("labelSelector") == selector and
+def lists(kube_cluster, label_selector: str, since: int = 0) -> list[str]:
+    """Paths of the LIST requests (not watches) made through the fault proxy with this label selector."""
+    return [r.path for r in kube_cluster.requests()[since:]
+            if r.method == "GET" and r.query.get("labelSelector") == label_selector and
             r.query.get("watch", "").lower() not in ("true", "1")]

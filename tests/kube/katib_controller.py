@@ -1,6 +1,8 @@
-"""A test helper, not product code: it plays Katib v1beta1's Experiment and Trial controllers (with a
-built-in suggestion service) against a Kubernetes API (the stand-in has no Katib), through the API
-only, as Katib does it:
+"""A test helper playing a real component, not product code: Katib v1beta1's Experiment and Trial
+controllers (with a built-in suggestion service) against the real control plane, until the real
+Katib built from its Go module runs there (issue 15; a debt until then). It is an ordinary API
+client (`hub_ext.kube.Kube`) of the real Katib CRDs (`tests/cluster/crds`, which carry no schema:
+the API server keeps what it writes as written), and does what Katib does:
 
 - Experiment controller: writes ``Created`` then ``Running`` (status subresource, merge patch) and
   creates Trials ``<experiment>-<8 random [a-z0-9]>`` labelled ``katib.kubeflow.org/experiment`` (and
@@ -23,15 +25,15 @@ only, as Katib does it:
   ``feasibleSpace`` (``logUniform`` distribution: log-uniformly) from a seeded generator.
   No Suggestion objects are made.
 - Trial controller: ``Created``; creates ``runSpec`` owned by the Trial (the Training Operator
-  helper, `tests.kube.training_operator`, then runs it); ``Running`` while the job's ``Running``
-  condition is true (a batch Job: a ready pod); on the success condition (a GJSON
-  ``status.conditions.#(type=="X")#|#(status=="True")#``, by default ``Succeeded`` for
-  PyTorchJob/TFJob and ``Complete`` for Job) it reads the log of the job's master pod's primary
+  helper, `tests.kube.training_operator`, or the control plane's Job controller then runs it);
+  ``Running`` while the job's ``Running`` condition is true (a batch Job: a ready pod); on the
+  success condition (a GJSON ``status.conditions.#(type=="X")#|#(status=="True")#``, by default
+  ``Succeeded`` for PyTorchJob/TFJob and ``Complete`` for Job) it reads the log of the job's master pod's primary
   container through ``pods/log`` and parses Katib's StdOut format (``name=value``) and JSON lines
   (``{"<name>": value, …}``: what a ``File`` collector with format ``JSON`` reads from its file,
-  which the stand-in's pods cannot have; `katib.trial_command` writes one such line per
-  ``<name>=<number>`` the trainer prints, and echoes to the log each line cloudml-hypertune writes
-  to the file) for the objective and additional metrics: ``status.observation.metrics[]``
+  which the test kubelet's pods cannot have without Katib's webhook; `katib.trial_command` writes
+  one such line per ``<name>=<number>`` the trainer prints, and echoes to the log each line
+  cloudml-hypertune writes to the file) for the objective and additional metrics: ``status.observation.metrics[]``
   (``name``, ``latest``, ``min``, ``max`` as strings) and ``Succeeded``; no objective value →
   ``MetricsUnavailable`` (values ``unavailable``); the failure condition → ``Failed``.
   ``completionTime`` when it ends.

@@ -1,7 +1,9 @@
-"""``--package-path`` on the Kubernetes backend, end to end: the example trainer built by the real
-PyPA ``build`` front end, shipped through `JobService.create` in a ConfigMap owned by the job (or
-staged to a real GCS emulator), all or nothing under injected faults, the fetch CLI reading the
-ConfigMap as a pod mounts it, and — with the stand-in's process kubelet — the job really running."""
+"""``--package-path`` on the Kubernetes backend on the real control plane, end to end: the example
+trainer built by the real PyPA ``build`` front end, shipped through `JobService.create` in a
+ConfigMap owned by the job (or staged to a real GCS emulator), all or nothing under faults the
+fault proxy injects, the fetch CLI reading the ConfigMap as a pod mounts it, the garbage collector
+removing it with its job, and — run by the control plane's Job controller and the test kubelet's
+processes — the job really running."""
 
 from __future__ import annotations
 
@@ -22,12 +24,10 @@ from server_ext.jobs.fetch import PACKAGES_DIR_ENV, fetch_all
 from server_ext.jobs.kube_backend import KubeBackend
 from server_ext.jobs.service import JobService
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, state
-from tests.kube.training_operator import TrainingOperator
 from tests.local.object_stores import gcs_store  # noqa: F401  (fixture; its own process, unlike moto's
 # in-process server, whose global auth switch a second instance in one session would trip)
 
 pytestmark = pytest.mark.kube
-standin_only = pytest.mark.standin_only
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TRAINER = ROOT / "examples" / "trainer" / "trainer"
@@ -75,7 +75,8 @@ async def test_the_package_ships_in_a_configmap_owned_by_the_job(backend, kube, 
     pod = obj["spec"]["template"]["spec"]
     assert {"name": "package", "configMap": {"name": "shipped-package", "optional": False, "items": [
         {"key": "mlplatform_example_trainer-0.1.0.tar.gz",
-         "path": "shipped-package/mlplatform_example_trainer-0.1.0.tar.gz"}]}} in pod["volumes"]
+         "path": "shipped-package/mlplatform_example_trainer-0.1.0.tar.gz"}],
+        "defaultMode": 0o644}} in pod["volumes"]  # the mode: the API server's default
     (fetch,) = pod["initContainers"]
     assert fetch["command"][-1] == uri
     assert {"name": "package", "mountPath": "/mlplatform/packages", "readOnly": True} in fetch["volumeMounts"]
@@ -106,12 +107,12 @@ async def test_the_package_ships_in_a_configmap_owned_by_the_job(backend, kube, 
     assert await kube.get(f"/api/v1/namespaces/{ns}/configmaps/shipped-package") is None
 
 
-@standin_only
 @pytest.mark.parametrize("status, error", [(500, UpstreamError), (403, UserInputError)])
-async def test_a_failed_configmap_create_leaves_nothing(backend, kube, standin, kube_target, status, error):
+async def test_a_failed_configmap_create_leaves_nothing(backend, kube, kube_cluster, kube_target, status, error):
     ns = kube_target.namespace
     await backend.list(ns)
-    standin.inject_fault("POST", "/configmaps", status)
+    kube_cluster.clear_requests()
+    kube_cluster.inject_fault("POST", "/configmaps", status)
     with pytest.raises(error) as e:
         await service(backend, ns).create(USER, ns, body("half_made"), package_path=TRAINER)
     if error is UserInputError:
@@ -121,7 +122,7 @@ async def test_a_failed_configmap_create_leaves_nothing(backend, kube, standin, 
     assert await left_in(kube, ns) == NOTHING
     with pytest.raises(JobNotFound):
         await backend.get(ns, "half_made")
-    made = [(r.method, r.path.rsplit("/", 1)[-1]) for r in standin.requests() if r.method in ("POST", "DELETE")
+    made = [(r.method, r.path.rsplit("/", 1)[-1]) for r in kube_cluster.requests() if r.method in ("POST", "DELETE")
             and f"/namespaces/{ns}/" in r.path]
     assert made == [("POST", "jobs"), ("POST", "configmaps"), ("DELETE", "half-made")]
     await asyncio.sleep(0.3)  # the watch saw it come and go
@@ -130,17 +131,16 @@ async def test_a_failed_configmap_create_leaves_nothing(backend, kube, standin, 
     assert job["jobId"] == "half_made" and (await left_in(kube, ns))["configmaps"] == ["half-made-package"]
 
 
-@standin_only
-async def test_a_failed_job_create_makes_no_configmap(backend, kube, standin, kube_target):
+async def test_a_failed_job_create_makes_no_configmap(backend, kube, kube_cluster, kube_target):
     ns = kube_target.namespace
     await backend.list(ns)
-    standin.inject_fault("POST", "/pytorchjobs", 500)
+    kube_cluster.inject_fault("POST", "/pytorchjobs", 500)
     doc = body("ddp", scaleTier="CUSTOM", runtimeVersion="pytorch-2.5", masterType="n1-standard-4",
                workerType="n1-standard-4", workerCount=1)
     with pytest.raises(UpstreamError):
         await service(backend, ns).create(USER, ns, doc, package_path=TRAINER)
     assert await left_in(kube, ns) == NOTHING
-    assert standin.requests("POST", "/configmaps") == []
+    assert kube_cluster.requests("POST", "/configmaps") == []
 
 
 async def test_too_large_without_a_staging_bucket_creates_nothing(backend, kube, kube_target):
@@ -166,8 +166,7 @@ async def test_a_bad_job_spec_is_refused_before_any_build(backend, kube, kube_ta
     assert await left_in(kube, ns) == NOTHING
 
 
-@standin_only
-async def test_a_large_package_is_staged_before_the_job(kube, standin, kube_target, gcs_store, tmp_path):
+async def test_a_large_package_is_staged_before_the_job(kube, kube_cluster, kube_target, gcs_store, tmp_path):
     ns = kube_target.namespace
     env = gcs_store.credentials_env(tmp_path / "creds")
     backend = KubeBackend(kube, SETTINGS, staging_env=env)
@@ -188,26 +187,23 @@ async def test_a_large_package_is_staged_before_the_job(kube, standin, kube_targ
         with pytest.raises(UserInputError) as e:
             await jobs.create(USER, ns, body("failed"), package_path=TRAINER, staging_bucket="gs://no-such-bucket-x1")
         assert e.value.field == "--staging-bucket" and "not found" in e.value.message
-        assert len(standin.requests("POST", "/jobs")) == 1  # only the first job: no create after a failed upload
+        assert len(kube_cluster.requests("POST", "/jobs")) == 1  # only the first job: no create after a failed upload
         assert await left_in(kube, ns) == {**NOTHING, "jobs": ["staged"]}
     finally:
         await backend.close()
 
 
-@standin_only
-async def test_the_example_trainer_runs_from_its_shipped_package(backend, kube, standin, kube_target):
-    """The process kubelet runs the init container (the fetch CLI reading the mounted ConfigMap) and
-    the training container's script (pip installs the sdist, then ``python -m trainer.task``)."""
+async def test_the_example_trainer_runs_from_its_shipped_package(backend, kube_cluster, kube_target):
+    """The control plane's Job controller makes the pod; the process kubelet runs its init container
+    (the fetch CLI reading the mounted ConfigMap) and the training container's script (pip installs
+    the sdist, then ``python -m trainer.task``)."""
     ns = kube_target.namespace
-    operator = await TrainingOperator(kube, ns).start()
-    try:
-        await service(backend, ns).create(USER, ns, body("e2e"), package_path=TRAINER)
-        # the kubelet comes after the ConfigMap exists: the stand-in's does not retry a missing volume
-        standin.kubelet(mode="process", nodes=NODES)
-        job = await state(backend, ns, "e2e", "SUCCEEDED", timeout=90)
-        lines = [line.text async for line in backend.logs(ns, "e2e")]
-    finally:
-        await operator.stop()
+    await service(backend, ns).create(USER, ns, body("e2e"), package_path=TRAINER)
+    # nodes only once the ConfigMap exists: the test kubelet retries a missing volume only when
+    # the pod changes, where a real one retries on its own
+    kube_cluster.kubelet(mode="process", nodes=NODES)
+    job = await state(backend, ns, "e2e", "SUCCEEDED", timeout=90)
+    lines = [line.text async for line in backend.logs(ns, "e2e")]
     assert job["state"] == "SUCCEEDED", lines
     assert any(t.startswith("epoch 2/2 loss=") for t in lines), lines
     assert lines[-1].startswith("done: rmse="), lines

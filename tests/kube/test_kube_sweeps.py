@@ -1,10 +1,11 @@
-"""Sweeps on the Kubernetes backend against the API stand-in: Katib played by
-`tests.kube.katib_controller`, the Training Operator by `tests.kube.training_operator`, pods by the
-emulated kubelet (run, log, finish on the test's command). A sweep of 4 trials, 2 in parallel:
-parallelism, each trial's ``--name=value`` args, states, ``trainingOutput``, trial logs and
-metrics, cancel, a native Experiment, and the created Experiment against Katib's swagger; and a
-trial whose container command really runs a trainer that reports only through cloudml-hypertune's
-file."""
+"""Sweeps on the Kubernetes backend on the real control plane (Katib's CRDs installed): Katib played
+by `tests.kube.katib_controller` and the Training Operator by `tests.kube.training_operator` (until
+their real controllers run there), batch Job trials run by the control plane's Job controller,
+pods bound by the real scheduler and run by the test kubelet on the test's command (run, log,
+finish). A sweep of 4 trials, 2 in parallel: parallelism, each trial's ``--name=value`` args,
+states, ``trainingOutput``, trial logs and metrics, cancel, a native Experiment, and the created
+Experiment against Katib's swagger; and a trial whose container command really runs a trainer
+that reports only through cloudml-hypertune's file."""
 
 from __future__ import annotations
 
@@ -28,7 +29,6 @@ from tests.kube.katib_controller import EXPERIMENT_LABEL, KatibController, compl
 from tests.unit.test_job_kubeflow import kubernetes_expand
 
 pytestmark = pytest.mark.kube
-standin_only = pytest.mark.standin_only
 SWAGGER = pathlib.Path(__file__).parents[1] / "cluster" / "crds" / "katib-v1beta1-swagger.json"
 JOB_LABEL = "training.kubeflow.org/job-name"
 # what the trial containers print (Katib's StdOut form) per trial, in creation order
@@ -73,14 +73,14 @@ async def katib(cluster, kube_target, kube):
     await controller.stop()
 
 
-def items(standin, ns: str, plural: str, group: str = "kubeflow.org", version: str = "v1beta1") -> list[dict]:
-    rt = standin.store.rt(group, version, plural)
-    return standin.call(lambda: standin.store.items(rt, ns))
+def items(kube_cluster, ns: str, plural: str, group: str = "kubeflow.org", version: str = "v1beta1") -> list[dict]:
+    return kube_cluster.items(group, version, plural, ns)
 
 
-def trials_of(standin, ns: str, experiment: str) -> list[dict]:
+def trials_of(kube_cluster, ns: str, experiment: str) -> list[dict]:
     """The experiment's Trials in trial-id order (creationTimestamp, then name)."""
-    found = [t for t in items(standin, ns, "trials") if t["metadata"]["labels"].get(EXPERIMENT_LABEL) == experiment]
+    found = kube_cluster.items("kubeflow.org", "v1beta1", "trials", ns,
+                               labelSelector=f"{EXPERIMENT_LABEL}={experiment}")
     return sorted(found, key=lambda t: (t["metadata"]["creationTimestamp"], t["metadata"]["name"]))
 
 
@@ -93,8 +93,8 @@ async def until(check, timeout: float = 10):
     raise AssertionError(f"timed out waiting for {check}")
 
 
-def master(standin, ns: str, trial: str) -> dict | None:
-    found = [p for p in pods(standin, ns, **{JOB_LABEL: trial}) if not p["metadata"].get("deletionTimestamp")]
+def master(kube_cluster, ns: str, trial: str) -> dict | None:
+    found = [p for p in pods(kube_cluster, ns, **{JOB_LABEL: trial}) if not p["metadata"].get("deletionTimestamp")]
     return found[0] if found else None
 
 
@@ -107,34 +107,33 @@ def validate_swagger(obj: dict, definition: str) -> None:
     jsonschema.Draft4Validator(schema).validate(obj)
 
 
-@standin_only
-async def test_a_sweep_of_four_trials_two_at_a_time(backend, katib, standin, kube_target):
+async def test_a_sweep_of_four_trials_two_at_a_time(backend, katib, kube_cluster, kube_target):
     ns = kube_target.namespace
     p = plan(sweep_doc("tune_lr"), ns)
     job = await backend.submit(p)
     assert job["jobId"] == "tune_lr" and job["state"] == "QUEUED"
-    created = standin.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
+    created = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
     validate_swagger(created, "v1beta1.Experiment")
     seen, names, at_once = ["QUEUED"], [], 0
     for n in range(1, 5):  # run the trials one by one, REPORTS[n] printed by the n-th
-        names.append(await until(lambda: next((t["metadata"]["name"] for t in trials_of(standin, ns, p.name)
+        names.append(await until(lambda: next((t["metadata"]["name"] for t in trials_of(kube_cluster, ns, p.name)
                                                if t["metadata"]["name"] not in names), None)))
-        pod = await until(lambda: master(standin, ns, names[-1]))
+        pod = await until(lambda: master(kube_cluster, ns, names[-1]))
         katib.kubelet.run(ns, pod["metadata"]["name"])
         await state(backend, ns, "tune_lr", "RUNNING", seen)
         lines = [f"epoch={i} accuracy={v} loss={1 - v}" for i, v in enumerate(REPORTS[n], 1)]
         katib.kubelet.log(ns, pod["metadata"]["name"], "\n".join(["starting", *lines]))
-        at_once = max(at_once, sum(1 for t in trials_of(standin, ns, p.name) if not completed(t)))
+        at_once = max(at_once, sum(1 for t in trials_of(kube_cluster, ns, p.name) if not completed(t)))
         katib.kubelet.finish(ns, pod["metadata"]["name"])
     job = await state(backend, ns, "tune_lr", "SUCCEEDED", seen)
     assert seen in (["QUEUED", "RUNNING", "SUCCEEDED"], ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED"])
     assert at_once <= 2 and katib.max_running == 2
-    trials = trials_of(standin, ns, p.name)  # in trial-id order
+    trials = trials_of(kube_cluster, ns, p.name)  # in trial-id order
     assert sorted(t["metadata"]["name"] for t in trials) == sorted(names)
     reports = {name: REPORTS[n] for n, name in enumerate(names, 1)}
     for t in trials:  # each trial's job runs with its own --name=value args (katib.trial_command)
         assigned = {a["name"]: a["value"] for a in t["spec"]["parameterAssignments"]}
-        stored = standin.get("kubeflow.org", "v1", "pytorchjobs", ns, t["metadata"]["name"])
+        stored = kube_cluster.get("kubeflow.org", "v1", "pytorchjobs", ns, t["metadata"]["name"])
         container = stored["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
         env = {e["name"]: e.get("value") for e in container["env"]}
         assert (env["MLPLATFORM_HP_0"], env["MLPLATFORM_HP_1"]) == (assigned["lr"], assigned["batch"])
@@ -152,7 +151,7 @@ async def test_a_sweep_of_four_trials_two_at_a_time(backend, katib, standin, kub
     second = str(1 + [t["metadata"]["name"] for t in trials].index(names[1]))  # the best: REPORTS[2]
     best = sorted(out["trials"], key=lambda t: -t["finalMetric"]["objectiveValue"])
     assert best[0]["trialId"] == second and best[0]["finalMetric"]["objectiveValue"] == 0.70
-    experiment = standin.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
+    experiment = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
     assert experiment["status"]["currentOptimalTrial"]["bestTrialName"] == names[1]
     assert any(c["reason"] == "ExperimentMaxTrialsReached" for c in experiment["status"]["conditions"])
 
@@ -178,13 +177,12 @@ async def collect(stream) -> list:
     return [x async for x in stream]
 
 
-@standin_only
-async def test_trial_metrics_read_hypertune_json_lines(backend, katib, standin, kube_target):
+async def test_trial_metrics_read_hypertune_json_lines(backend, katib, kube_cluster, kube_target):
     ns = kube_target.namespace
     p = plan(sweep_doc("hypertuned", trials=1, parallel=1), ns)
     await backend.submit(p)
-    trial = (await until(lambda: trials_of(standin, ns, p.name)))[0]["metadata"]["name"]
-    pod = await until(lambda: master(standin, ns, trial))
+    trial = (await until(lambda: trials_of(kube_cluster, ns, p.name)))[0]["metadata"]["name"]
+    pod = await until(lambda: master(kube_cluster, ns, trial))
     katib.kubelet.run(ns, pod["metadata"]["name"])
     assert await backend.trial_metrics(ns, "hypertuned", "1") == []
     katib.kubelet.log(ns, pod["metadata"]["name"], "\n".join(
@@ -216,8 +214,8 @@ report(0.7, 30)
 async def run_container(pod: dict, container: str, volume: pathlib.Path) -> asyncio.subprocess.Process:
     """Start a pod's container as a kubelet would (Kubernetes' ``$(VAR)``/``$$`` expansion of its
     command and env), with Katib's metrics volume (``/var/log/katib``, which Katib's webhook adds)
-    at `volume`; `pump` puts its output into the pod's log. (The stand-in's process-mode kubelet
-    keeps ``$$`` as it is, and the trial program has many: the test plays the kubelet here.)"""
+    at `volume`; `pump` puts its output into the pod's log. (Without Katib's webhook the pod has no
+    such volume for the process-mode kubelet to give it: the test plays the kubelet here.)"""
     c = next(x for x in pod["spec"]["containers"] if x["name"] == container)
     env = {e["name"]: e["value"] for e in c.get("env") or [] if "value" in e}
     env = {**{k: kubernetes_expand(v, env) for k, v in env.items()}, "PATH": os.environ["PATH"],
@@ -233,8 +231,7 @@ async def pump(kubelet, ns: str, pod: str, proc: asyncio.subprocess.Process) -> 
     return await proc.wait()
 
 
-@standin_only
-async def test_a_hypertune_only_trainer_has_a_metric_series(backend, katib, standin, kube_target, tmp_path):
+async def test_a_hypertune_only_trainer_has_a_metric_series(backend, katib, kube_cluster, kube_target, tmp_path):
     """A trainer that reports only through cloudml-hypertune's file, run for real in the trial's
     container command: the trial program echoes the file's lines to the log, so `trial_metrics` has
     the series while the trial runs and after it ended, and Katib (the helper, reading the log the
@@ -249,9 +246,9 @@ async def test_a_hypertune_only_trainer_has_a_metric_series(backend, katib, stan
                             "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}}}
     p = plan(doc, ns)
     await backend.submit(p)
-    trial = (await until(lambda: trials_of(standin, ns, p.name)))[0]
+    trial = (await until(lambda: trials_of(kube_cluster, ns, p.name)))[0]
     job_name = {"batch.kubernetes.io/job-name": trial["metadata"]["name"]}
-    pod = await until(lambda: next(iter(pods(standin, ns, **job_name)), None))
+    pod = await until(lambda: next(iter(pods(kube_cluster, ns, **job_name)), None))
     name = pod["metadata"]["name"]
     katib.kubelet.run(ns, name)
     volume = tmp_path / "katib"
@@ -285,29 +282,29 @@ async def test_a_hypertune_only_trainer_has_a_metric_series(backend, katib, stan
     assert job["trainingOutput"]["trials"][0]["finalMetric"]["objectiveValue"] == 0.7
 
 
-@standin_only
-async def test_cancel_deletes_running_trials_and_starts_no_new_one(backend, katib, standin, kube_target):
+async def test_cancel_deletes_running_trials_and_starts_no_new_one(backend, katib, kube_cluster, kube_target):
     ns = kube_target.namespace
     p = plan(sweep_doc("to_stop", trials=4, parallel=2), ns)
     await backend.submit(p)
-    first = (await until(lambda: len(trials_of(standin, ns, p.name)) == 2 and trials_of(standin, ns, p.name)))[0]
-    pod = await until(lambda: master(standin, ns, first["metadata"]["name"]))
+    two = await until(lambda: len(trials_of(kube_cluster, ns, p.name)) == 2 and trials_of(kube_cluster, ns, p.name))
+    first = two[0]
+    pod = await until(lambda: master(kube_cluster, ns, first["metadata"]["name"]))
     katib.kubelet.run(ns, pod["metadata"]["name"])
     katib.kubelet.log(ns, pod["metadata"]["name"], "accuracy=0.9")
     katib.kubelet.finish(ns, pod["metadata"]["name"])
-    running = await until(lambda: len(trials_of(standin, ns, p.name)) == 3 and [
-        t["metadata"]["name"] for t in trials_of(standin, ns, p.name) if not completed(t)])
+    running = await until(lambda: len(trials_of(kube_cluster, ns, p.name)) == 3 and [
+        t["metadata"]["name"] for t in trials_of(kube_cluster, ns, p.name) if not completed(t)])
     for name in running:
-        katib.kubelet.run(ns, (await until(lambda: master(standin, ns, name)))["metadata"]["name"])
+        katib.kubelet.run(ns, (await until(lambda: master(kube_cluster, ns, name)))["metadata"]["name"])
     await state(backend, ns, "to_stop", "RUNNING")
     assert (await backend.cancel(ns, "to_stop"))["state"] in ("CANCELLING", "CANCELLED")
     job = await state(backend, ns, "to_stop", "CANCELLED")
-    await until(lambda: all(master(standin, ns, n) is None for n in running), timeout=30)  # GC is asynchronous
+    await until(lambda: all(master(kube_cluster, ns, n) is None for n in running), timeout=30)  # GC is asynchronous
     for name in running:
-        assert standin.get("kubeflow.org", "v1", "pytorchjobs", ns, name) is None
+        assert kube_cluster.get("kubeflow.org", "v1", "pytorchjobs", ns, name) is None
     await asyncio.sleep(0.5)  # Katib had every chance to start another trial
-    assert [t["metadata"]["name"] for t in trials_of(standin, ns, p.name)] == [first["metadata"]["name"]]
-    experiment = standin.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
+    assert [t["metadata"]["name"] for t in trials_of(kube_cluster, ns, p.name)] == [first["metadata"]["name"]]
+    experiment = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
     assert experiment["spec"]["maxTrialCount"] == 1 and experiment["spec"]["parallelTrialCount"] == 1
     states = {t["trialId"]: t["state"] for t in job["trainingOutput"]["trials"]}
     assert states == {"1": "SUCCEEDED", "2": "CANCELLED", "3": "CANCELLED"} or sorted(states.values()) == [
@@ -316,26 +313,25 @@ async def test_cancel_deletes_running_trials_and_starts_no_new_one(backend, kati
         await backend.cancel(ns, "to_stop")
 
 
-@standin_only
-async def test_cancel_before_any_trial_completed_deletes_the_experiment(backend, katib, standin, kube_target):
+async def test_cancel_before_any_trial_completed_deletes_the_experiment(backend, katib, kube_cluster, kube_target):
     ns = kube_target.namespace
     p = plan(sweep_doc("too_soon"), ns)
     await backend.submit(p)
-    await until(lambda: len(trials_of(standin, ns, p.name)) == 2)
+    await until(lambda: len(trials_of(kube_cluster, ns, p.name)) == 2)
     assert (await backend.cancel(ns, "too_soon"))["state"] == "CANCELLED"
-    await until(lambda: not trials_of(standin, ns, p.name) and not items(standin, ns, "pytorchjobs", version="v1"))
-    assert standin.get("kubeflow.org", "v1beta1", "experiments", ns, p.name) is None
+    await until(lambda: not trials_of(kube_cluster, ns, p.name) and
+                not items(kube_cluster, ns, "pytorchjobs", version="v1"))
+    assert kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, p.name) is None
     with pytest.raises(JobNotFound):
         await backend.get(ns, "too_soon")
 
 
-@standin_only
-async def test_a_native_experiment_is_accepted_and_monitored_the_same_way(backend, katib, standin, kube_target):
+async def test_a_native_experiment_is_accepted_and_monitored_the_same_way(backend, katib, kube_cluster, kube_target):
     ns = kube_target.namespace
     doc = native_doc("mnist-units")
     job = await backend.submit_experiment(ns, "alice@example.com", doc)
     assert job["jobId"] == "mnist_units" and job["state"] == "QUEUED"
-    stored = standin.get("kubeflow.org", "v1beta1", "experiments", ns, "mnist-units")
+    stored = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, "mnist-units")
     assert stored["spec"] == doc["spec"]  # taken as it is
     assert stored["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "jupyterhub-mlplatform"
     validate_swagger(stored, "v1beta1.Experiment")
@@ -345,14 +341,14 @@ async def test_a_native_experiment_is_accepted_and_monitored_the_same_way(backen
         await backend.submit(plan(pytorch_doc("mnist_units"), ns))
     seen = ["QUEUED"]
     for n, units in ((1, "16"), (2, "32")):
-        trial = await until(lambda: len(trials_of(standin, ns, "mnist-units")) == n and
-                            trials_of(standin, ns, "mnist-units")[-1]["metadata"]["name"])
-        pod = await until(lambda: next(iter(pods(standin, ns, **{"batch.kubernetes.io/job-name": trial})), None))
+        trial = await until(lambda: len(trials_of(kube_cluster, ns, "mnist-units")) == n and
+                            trials_of(kube_cluster, ns, "mnist-units")[-1]["metadata"]["name"])
+        pod = await until(lambda: next(iter(pods(kube_cluster, ns, **{"batch.kubernetes.io/job-name": trial})), None))
         assert pod["spec"]["containers"][0]["command"][-1] == f"--units={units}"
         katib.kubelet.run(ns, pod["metadata"]["name"])
         await state(backend, ns, "mnist_units", "RUNNING", seen)
         katib.kubelet.log(ns, pod["metadata"]["name"], f"step=1 loss={1 / n}\nstep=2 loss={0.5 / n}")
-        trial_id = str(1 + [t["metadata"]["name"] for t in trials_of(standin, ns, "mnist-units")].index(trial))
+        trial_id = str(1 + [t["metadata"]["name"] for t in trials_of(kube_cluster, ns, "mnist-units")].index(trial))
         # no trialTemplate.retain: Katib deletes each trial's job when it ends, so read while it runs
         assert [x.text async for x in backend.logs(ns, "mnist_units", f"trial-{trial_id}")] == [
             f"step=1 loss={1 / n}", f"step=2 loss={0.5 / n}"]

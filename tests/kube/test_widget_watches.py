@@ -1,16 +1,18 @@
 """docs/widgets.md's claim, on the Kubernetes backend: widgets open no Kubernetes watch of their own.
 The notebook server (a real ``jupyter server`` process with the extension, ``backend =
-"kubernetes"``, on the stand-in) holds one watch cache per (kind, project); the widgets are REST +
-SSE clients of that server (`server_ext.client`), as in a kernel.
+"kubernetes"``, on the real control plane through the fault proxy) holds one watch cache per
+(kind, project); the widgets are REST + SSE clients of that server (`server_ext.client`), as in a
+kernel.
 
 Ten widgets in three "notebooks" (each its own `Client` and `JobsPoll`, as three kernels have):
 three `JobsTable`s and seven `JobDetail`s following running jobs' logs. While they poll and stream,
-the stand-in's request log must show no WATCH and no LIST of the watched collections (the tables
+the proxy's request log must show no WATCH and no LIST of the watched collections (the tables
 are answered from the server's cache); what a followed log costs is one ``pods/log`` stream and
 one lookup of its pod (a LIST by the task's labels), made once per detail, not per poll.
 
-The Training Operator helper makes the jobs' pods (status-mode kubelet, running at once) and is
-stopped before the widgets open, so every request in the window is the notebook server's."""
+The jobs are batch/v1 Jobs: the control plane's Job controller makes their pods (its requests do
+not pass the proxy) and the test kubelet runs them at once, so every request in the window is the
+notebook server's."""
 
 from __future__ import annotations
 
@@ -28,10 +30,9 @@ from server_ext.widgets.sync import JobsPoll
 from server_ext.widgets.views import JobDetail, JobsTable
 from tests.bench.widget_traffic import TRAFFIC, RecordingComm, from_view
 from tests.harness.lab import NotebookServer
-from tests.kube.job_env import NODES
-from tests.kube.training_operator import TrainingOperator
+from tests.kube.job_env import NODES, pods
 
-pytestmark = [pytest.mark.kube, pytest.mark.standin_only]
+pytestmark = pytest.mark.kube
 JOBS = [f"watched_{i}" for i in range(7)]
 WINDOW_S = 5.0  # two or three polls of every table (`sync.POLL_S`)
 
@@ -79,11 +80,10 @@ def recorded(monkeypatch):
     return TRAFFIC
 
 
-async def test_ten_widgets_in_three_notebooks_open_no_watch(standin, kube_target, kube, tmp_path, recorded):
+async def test_ten_widgets_in_three_notebooks_open_no_watch(kube_cluster, kube_target, runner, tmp_path, recorded):
     ns = kube_target.namespace
-    kubelet = standin.kubelet(nodes=NODES)  # pods run as soon as they are bound
+    kubelet = kube_cluster.kubelet(nodes=NODES)  # pods run as soon as they are bound
     server = KubeNotebookServer(tmp_path / "server", kube_target.kubeconfig, ns)
-    operator = await TrainingOperator(kube, ns).start()
     await asyncio.to_thread(server.start)
     widgets: list = []
     submitter, notebooks = Client(server.url, server.token, project=ns), []
@@ -92,16 +92,13 @@ async def test_ten_widgets_in_three_notebooks_open_no_watch(standin, kube_target
             await asyncio.to_thread(submitter.submit, job_doc(job_id))
         running = lambda: {j.id for j in submitter.jobs_list() if j.state == "RUNNING"}  # noqa: E731
         await until(lambda: running() == set(JOBS), what="every job RUNNING")
-        names = {p["metadata"]["name"]: p for p in standin.call(
-            lambda: standin.store.items(standin.store.rt("", "v1", "pods"), ns))}
+        names = {p["metadata"]["name"]: p for p in pods(kube_cluster, ns)}
         assert len(names) == len(JOBS)
         for name in names:
             kubelet.log(ns, name, "epoch 1 loss=0.9")
-        await operator.stop()
-        operator = None
-        caches = {**{resource_path(kind, ns): SELECTOR for kind in KINDS},  # the stand-in serves Katib too
+        caches = {**{resource_path(kind, ns): SELECTOR for kind in KINDS},  # Katib's CRDs are installed
                   katib_path("experiments", ns): SELECTOR, katib_path("trials", ns): EXPERIMENT_LABEL}
-        before = standin.requests()
+        before = kube_cluster.requests()
         server_watches = {r.path: r.query.get("labelSelector") for r in before
                           if is_watch(r) and r.query.get("labelSelector") in (SELECTOR, EXPERIMENT_LABEL)}
         assert server_watches == caches  # one watch per kind, opened by the project's first request
@@ -123,7 +120,7 @@ async def test_ten_widgets_in_three_notebooks_open_no_watch(standin, kube_target
             kubelet.log(ns, name, "epoch 2 loss=0.5")
         await until(lambda: all(len(d.log) == 2 for d in details), what="every detail's second log line")
         await asyncio.sleep(max(0.0, WINDOW_S - (time.monotonic() - t0)))
-        window = standin.requests()[since:]
+        window = kube_cluster.requests()[since:]
         assert all(p.polls >= 2 for p in polls), [p.polls for p in polls]
         assert all(len(w.rows) == len(JOBS) for w in widgets if isinstance(w, JobsTable))
     finally:
@@ -131,8 +128,6 @@ async def test_ten_widgets_in_three_notebooks_open_no_watch(standin, kube_target
             w.close()
         for client in [submitter, *notebooks]:
             await asyncio.wrap_future(client.bg.spawn(client.jobs.close()))
-        if operator is not None:
-            await operator.stop()
         await asyncio.to_thread(server.stop)
 
     assert [r.path for r in window if is_watch(r)] == []

@@ -1,22 +1,23 @@
-"""A test helper, not product code: it plays the Kubeflow Training Operator v1 (PyTorchJob, TFJob)
-and the batch/v1 Job controller against a Kubernetes API (the stand-in has neither).
+"""A test helper playing a real component, not product code: the Kubeflow Training Operator v1
+(PyTorchJob, TFJob) against the real control plane, until the real controller built from its Go
+module runs there (issue 15; a debt until then). The CRDs it works on are the real ones
+(`tests/cluster/crds`): the API server validates and prunes what it writes by their schemas.
 
-`TrainingOperator(kube, namespace)` watches the three kinds and the pods of one namespace and, for
-each job, does what the real controllers do, through the API only:
+`TrainingOperator(kube, namespace)` watches the two kinds and the pods of one namespace through
+the API only (`hub_ext.kube.Kube`, an ordinary client) and, for each job, does what the operator
+does:
 
-- Training Operator: writes ``Created`` (status subresource, merge patch), creates one pod per
-  replica named ``<job>-<type>-<i>`` with the operator's labels (``training.kubeflow.org/job-name``,
-  ``replica-type``, ``replica-index``, ``operator-name``, ``job-role=master``), an ownerReference to
-  the job and the env it injects (TFJob: ``TF_CONFIG``; PyTorchJob: ``MASTER_ADDR``,
+- writes ``Created`` (status subresource, merge patch), creates one pod per replica named
+  ``<job>-<type>-<i>`` with the operator's labels (``training.kubeflow.org/job-name``,
+  ``replica-type``, ``replica-index``, ``operator-name``, ``job-role=master``), an ownerReference
+  to the job and the env it injects (TFJob: ``TF_CONFIG``; PyTorchJob: ``MASTER_ADDR``,
   ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``, ``PYTHONUNBUFFERED``); then follows the pods:
   ``Running`` when the master (chief) runs, ``Succeeded`` when it succeeded, ``Failed`` (with the
   operator's message) when any replica failed; ``runPolicy.suspend`` deletes the pods and writes
   ``Suspended``. A pod create that fails (e.g. 403 exceeded quota) becomes a ``FailedCreatePod``
   Warning event on the job, and is tried again at the next change, as the operator requeues.
-- Job controller: pods ``<job>-<random>`` (generateName) labelled ``batch.kubernetes.io/job-name``
-  and ``controller-uid``; ``Complete`` / ``Failed`` (``BackoffLimitExceeded``) conditions and the
-  active/succeeded/failed counts; ``spec.suspend`` deletes the pods and writes ``Suspended``.
 
+batch/v1 Jobs are not its business: the control plane's own Job controller runs them.
 No Services are created (nothing in the tests resolves them). Pods it creates go into its pod
 cache at once (the controllers' "expectations"), so no replica is created twice.
 """
@@ -42,6 +43,7 @@ KINDS = {"PyTorchJob": ("/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs", "py
                         "pytorchjob-controller"),
          "TFJob": ("/apis/kubeflow.org/v1/namespaces/{ns}/tfjobs", "tfReplicaSpecs", "tensorflow", "tfjob-controller"),
          "Job": ("/apis/batch/v1/namespaces/{ns}/jobs", None, None, "job-controller")}
+OPERATED = ("PyTorchJob", "TFJob")  # batch/v1 Jobs: the control plane's Job controller
 PYTORCH_PORT, TF_PORT = 23456, 2222
 MERGE = "application/merge-patch+json"
 
@@ -68,7 +70,7 @@ def is_true(obj: dict, type_: str) -> bool:
 class TrainingOperator(Controller):
     def __init__(self, kube: Kube, namespace: str):
         super().__init__(kube, namespace)
-        self.jobs = {kind: self.watch(path.format(ns=namespace), kind) for kind, (path, *_) in KINDS.items()}
+        self.jobs = {kind: self.watch(KINDS[kind][0].format(ns=namespace), kind) for kind in OPERATED}
         self.pods = self.watch(f"/api/v1/namespaces/{namespace}/pods")
 
     def caches(self) -> list[WatchCache]:
@@ -84,34 +86,25 @@ class TrainingOperator(Controller):
 
     # ---- one job ------------------------------------------------------------------------------
     async def reconcile(self, kind: str, job: dict) -> None:
-        if is_true(job, "Succeeded") or is_true(job, "Failed") or is_true(job, "Complete"):
+        if is_true(job, "Succeeded") or is_true(job, "Failed"):
             return
         meta, spec = job["metadata"], job["spec"]
         pods = [p for p in self.pods.items() if any(o.get("uid") == meta["uid"]
                                                     for o in p["metadata"].get("ownerReferences") or [])]
         status = copy.deepcopy(job.get("status") or {})
-        conds = status.get("conditions") or []
-        suspended = spec.get("suspend") if kind == "Job" else (spec.get("runPolicy") or {}).get("suspend")
-        if kind != "Job":
-            conds = set_condition(conds, "Created", "True", f"{kind}Created", f"{kind} {meta['name']} is created.")
-        if suspended:
+        conds = set_condition(status.get("conditions") or [], "Created", "True", f"{kind}Created",
+                              f"{kind} {meta['name']} is created.")
+        if (spec.get("runPolicy") or {}).get("suspend"):
             for p in pods:
                 if not p["metadata"].get("deletionTimestamp"):
                     await self.kube.delete(f"/api/v1/namespaces/{self.ns}/pods/{p['metadata']['name']}")
-            if kind == "Job":
-                conds = set_condition(conds, "Suspended", "True", "JobSuspended", "Job suspended")
-                return await self._write(kind, job, {**status, "conditions": conds, "active": 0})
             for type_, value in (("Running", "False"), ("Suspended", "True")):
                 conds = set_condition(conds, type_, value, f"{kind}Suspended", f"{kind} {meta['name']} is suspended.")
             return await self._write(kind, job, {**status, "conditions": conds})
         if any(c["type"] == "Suspended" and c["status"] == "True" for c in conds):
             conds = set_condition(conds, "Suspended", "False", "Resumed", f"{kind} {meta['name']} is resumed.")
         status.setdefault("startTime", now())
-        if kind == "Job":
-            status = await self._batch(job, pods, {**status, "conditions": conds})
-        else:
-            status = await self._training(kind, job, pods, {**status, "conditions": conds})
-        await self._write(kind, job, status)
+        await self._write(kind, job, await self._training(kind, job, pods, {**status, "conditions": conds}))
 
     async def _training(self, kind: str, job: dict, pods: list[dict], status: dict) -> dict:
         meta, specs = job["metadata"], job["spec"][KINDS[kind][1]]
@@ -185,35 +178,6 @@ class TrainingOperator(Controller):
                    for t, s in specs.items() if t != "Evaluator"}
         config = {"cluster": cluster, "task": {"type": rtype.lower(), "index": index}, "environment": "cloud"}
         return [{"name": "TF_CONFIG", "value": json.dumps(config)}]
-
-    async def _batch(self, job: dict, pods: list[dict], status: dict) -> dict:
-        meta, spec = job["metadata"], job["spec"]
-        live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        phase = [(p.get("status") or {}).get("phase", "Pending") for p in live]
-        succeeded, failed = phase.count("Succeeded"), phase.count("Failed")
-        active = len(phase) - succeeded - failed
-        conds = status["conditions"]
-        if succeeded >= int(spec.get("completions") or 1):
-            conds = set_condition(conds, "Complete", "True", "", "")
-            status["completionTime"] = now()
-        elif failed > int(spec.get("backoffLimit", 6)):
-            conds = set_condition(conds, "Failed", "True", "BackoffLimitExceeded",
-                                  "Job has reached the specified backoff limit")
-        elif active < int(spec.get("parallelism") or 1):
-            template = copy.deepcopy(spec["template"])
-            uid = meta["uid"]
-            labels = {**((template.get("metadata") or {}).get("labels") or {}), "batch.kubernetes.io/job-name": meta["name"],
-                      "job-name": meta["name"], "batch.kubernetes.io/controller-uid": uid, "controller-uid": uid}
-            pod = {"apiVersion": "v1", "kind": "Pod",
-                   "metadata": {"generateName": f"{meta['name']}-", "namespace": self.ns, "labels": labels,
-                                "annotations": (template.get("metadata") or {}).get("annotations") or {},
-                                "ownerReferences": [controller_ref(job)]}, "spec": template["spec"]}
-            if await self._create_pod("Job", job, pod):
-                active += 1
-        ready = sum(1 for p in live if any(c["type"] == "Ready" and c["status"] == "True"
-                                           for c in (p.get("status") or {}).get("conditions") or []))
-        status.update(conditions=conds, active=active, ready=ready, succeeded=succeeded, failed=failed)
-        return {k: v for k, v in status.items() if v or k in ("active", "ready")}
 
     async def _create_pod(self, kind: str, job: dict, pod: dict) -> dict | None:
         """The created pod; None when it exists already or was refused (a Warning event on the job)."""

@@ -78,6 +78,10 @@ BATCH_TABLE = [
     ([], {"startTime": STARTED, "active": 1}, {}, "RUNNING"),  # a cluster that does not count ready pods
     ([C("Complete", when=ENDED)], {"startTime": STARTED, "succeeded": 1, "completionTime": ENDED}, {}, "SUCCEEDED"),
     ([C("Failed", when=ENDED)], {"startTime": STARTED, "failed": 1}, {}, "FAILED"),
+    # Kubernetes >= 1.31 decides the outcome first, then adds Complete/Failed once the pods are gone
+    ([C("SuccessCriteriaMet", when=ENDED)], {"startTime": STARTED, "succeeded": 1}, {}, "SUCCEEDED"),
+    ([C("FailureTarget", when=ENDED)], {"startTime": STARTED, "failed": 1}, {}, "FAILED"),
+    ([C("FailureTarget", when=ENDED)], {"startTime": STARTED, "failed": 1}, {"cancel": True}, "CANCELLED"),
     ([C("Suspended")], {}, {}, "QUEUED"),
     ([], {"startTime": STARTED, "active": 1, "ready": 1}, {"cancel": True}, "CANCELLING"),
     ([C("Suspended", when=ENDED)], {"startTime": STARTED}, {"cancel": True}, "CANCELLED"),
