@@ -11,7 +11,10 @@ Guarantees:
 - A job is found by its jobId annotation (`model.JOB_ID_ANNOTATION`), never by name alone, and only
   in its own project's namespace: another project's job is `JobNotFound`.
 - `submit` creates the job object (nothing half-made): a jobId already in the cache, or a 409
-  from the API, is `JobExists`; a 403 is `UserInputError(…, 403)` (naming the quota when a quota
+  from the API, is `JobExists`; submits of one jobId in a project run one at a time in this backend
+  (a second waits for the first, then finds its object or, if the first failed, makes its own), so
+  concurrent submits of one jobId as two kinds never make two objects (two backends doing that at
+  the same instant are not guarded); a 403 is `UserInputError(…, 403)` (naming the quota when a quota
   refused it); any other failure is `UpstreamError` with the API's reason. The created object is
   put into the cache at once, so a `get` right after `submit` sees it. A shipped package
   (``--package-path``) travels as `kube_package` says: staged to its bucket before the object is
@@ -140,6 +143,7 @@ class KubeBackend:
         self.watch_timeout, self.load_timeout, self.poll_interval = watch_timeout, load_timeout, poll_interval
         self._projects: dict[str, _Project] = {}
         self._katib: bool | None = None  # whether the cluster serves Katib (asked once)
+        self._claims: dict[tuple[str, str], list] = {}  # (project, jobId) → [lock, submits holding or awaiting it]
 
     # ---- caches --------------------------------------------------------------------------------------
     async def _project(self, project: str) -> _Project:
@@ -187,7 +191,25 @@ class KubeBackend:
     def _taken(self, p: _Project, job_id: str) -> bool:
         return self._find(p, job_id) is not None or (p.sweeps is not None and p.sweeps.find(job_id) is not None)
 
+    @contextlib.asynccontextmanager
+    async def _claim(self, project: str, job_id: str):
+        """One submit of `job_id` in `project` at a time: its check of the caches and its create."""
+        key = (project, job_id)
+        claim = self._claims.setdefault(key, [asyncio.Lock(), 0])
+        claim[1] += 1
+        try:
+            async with claim[0]:
+                yield
+        finally:
+            claim[1] -= 1
+            if not claim[1]:
+                del self._claims[key]
+
     async def submit(self, plan: JobPlan) -> dict:
+        async with self._claim(plan.project, plan.job.job_id):
+            return await self._submit(plan)
+
+    async def _submit(self, plan: JobPlan) -> dict:
         project, job_id = plan.project, plan.job.job_id
         p = await self._project(project)
         if self._taken(p, job_id):
@@ -213,12 +235,13 @@ class KubeBackend:
         """A user's own Katib Experiment, as `native_experiment.native_experiment` accepts it."""
         manifest = native_experiment(doc, project, owner)
         job_id = manifest["metadata"]["annotations"][JOB_ID_ANNOTATION]
-        p = await self._project(project)
-        if self._taken(p, job_id):
-            raise JobExists(project, job_id)
-        sweeps = kube_sweeps.required(p.sweeps, project, "kind")
-        obj = await self._create(kube_sweeps.katib_path("experiments", project), manifest, project, job_id)
-        return kube_sweeps.created(sweeps, obj, project, job_id, owner, "the native Experiment")
+        async with self._claim(project, job_id):
+            p = await self._project(project)
+            if self._taken(p, job_id):
+                raise JobExists(project, job_id)
+            sweeps = kube_sweeps.required(p.sweeps, project, "kind")
+            obj = await self._create(kube_sweeps.katib_path("experiments", project), manifest, project, job_id)
+            return kube_sweeps.created(sweeps, obj, project, job_id, owner, "the native Experiment")
 
     async def _create_shipped(self, plan: JobPlan, path: str, manifest: dict,
                               undo: Callable[[dict], Awaitable[None]]) -> dict:
