@@ -19,6 +19,9 @@ delete with grace 0) and serves container logs on its HTTPS port (`kubelet_serve
   exit code decides the phase. With no `command`, ENTRYPOINT/CMD come from an image table
   (`images=`; JupyterHub single-user images run `jupyterhub-singleuser`).
 
+`start()` returns once the nodes are schedulable (the controller lifted the not-ready taint that
+admission puts on new Nodes). A pod whose Secret/ConfigMap is missing waits in
+CreateContainerConfigError and is retried every `CONFIG_RETRY_SECONDS`.
 Containers are not restarted (restartPolicy is not emulated): a container that exits ends the pod.
 On `shutdown()` the kubelet kills its processes, removes its pods (grace 0) and deletes its Nodes,
 so the next test's kubelet starts from a clean node list.
@@ -56,6 +59,8 @@ DEFAULT_IMAGES = {
 }
 DEFAULT_NODE = {"name": "test-node", "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}}
 LEASE_SECONDS = 40
+NOT_READY = "node.kubernetes.io/not-ready"
+CONFIG_RETRY_SECONDS = 1.0  # a pod whose Secret/ConfigMap is missing is retried this often
 
 
 def now_iso() -> str:
@@ -111,6 +116,7 @@ class Kubelet:
         self._spawn(self._watch_pods())
         self._spawn(self._heartbeat())
         await asyncio.wait_for(self._synced.wait(), 30)
+        await self._wait_schedulable()
         return self
 
     async def shutdown(self) -> None:
@@ -164,6 +170,19 @@ class Kubelet:
         obj = await self.rest.patch(f"/api/v1/nodes/{name}/status", {"status": status})
         await self._renew_lease(name)
         return obj
+
+    async def _wait_schedulable(self, timeout: float = 30) -> None:
+        """Until the node lifecycle controller has lifted the `node.kubernetes.io/not-ready` taint that
+        admission (TaintNodesByCondition) puts on every new Node: before that the scheduler refuses
+        the nodes ("untolerated taint"), so a test's first pod would wait for a retry."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        for node in sorted(self.node_names):
+            while any(t.get("key") == NOT_READY for t in
+                      (await self.rest.get(f"/api/v1/nodes/{node}")).get("spec", {}).get("taints") or []):
+                if asyncio.get_running_loop().time() > deadline:
+                    log.warning("node %s still has the %s taint", node, NOT_READY)
+                    return
+                await asyncio.sleep(0.02)
 
     def _node_status(self, name: str) -> dict:
         ts = now_iso()
@@ -412,7 +431,10 @@ class Kubelet:
         ip = self._ips.setdefault((ns, name), self._pod_ip())
         files = PodFiles(self.rest, self.workdir, pod, api_url=self.api_url, ca=self.ca)
         self._files[(ns, name)] = files
-        pod = await self._mark_creating(pod)
+        waiting = {((st.get("state") or {}).get("waiting") or {}).get("reason")
+                   for st in (pod.get("status") or {}).get("containerStatuses") or []}
+        if "CreateContainerConfigError" not in waiting:  # a retry keeps the error until it is fixed
+            pod = await self._mark_creating(pod)
         procs = []
         try:
             mounts_by_container = await files.materialise(ip)
@@ -439,7 +461,7 @@ class Kubelet:
                 {**st, "state": {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}}
                 for st in (pod.get("status") or {}).get("containerStatuses") or []]})
             await self.event(pod, "Failed", f"Error: {e}", type="Warning")
-            self._started.discard((ns, name))  # retried at the pod's next change, as the kubelet retries
+            self._spawn(self._retry(ns, name, pod["metadata"]["uid"]))
             return
         self._procs[(ns, name)] = [p for _, p in procs]
         await self._mark_running(pod, ip)
@@ -450,6 +472,16 @@ class Kubelet:
             return
         self._procs.pop((ns, name), None)
         await self._mark_terminated(ns, name, codes)
+
+    async def _retry(self, ns: str, name: str, uid: str) -> None:
+        """Start the pod again after a pause, as the kubelet retries a CreateContainerConfigError
+        (with the latest state of the pod; not at each of its changes: those are our own writes)."""
+        await asyncio.sleep(CONFIG_RETRY_SECONDS)
+        pod = self.pods.get((ns, name))
+        if pod is None or pod["metadata"]["uid"] != uid or pod["metadata"].get("deletionTimestamp"):
+            return  # gone, or replaced by a new pod of the same name (started on its own)
+        self._started.discard((ns, name))
+        self._on_pod("MODIFIED", pod)
 
     async def _start(self, pod: dict, container: dict, ip: str, files: PodFiles, mounts: dict[str, str]):
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]

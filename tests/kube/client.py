@@ -31,6 +31,11 @@ class Failure(Exception):
     def message(self) -> str:
         return self.body.get("message", "")
 
+    @property
+    def fields(self) -> list[str]:
+        """The `field` of each cause in the Status's details (what a 422 Invalid names)."""
+        return [c.get("field", "") for c in (self.body.get("details") or {}).get("causes") or []]
+
 
 def _failure(e) -> Failure:
     try:

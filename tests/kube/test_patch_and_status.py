@@ -1,4 +1,5 @@
-"""PATCH by Content-Type, and status-subresource isolation, through both real clients."""
+"""PATCH by Content-Type (merge, JSON, strategic merge; what each client sends for which body) and
+status-subresource isolation, through both real clients against the API server."""
 
 import pytest
 
@@ -37,11 +38,30 @@ async def test_json_patch_operations(k):
 
 
 async def test_strategic_merge_merges_containers_and_env_by_name(k):
-    await k.call("CoreV1Api", "create_namespaced_pod", k.ns, pod())
-    body = {"spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]}}
-    out = await k.call("CoreV1Api", "patch_namespaced_pod", "p", k.ns, body, _content_type=SMP)
-    (c,) = out["spec"]["containers"]
-    assert c["image"] == "busybox:1" and [e["name"] for e in c["env"]] == ["A", "B"]
+    """Lists of containers and env are merged by `name` (a pod's spec is immutable: a Deployment's
+    template is not)."""
+    deployment = {"metadata": {"name": "d"}, "spec": {
+        "replicas": 0, "selector": {"matchLabels": {"a": "1"}},
+        "template": {"metadata": {"labels": {"a": "1"}}, "spec": pod()["spec"]}}}
+    await k.call("AppsV1Api", "create_namespaced_deployment", k.ns, deployment)
+    body = {"spec": {"template": {"spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]}}}}
+    out = await k.call("AppsV1Api", "patch_namespaced_deployment", "d", k.ns, body, _content_type=SMP)
+    (c,) = out["spec"]["template"]["spec"]["containers"]
+    assert c["image"] == "busybox:1" and {e["name"]: e["value"] for e in c["env"]} == {"A": "1", "B": "2"}
+
+
+async def test_strategic_merge_on_a_pod_changes_one_container_by_name(k):
+    await k.call("CoreV1Api", "create_namespaced_pod", k.ns, pod(containers=[
+        {"name": "main", "image": "busybox:1"}, {"name": "side", "image": "busybox:1"}]))
+    out = await k.call("CoreV1Api", "patch_namespaced_pod", "p", k.ns,
+                       {"spec": {"containers": [{"name": "side", "image": "busybox:2"}]}}, _content_type=SMP)
+    assert [(c["name"], c["image"]) for c in out["spec"]["containers"]] == [("main", "busybox:1"),
+                                                                            ("side", "busybox:2")]
+    with pytest.raises(Failure) as e:  # anything but images (and a few fields) of a pod is immutable
+        await k.call("CoreV1Api", "patch_namespaced_pod", "p", k.ns,
+                     {"spec": {"containers": [{"name": "main", "env": [{"name": "B", "value": "2"}]}]}},
+                     _content_type=SMP)
+    assert e.value.status == 422 and e.value.reason == "Invalid"
 
 
 async def test_mismatched_patch_body_is_refused(k):
