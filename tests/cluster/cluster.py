@@ -14,7 +14,6 @@ kubelet and clears faults and the request log between tests.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import pathlib
 import threading
 from typing import Any

@@ -11,17 +11,11 @@ delete with grace 0) and serves container logs on its HTTPS port (`kubelet_serve
 * ``status``: no process. Bound pods go Running (pod IP, Ready, ready container statuses,
   Pulled/Created/Started events) by themselves (``auto_run``) or on `run()`, Succeeded/Failed on
   `finish()`; tests add log lines with `log()`.
-* ``process``: each container's command runs as a local process bound to a pod IP of its own in
-  127.0.0.0/8, with the pod's env (downward API, Secret/ConfigMap refs, `KUBERNETES_SERVICE_*`).
-  `0.0.0.0` in args and env becomes the pod IP. Volumes are files (see `podfiles.py`) whose
-  directories are substituted for each mount path in args, env and workingDir (where a value
-  starts with it, or has it after `=`, `:` or a JSON quote). stdout/stderr become the pod log; the
-  exit code decides the phase. With no `command`, ENTRYPOINT/CMD come from an image table
-  (`images=`; JupyterHub single-user images run `jupyterhub-singleuser`).
+* ``process``: each container's command runs as a local process on a pod IP of its own, with the
+  pod's env and volumes as files (`kubelet_process.py`, `podfiles.py`).
 
 `start()` returns once the nodes are schedulable (the controller lifted the not-ready taint that
-admission puts on new Nodes). A pod whose Secret/ConfigMap is missing waits in
-CreateContainerConfigError and is retried every `CONFIG_RETRY_SECONDS`.
+admission puts on new Nodes).
 Containers are not restarted (restartPolicy is not emulated): a container that exits ends the pod.
 On `shutdown()` the kubelet kills its processes, removes its pods (grace 0) and deletes its Nodes,
 so the next test's kubelet starts from a clean node list.
@@ -34,33 +28,22 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import fnmatch
 import logging
 import os
 import pathlib
-import re
-import shutil
 import signal
-import sys
 import uuid
 
+from .kubelet_process import DEFAULT_IMAGES, ProcessMode, _signal_group
 from .logs import PodLogs
 from .podfiles import PodFiles
 from .rest import STRATEGIC, ApiError, Rest
 
 log = logging.getLogger("tests.cluster.kubelet")
 
-# Kubernetes' expansion of command, args and env values: `$(VAR)` of a defined variable is its value,
-# `$$` is a `$` (so `$$(VAR)` stays `$(VAR)`), anything else is kept
-_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-DEFAULT_IMAGES = {
-    "*singleuser*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
-    "*jupyter/*-notebook*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
-}
 DEFAULT_NODE = {"name": "test-node", "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}}
 LEASE_SECONDS = 40
 NOT_READY = "node.kubernetes.io/not-ready"
-CONFIG_RETRY_SECONDS = 1.0  # a pod whose Secret/ConfigMap is missing is retried this often
 
 
 def now_iso() -> str:
@@ -82,7 +65,7 @@ def node_manifest(name: str, allocatable: dict, labels: dict | None = None, tain
     }
 
 
-class Kubelet:
+class Kubelet(ProcessMode):
     def __init__(self, rest: Rest, mode: str = "status", *, api_url: str, ca: pathlib.Path, port: int,
                  auto_run: bool = True, nodes: list[dict] | None = None, workdir: str | os.PathLike | None = None,
                  env: dict | None = None, max_grace: float = 5.0, images: dict | None = None):
@@ -424,120 +407,3 @@ class Kubelet:
         except ApiError as e:
             if e.status not in (404, 409):
                 raise
-
-    # ---- process mode -------------------------------------------------------------------------------
-    async def _run_process(self, pod: dict) -> None:
-        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        ip = self._ips.setdefault((ns, name), self._pod_ip())
-        files = PodFiles(self.rest, self.workdir, pod, api_url=self.api_url, ca=self.ca)
-        self._files[(ns, name)] = files
-        waiting = {((st.get("state") or {}).get("waiting") or {}).get("reason")
-                   for st in (pod.get("status") or {}).get("containerStatuses") or []}
-        if "CreateContainerConfigError" not in waiting:  # a retry keeps the error until it is fixed
-            pod = await self._mark_creating(pod)
-        procs = []
-        try:
-            mounts_by_container = await files.materialise(ip)
-            for c in pod["spec"].get("initContainers") or []:
-                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
-                code = await proc.wait() if proc else 127
-                if code != 0:
-                    await self._mark_terminated(ns, name, {x["name"]: 1 for x in pod["spec"]["containers"]},
-                                                "Init:Error")
-                    return
-            for c in pod["spec"]["containers"]:
-                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
-                if proc is None:
-                    for _, p in procs:
-                        _signal_group(p, signal.SIGKILL)
-                    await self._mark_terminated(ns, name, {x["name"]: 127 for x in pod["spec"]["containers"]},
-                                                "StartError")
-                    return
-                procs.append((c["name"], proc))
-        except LookupError as e:  # a Secret or ConfigMap the pod refers to is missing
-            for _, p in procs:
-                _signal_group(p, signal.SIGKILL)
-            await self._status(pod, {"containerStatuses": [
-                {**st, "state": {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}}
-                for st in (pod.get("status") or {}).get("containerStatuses") or []]})
-            await self.event(pod, "Failed", f"Error: {e}", type="Warning")
-            self._spawn(self._retry(ns, name, pod["metadata"]["uid"]))
-            return
-        self._procs[(ns, name)] = [p for _, p in procs]
-        await self._mark_running(pod, ip)
-        codes = {}
-        for cname, proc in procs:
-            codes[cname] = await proc.wait()
-        if (ns, name) in self._stopping:
-            return
-        self._procs.pop((ns, name), None)
-        await self._mark_terminated(ns, name, codes)
-
-    async def _retry(self, ns: str, name: str, uid: str) -> None:
-        """Start the pod again after a pause, as the kubelet retries a CreateContainerConfigError
-        (with the latest state of the pod; not at each of its changes: those are our own writes)."""
-        await asyncio.sleep(CONFIG_RETRY_SECONDS)
-        pod = self.pods.get((ns, name))
-        if pod is None or pod["metadata"]["uid"] != uid or pod["metadata"].get("deletionTimestamp"):
-            return  # gone, or replaced by a new pod of the same name (started on its own)
-        self._started.discard((ns, name))
-        self._on_pod("MODIFIED", pod)
-
-    async def _start(self, pod: dict, container: dict, ip: str, files: PodFiles, mounts: dict[str, str]):
-        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        clog = self.logs.container(ns, name, container["name"])
-        env = await files.env_for(container, ip)
-        host, _, port = self.api_url.removeprefix("https://").partition(":")
-        service_env = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port,
-                       "KUBERNETES_SERVICE_PORT_HTTPS": port, "KUBERNETES_PORT": f"tcp://{host}:{port}",
-                       "KUBERNETES_PORT_443_TCP": f"tcp://{host}:{port}", "KUBERNETES_PORT_443_TCP_PROTO": "tcp",
-                       "KUBERNETES_PORT_443_TCP_ADDR": host, "KUBERNETES_PORT_443_TCP_PORT": port}
-        base = {"PATH": f"{pathlib.Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                "HOME": str(files.home), "LANG": "C.UTF-8", "HOSTNAME": name, **service_env, **self.extra_env}
-        full_env = {**base, **env}
-
-        def subst(text: str) -> str:
-            text = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else full_env.get(m.group(1), m.group(0)), text)
-            text = text.replace("0.0.0.0", ip)
-            for mount_path in sorted(mounts, key=len, reverse=True):
-                if text.startswith(mount_path) or any(f"{sep}{mount_path}" in text for sep in "=:\""):
-                    text = text.replace(mount_path, mounts[mount_path])
-            return text
-
-        full_env = {k: subst(v) for k, v in full_env.items()}
-        argv = [subst(a) for a in self._argv(container)]
-        cwd = subst(container["workingDir"]) if container.get("workingDir") else str(files.home)
-        pathlib.Path(cwd).mkdir(parents=True, exist_ok=True)
-        exe = shutil.which(argv[0], path=full_env["PATH"]) if argv else None
-        if not exe:
-            clog.append(f"test kubelet: executable not found: {argv[:1]}")
-            await self.event(pod, "Failed", f"Error: executable not found in $PATH: {argv[:1]}", type="Warning")
-            return None
-        proc = await asyncio.create_subprocess_exec(exe, *argv[1:], env=full_env, cwd=cwd,
-                                                    stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.STDOUT, start_new_session=True)
-        self._spawn(_pump(proc, clog))
-        return proc
-
-    def _argv(self, container: dict) -> list[str]:
-        """Kubernetes' rule: `command` replaces ENTRYPOINT (and drops CMD); `args` replaces CMD."""
-        image = next((meta for pattern, meta in self.images.items()
-                      if fnmatch.fnmatch(container.get("image", ""), pattern)), {"entrypoint": [], "cmd": []})
-        if container.get("command"):
-            return list(container["command"]) + list(container.get("args") or [])
-        return list(image["entrypoint"]) + list(container.get("args") or image["cmd"])
-
-
-async def _pump(proc, clog) -> None:
-    while True:
-        line = await proc.stdout.readline()
-        if not line:
-            break
-        clog.append(line.decode(errors="replace").rstrip("\n"))
-
-
-def _signal_group(proc, sig) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
