@@ -19,7 +19,8 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   read pods would see it, kubespawner#398): it lives in a Secret ``<pod>-hub-token`` (created
   before the pod, deleted when the server stops) and the env refers to it.
 - Progress: plain sentences (`hub_ext.progress_text`) instead of raw events; a pod refused by
-  the ResourceQuota says so in words.
+  the ResourceQuota says so in words, unless the hub's own view of the project's pods shows room
+  under its limit: then it is the quota's accounting lagging a deleted pod, retried meanwhile.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ from .mounts import Available, select, selected
 from .platform import Plan, PlatformConfig
 from .progress_text import describe, free_text, wanting
 from .provision import Provisioner
-from .tenancy import PROJECT_LABEL, SERVICE_ACCOUNT, member_binding_name, project_objects
+from .tenancy import PROJECT_LABEL, QUOTA, SERVICE_ACCOUNT, member_binding_name, project_objects
 
 _SHARED: dict[tuple, "_Shared"] = {}
 _RESET = ("namespace", "extra_resource_limits", "node_selector", "tolerations", "volumes", "volume_mounts",
@@ -61,7 +62,8 @@ class _Shared:
         self.provisioner = Provisioner(kube)
         self.view = ClusterView(kube)
         self.resources = ProjectResources(kube, settings)
-        self.claims: dict[tuple[str, str], int] = {}  # (project or "", accelerator) → being started
+        # (namespace, pod) of each start in progress → (project, accelerator, count) it claims
+        self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
 
 
 class PlatformSpawner(PlatformConfig, KubeSpawner):
@@ -260,31 +262,42 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         await view.start()
         limits = plan.project.limits
         used = view.usage(self.runtime.accelerators, plan.project.name)
-        claims = self.shared.claims
         if limits is not None and used is not None:
             limit = limits.get(acc.name, 0)
-            in_use = used.get(acc.name, 0) + claims.get((plan.project.name, acc.name), 0)
+            in_use = used.get(acc.name, 0) + self._claimed(acc.name, plan.project.name)
             if in_use + count > limit:
                 raise UserInputError("profile", f"the project {plan.project.name!r} may use {limit} {acc.name} at "
                                                 f"once and {in_use} are in use", 403)
         capacity = view.capacity(self.runtime.accelerators)
         if acc.name in capacity:
             free, total = capacity[acc.name]
-            free = max(free - claims.get(("", acc.name), 0), 0)
+            free = max(free - self._claimed(acc.name), 0)
             if free < count and (self.when_full == "refuse" or total < count):
                 raise UserInputError("profile", f"no {acc.display_name} is free now ({free} of {total} free); "
                                                 "try again later or pick another profile", 409)
             if free < count:
                 self._capacity_wait = f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
         # until the pod shows in the caches, two spawns must not both count the same free slice
-        self._claim = [(plan.project.name, acc.name, count), ("", acc.name, count)]
-        for project, name, n in self._claim:
-            claims[(project, name)] = claims.get((project, name), 0) + n
+        self._claim = (plan.project.name, self.pod_name)
+        self.shared.claims[self._claim] = (plan.project.name, acc.name, count)
+
+    def _claimed(self, accelerator: str, project: str | None = None) -> int:
+        """What starts in progress claim of `accelerator` (in `project`, or anywhere) and the view
+        does not count yet: a project's usage counts a pod once it exists, the free capacity once
+        it is bound to a node (so a claim is never counted twice)."""
+        pods = {(p["metadata"].get("namespace"), p["metadata"].get("name")): p for p in self.shared.view.pods.items()}
+        n = 0
+        for key, (claim_project, name, count) in self.shared.claims.items():
+            if name != accelerator or project not in (None, claim_project):
+                continue
+            pod = pods.get(key)
+            if pod is None or (project is None and not (pod.get("spec") or {}).get("nodeName")):
+                n += count
+        return n
 
     def _release_claim(self) -> None:
-        claims = self.shared.claims
-        for project, name, n in getattr(self, "_claim", None) or []:
-            claims[(project, name)] = claims.get((project, name), 0) - n
+        if getattr(self, "_claim", None) is not None:
+            self.shared.claims.pop(self._claim, None)
         self._claim = None
 
     async def _wait_for_datasets(self, plan: Plan, available: Available, names: Any) -> Available:
@@ -390,6 +403,32 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             self._starting = False
             self._release_claim()
 
+    async def _make_create_pod_request(self, pod, request_timeout):
+        try:
+            return await super()._make_create_pod_request(pod, request_timeout)
+        except ApiException as e:
+            if e.status == 403 and "exceeded quota" in reason(e) and await self._quota_lags():
+                self.log.info("the quota of %s has not released a stopped pod's accelerator yet; retrying",
+                              self._log_name)
+                return False  # KubeSpawner's exponential_backoff tries again
+            raise
+
+    async def _quota_lags(self) -> bool:
+        """Whether the project's pods, as the hub sees them, leave room for this pod under the
+        ResourceQuota's limit (so a quota refusal is its accounting catching up)."""
+        plan, accelerators = getattr(self, "_plan", None), self.runtime.accelerators
+        acc = plan.accelerator if plan is not None else None
+        used = self.shared.view.usage(accelerators, self.namespace) if acc is not None else None
+        if used is None:
+            return False
+        try:
+            quota = await self.shared.kube.get(path_of("ResourceQuota", self.namespace, QUOTA))
+        except (ApiException, asyncio.TimeoutError, OSError):
+            return False
+        hard = str(((quota or {}).get("status") or {}).get("hard", {}).get(f"requests.{acc.resource}", ""))
+        in_use = sum(n for name, n in used.items() if accelerators[name].resource == acc.resource)
+        return hard.isdigit() and in_use + plan.count <= int(hard)
+
     def _pod_refusal(self, e: ApiException) -> tuple[int, str]:
         text = reason(e)
         if e.status == 403 and "quota" in text:
@@ -440,6 +479,26 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             await asyncio.sleep(0.5)
 
     # ---- state -----------------------------------------------------------------------------------
+    def load_state(self, state):
+        """KubeSpawner's state says where the last *finished* start put the pod. JupyterHub stores
+        `user_options` before a start and the state only after it, so a start the hub did not see
+        finish (it died meanwhile) is known only by its options: their project is the namespace
+        where that start may have made the pod and its token Secret, and `poll` and `stop` look
+        there (else a restarted hub looked in the old namespace and left both behind)."""
+        super().load_state(state)
+        project = self._options_project()
+        if project and project != self.namespace:
+            self.namespace = project
+            self.dns_name = self.dns_name_template.format(namespace=project, name=self.pod_name)
+
+    def _options_project(self) -> str | None:
+        options = {k: v for k, v in (self.user_options or {}).items() if k not in ("credentials", "datasets")}
+        try:
+            return self.user_plan(options).project.name
+        except (UserInputError, ConfigError):  # e.g. no longer a member: the team's namespace still holds it
+            project = options.get("project")
+            return project if isinstance(project, str) and project in self.runtime.entitlements.teams else None
+
     def get_state(self):
         state = super().get_state()
         plan = getattr(self, "_plan", None)

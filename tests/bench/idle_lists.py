@@ -4,17 +4,19 @@ watch caches next to KubeSpawner's pod reflector, in one run.
 
     .venv/bin/python -m tests.bench.idle_lists [--seconds 60] [--watch-timeout 10]     (or: make bench)
 
-The stand-in runs in its own process (`tests.bench.jobs_env`), with two projects holding a few
-PyTorchJobs each. Side by side, on the same stand-in and for the same window:
+The test cluster (the real control plane, `tests.cluster`) runs in its own process
+(`tests.bench.jobs_env`), with two projects holding a few PyTorchJobs each. Side by side, on the
+same cluster and for the same window:
 
 - **KubeBackend**: one backend watching both projects (its three kinds each: 6 watch caches),
   with `watch_timeout` set to `--watch-timeout` so its watches end, and restart, many times in
   the window (as they would in an hour at the default 300 s).
 - **KubeSpawner's PodReflector** (the baseline): started as KubeSpawner starts it
-  (`KubeSpawner._start_watching_pods`, one namespace, the singleuser label), with its own default
-  watch timeout unless `--reflector-timeout` is given. It lists again at every watch restart.
+  (`KubeSpawner._start_watching_pods`, one namespace, the singleuser label), acting as the hub's
+  ServiceAccount (`helm-values/hub-rbac.yaml`), with its own default watch timeout unless
+  `--reflector-timeout` is given. It lists again at every watch restart.
 
-Each watched path's requests come from the stand-in's request log. The LISTs made before a
+Each watched path's requests come from the fault proxy's request log. The LISTs made before a
 path's first WATCH are its initial lists; the LISTs after that are re-lists, extrapolated to an
 hour: LISTs/hour = initial + re-lists x 3600 / window. The goal for the watch caches is <= 1
 (the initial list only: watches resume from the last resourceVersion, bookmarks keep it fresh).
@@ -32,7 +34,7 @@ import time
 import types
 
 # KubeSpawner loads the default kubeconfig, whose path kubernetes_asyncio takes from $KUBECONFIG when
-# it is first imported: point it at the stand-in's (written once the stand-in serves) before that.
+# it is first imported: point it at the hub's (written once the cluster serves) before that.
 KUBECONFIG = pathlib.Path(tempfile.mkdtemp(prefix="idle-lists-")) / "kubeconfig"
 os.environ["KUBECONFIG"] = str(KUBECONFIG)
 
@@ -55,7 +57,7 @@ def per_path(records, path: str, window: float) -> dict:
             "per_hour": initial + (lists - initial) * 3600 / window}
 
 
-async def start_reflector(url: str, timeout: int | None):
+async def start_reflector(timeout: int | None):
     from jupyterhub.objects import Hub
     from kubespawner import KubeSpawner
     from traitlets.config import Config
@@ -65,14 +67,14 @@ async def start_reflector(url: str, timeout: int | None):
         config.PodReflector.timeout_seconds = timeout
     user = types.SimpleNamespace(name="idle@example.com", id=1, url="/user/idle/", settings={}, groups=[])
     spawner = KubeSpawner(config=config, user=user, hub=Hub(ip="127.0.0.1", port=8081, base_url="/hub/"),
-                          k8s_api_host=url, namespace=POD_NAMESPACE, api_token="idle-token",
+                          namespace=POD_NAMESPACE, api_token="idle-token",
                           oauth_client_id="jupyterhub-user-idle")
     reflector = await spawner._start_watching_pods()
     return KubeSpawner, reflector
 
 
 async def main(args) -> None:
-    server = Server({p: JOBS_PER_PROJECT for p in PROJECTS}, kubeconfig=KUBECONFIG)
+    server = Server({p: JOBS_PER_PROJECT for p in PROJECTS}, hub_kubeconfig=KUBECONFIG)
     try:
         kube = await new_kube(server.kubeconfig)
         backend = KubeBackend(kube, SETTINGS, watch_timeout=args.watch_timeout)
@@ -81,7 +83,7 @@ async def main(args) -> None:
         try:
             for project in PROJECTS:
                 await backend.list(project)  # starts its three caches
-            KubeSpawner, reflector = await start_reflector(server.url, args.reflector_timeout)
+            KubeSpawner, reflector = await start_reflector(args.reflector_timeout)
             await asyncio.sleep(max(0.0, args.seconds - (time.monotonic() - t0)))
             window = time.monotonic() - t0
             records = await server.requests()
@@ -97,7 +99,7 @@ async def main(args) -> None:
     pod_path = f"/api/v1/namespaces/{POD_NAMESPACE}/pods"
     rows = [("KubeBackend watch caches", args.watch_timeout, [per_path(records, p, window) for p in cache_paths]),
             ("KubeSpawner PodReflector", reflector.timeout_seconds, [per_path(records, pod_path, window)])]
-    print(f"\nidle watching for {window:.0f} s on one stand-in (its own process): {len(PROJECTS)} projects x "
+    print(f"\nidle watching for {window:.0f} s on one test cluster (its own process): {len(PROJECTS)} projects x "
           f"{len(KINDS)} kinds for the job backend, 1 namespace of pods for KubeSpawner\n")
     print(f"{'watcher':26} {'watch timeout':>13} {'window s':>8} {'kinds':>5} {'LIST':>5} {'WATCH':>6} "
           f"{'LISTs/hour/kind':>15}")

@@ -5,8 +5,8 @@ client, in one run.
     .venv/bin/python -m tests.bench.jobs_list [--jobs 5000] [--calls 200] [--baseline-calls 15]
                                               [--baseline-seconds 30]      (or: make bench)
 
-The stand-in runs in its own process (`tests.bench.jobs_env`), pre-filled before it serves: `--jobs`
-PyTorchJobs made by `kubeflow.job_manifest` from varied plans (machines, worker counts, runtimes,
+The test cluster (the real control plane, `tests.cluster`) runs in its own process
+(`tests.bench.jobs_env`), filled through the API before it serves: `--jobs` PyTorchJobs made by `kubeflow.job_manifest` from varied plans (machines, worker counts, runtimes,
 labels, owners) in one namespace, each with Training Operator conditions written through the
 ``/status`` subresource (QUEUED, PREPARING, RUNNING, SUCCEEDED, FAILED, suspended). This process
 then holds only what a notebook server would: the backend, its caches and the client.
@@ -18,7 +18,7 @@ then holds only what a notebook server would: the backend, its caches and the cl
   `--baseline-calls` calls or for `--baseline-seconds`, whichever ends first (one call moves the
   whole namespace as JSON, so it is far slower).
 
-Both are timed per call (wall clock, end to end); the stand-in's request log gives the API
+Both are timed per call (wall clock, end to end); the fault proxy's request log gives the API
 requests made during the measured cache calls (the goal: none).
 """
 
@@ -127,7 +127,7 @@ async def main(args) -> None:
     running = sum(1 for j in first if j["state"] == "RUNNING")
     same = [j["jobId"] for j in cache_page["jobs"]] == [j["jobId"] for j in base_page["jobs"]]
     c, b = summary(cache_ms), summary(base_ms)
-    print(f"\njobs list, {args.jobs} PyTorchJobs in one project (stand-in in its own process; started and filled in {filled:.1f} s; "
+    print(f"\njobs list, {args.jobs} PyTorchJobs in one project (test cluster in its own process; started and filled in {filled:.1f} s; "
           f"caches loaded in {warm:.2f} s)")
     print("states written: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) +
           f"; read back RUNNING: {running}")

@@ -5,33 +5,31 @@ per user, the layout PlatformSpawner's personal projects have).
 
     .venv/bin/python -m tests.bench.spawn [--spawns 64]      (or: make bench)
 
-The stand-in runs in its own process with a status-mode kubelet (pods go Running by themselves)
-on 10 DGX-like nodes with 7 MIG 1g.5gb slices each. For each spawner, N servers (N users) start
-at once; each start() is timed (hub side: from the call until the pod runs, which includes the
-same emulated scheduling for both), and the stand-in's request log gives API requests and writes
-per spawn. Round 1 is each user's first spawn (PlatformSpawner provisions a project namespace per
-user then); all servers stop, and round 2 is the later spawns. Capacity requests are the node
-and cluster-pod list/watch requests made during a round: the capacity view's two watches, not
-one per spawn.
+The test cluster (the real control plane built from tests/cluster: kube-apiserver, etcd, the
+controller-manager and the real scheduler, behind the fault proxy) runs in its own process
+(`tests.bench.jobs_env`) with a status-mode kubelet (bound pods go Running by themselves) on 10
+DGX-like nodes with 7 MIG 1g.5gb slices each. Every spawner acts as the hub's ServiceAccount of
+`helm-values/hub-rbac.yaml` (not as admin). For each spawner, N servers (N users) start at once;
+each start() is timed (hub side: from the call until the pod runs, which includes the same real
+scheduling for both), and the proxy's request log gives API requests and writes per spawn. Round
+1 is each user's first spawn (PlatformSpawner provisions a project namespace per user then); all
+servers stop, and round 2 is the later spawns. Capacity requests are the node and cluster-pod
+list/watch requests made during a round: the capacity view's two watches, not one per spawn.
+Hub CPU is this process's CPU time (the spawners, reflectors and caches: nothing of the
+cluster's); API CPU is kube-apiserver's and etcd's. A start that fails is counted, not timed.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import pathlib
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import types
 
-import aiohttp
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
 NODES = [{"name": f"dgx-{i:02d}", "allocatable": {"cpu": "256", "memory": "2Ti", "pods": "250",
                                                    "nvidia.com/mig-1g.5gb": "7"}, "taints": TAINT}
@@ -47,18 +45,7 @@ PLATFORM = {
 
 KINDS = ("stock KubeSpawner", "stock KubeSpawner, user namespaces", "PlatformSpawner",
          "PlatformSpawner, token in env")
-
-
-def start_standin(tmp: pathlib.Path):
-    nodes = tmp / "nodes.json"
-    nodes.write_text(json.dumps(NODES))
-    kubeconfig = tmp / "kubeconfig"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.kubeapi", "--kubelet", "status", "--nodes", str(nodes),
-                             "--kubeconfig", str(kubeconfig), "--bookmark-interval", "5"],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    url = line.split("serving on ")[1].split(";")[0].strip()
-    return proc, url, kubeconfig
+API_PROCESSES = ("kube-apiserver", "etcd")
 
 
 def user(i: int):  # each spawner kind gets users of its own, so every first spawn is a real first one
@@ -66,14 +53,14 @@ def user(i: int):  # each spawner kind gets users of its own, so every first spa
                                  admin=False, groups=[])
 
 
-def make(kind: str, url: str, i: int):
+def make(kind: str, i: int):
     from jupyterhub.objects import Hub
     from kubespawner import KubeSpawner
 
     from hub_ext.kube_spawner import PlatformSpawner
 
     hub = Hub(ip="127.0.0.1", port=8081, base_url="/hub/")
-    common = dict(user=user(i), hub=hub, k8s_api_host=url, api_token=f"token-{i}", oauth_client_id=f"c-{i}",
+    common = dict(user=user(i), hub=hub, api_token=f"token-{i}", oauth_client_id=f"c-{i}",
                   start_timeout=120, http_timeout=30, image="quay.io/jupyterhub/k8s-singleuser-sample:4.0.0",
                   cmd=["jupyterhub-singleuser"], events_enabled=True)
     if kind.startswith("stock KubeSpawner"):
@@ -86,53 +73,53 @@ def make(kind: str, url: str, i: int):
     return spawner
 
 
-async def control(url: str, method: str, action: str):
-    async with aiohttp.ClientSession() as s:
-        async with s.request(method, f"{url}/_standin/{action}") as r:
-            return await r.json() if method == "GET" else None
-
-
 def is_capacity(r) -> bool:
     """A request of the capacity view: nodes, or the cluster-wide list/watch of non-terminated pods."""
-    return r["path"] == "/api/v1/nodes" or (
-        r["path"] == "/api/v1/pods" and "status.phase" in r["query"].get("fieldSelector", ""))
+    return r.path == "/api/v1/nodes" or (
+        r.path == "/api/v1/pods" and "status.phase" in r.query.get("fieldSelector", ""))
 
 
 async def timed_round(spawners):
     async def one(sp):
         t = time.perf_counter()
-        await sp.start()
+        try:
+            await sp.start()
+        except Exception as e:  # a failed start is counted (and said once), not timed
+            return e
         return (time.perf_counter() - t) * 1000
     return await asyncio.gather(*(one(sp) for sp in spawners))
 
 
-def server_cpu() -> float:
-    """CPU seconds the stand-in process has used (user + system)."""
-    fields = pathlib.Path(f"/proc/{PROC.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+async def api_cpu(server) -> float:
+    cpu = await server.cpu()
+    return sum(cpu[name] for name in API_PROCESSES)
 
 
-async def run(kind: str, url: str, n: int) -> list[dict]:
+async def run(kind: str, server, n: int) -> list[dict]:
     from kubespawner import KubeSpawner
 
     from hub_ext.kube_spawner import PlatformSpawner
 
     rows = []
     offset = 1000 * KINDS.index(kind)
-    spawners = [make(kind, url, offset + i) for i in range(n)]
+    spawners = [make(kind, offset + i) for i in range(n)]
     for label in ("first spawn", "later spawn"):
-        await control(url, "DELETE", "requests")
-        cpu, server = time.process_time(), server_cpu()
-        times = await timed_round(spawners)
-        cpu, server = time.process_time() - cpu, server_cpu() - server
-        requests = await control(url, "GET", "requests")
-        writes = [r for r in requests if r["method"] in ("POST", "PUT", "PATCH", "DELETE")]
+        await server.clear_requests()
+        cpu, api = time.process_time(), await api_cpu(server)
+        results = await timed_round(spawners)
+        cpu, api = time.process_time() - cpu, await api_cpu(server) - api
+        requests = await server.requests()
+        times = [r for r in results if not isinstance(r, Exception)]
+        failures = [r for r in results if isinstance(r, Exception)]
+        if failures:
+            print(f"{kind}, {label}: {len(failures)} of {n} starts failed, e.g. {str(failures[0])[:300]}")
+        writes = [r for r in requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
         if os.environ.get("BENCH_DEBUG"):
-            print(kind, label, sorted({(r["method"], r["path"].split("/")[-1]) for r in writes}))
+            print(kind, label, sorted({(r.method, r.path.split("/")[-1]) for r in writes}))
         rows.append({"spawner": kind, "round": label, "median_ms": statistics.median(times),
                      "p95_ms": statistics.quantiles(times, n=20)[18], "requests": len(requests) / n,
                      "writes": len(writes) / n, "capacity_requests": sum(map(is_capacity, requests)),
-                     "hub_cpu_ms": cpu * 1000 / n, "api_cpu_ms": server * 1000 / n})
+                     "hub_cpu_ms": cpu * 1000 / n, "api_cpu_ms": api * 1000 / n, "failed": len(failures)})
         await asyncio.gather(*(sp.stop(now=True) for sp in spawners))
         await asyncio.sleep(1.0)  # the kubelet removes the pods
     await PlatformSpawner.stop_shared()
@@ -140,16 +127,19 @@ async def run(kind: str, url: str, n: int) -> list[dict]:
     return rows
 
 
-async def main(n: int) -> None:
+async def main(n: int, server) -> None:
     rows = []
     for kind in KINDS:
-        rows += await run(kind, URL, n)
-    print(f"\n{n} concurrent spawns per round, stand-in in its own process, status-mode kubelet\n")
-    print(f"{'spawner':30} {'round':12} {'median ms':>9} {'p95 ms':>8} {'hub CPU ms':>10} {'API CPU ms':>10} "
-          f"{'requests':>8} {'writes':>6} {'capacity req.':>13}")
+        rows += await run(kind, server, n)
+    print(f"\n{n} concurrent spawns per round; the real control plane (kube-apiserver, etcd, scheduler, "
+          "controller-manager) in its own process, status-mode kubelet; every spawner acts as the hub's "
+          "ServiceAccount\n")
+    print(f"{'spawner':34} {'round':12} {'median ms':>9} {'p95 ms':>8} {'hub CPU ms':>10} {'API CPU ms':>10} "
+          f"{'requests':>8} {'writes':>6} {'capacity req.':>13} {'failed':>6}")
     for r in rows:
-        print(f"{r['spawner']:30} {r['round']:12} {r['median_ms']:9.1f} {r['p95_ms']:8.1f} {r['hub_cpu_ms']:10.2f} "
-              f"{r['api_cpu_ms']:10.2f} {r['requests']:8.2f} {r['writes']:6.2f} {r['capacity_requests']:13d}")
+        print(f"{r['spawner']:34} {r['round']:12} {r['median_ms']:9.1f} {r['p95_ms']:8.1f} {r['hub_cpu_ms']:10.2f} "
+              f"{r['api_cpu_ms']:10.2f} {r['requests']:8.2f} {r['writes']:6.2f} {r['capacity_requests']:13d} "
+              f"{r['failed']:6d}")
     for baseline in KINDS[:2]:
         stock = {r["round"]: r for r in rows if r["spawner"] == baseline}
         for r in rows:
@@ -158,20 +148,29 @@ async def main(n: int) -> None:
                 print(f"{r['spawner']} / {baseline}, {r['round']}: wall ×{r['median_ms'] / base['median_ms']:.2f} "
                       f"(median), hub CPU ×{r['hub_cpu_ms'] / base['hub_cpu_ms']:.2f}, writes {r['writes']:.2f} vs "
                       f"{base['writes']:.2f} per spawn")
-    print("(per spawn: hub CPU = this process's CPU time (spawners, reflectors, caches) / spawns; API CPU = the "
-          "stand-in's; requests and writes = starts only; capacity req. = all node and cluster-pod list/watch "
-          "requests of the round)")
+    print("(per spawn: hub CPU = this process's CPU time (spawners, reflectors, caches) / spawns; API CPU = "
+          "kube-apiserver's and etcd's; requests and writes = starts only, through the fault proxy; capacity req. = "
+          "all node and cluster-pod list/watch requests of the round; failed = starts that raised, not timed)")
 
 
 if __name__ == "__main__":
+    import kubernetes_asyncio
+
+    from tests.bench.jobs_env import Server
+
     args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     args.add_argument("--spawns", type=int, default=64)
     n = args.parse_args().spawns
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix="spawn-bench-"))
-    PROC, URL, kubeconfig = start_standin(tmp)
-    os.environ["KUBECONFIG"] = str(kubeconfig)
+    if os.environ.get("BENCH_LOG"):  # the spawners' log (traitlets, kubespawner, mlplatform) to this file
+        import logging
+
+        logging.basicConfig(filename=os.environ["BENCH_LOG"], level=logging.INFO,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    hub_kubeconfig = pathlib.Path(tempfile.mkdtemp(prefix="spawn-bench-")) / "hub.kubeconfig"
+    server = Server(kubelet="status", nodes=NODES, hub_kubeconfig=hub_kubeconfig)
+    # KubeSpawner loads the default kubeconfig: the hub's ServiceAccount, not admin
+    kubernetes_asyncio.config.kube_config.KUBE_CONFIG_DEFAULT_LOCATION = str(hub_kubeconfig)
     try:
-        asyncio.run(main(n))
+        asyncio.run(main(n, server))
     finally:
-        PROC.terminate()
-        PROC.wait(10)
+        server.stop()

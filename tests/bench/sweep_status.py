@@ -5,8 +5,9 @@ Katib Experiment with 1,000 Trials, from the watch caches.
     .venv/bin/python -m tests.bench.sweep_status [--trials 1000] [--calls 200] [--changes 50]
                                                  (or: make bench)
 
-The stand-in runs in its own process (`tests.bench.jobs_env --sweep NS=N`), filled before it serves
-(`fill_sweep`): one Experiment made by `katib.experiment_manifest` from a 4-parameter sweep, with
+The test cluster (the real control plane, `tests.cluster`) runs in its own process
+(`tests.bench.jobs_env --sweep NS=N`), filled through the API before it serves (`fill_sweep`): one
+Experiment made by `katib.experiment_manifest` from a 4-parameter sweep, with
 Katib-shaped status, and `--trials` Trials as Katib's controllers leave them (labels,
 ownerReference, parameterAssignments, the full runSpec, conditions; observations on the completed
 ones: 70 % succeeded, 10 % failed, 20 % running). This process holds only the backend, its
@@ -18,7 +19,7 @@ caches and the client. Measured:
   the watch brings it into the cache, then one `get` is timed (the sweep's JSON is computed again
   over all its Trials), `--changes` times.
 
-API requests are counted from the stand-in's request log over each measured phase, leaving out
+API requests are counted from the fault proxy's request log over each measured phase, leaving out
 the watches and the bench's own PATCHes (the goal: none; ≤ 200 ms at p95).
 """
 
@@ -80,18 +81,22 @@ def trial_status(i: int, rng: random.Random, base: dt.datetime) -> dict:
     return status
 
 
-def fill_sweep(store, namespace: str, n: int, seed: int = 11) -> dict[str, int]:
-    """One Experiment with `n` Trials in `namespace` of a stand-in store (created, then /status written)."""
+async def fill_sweep(rest, namespace: str, n: int, seed: int = 11) -> dict[str, int]:
+    """One Experiment with `n` Trials in `namespace`, written through the API (`rest`: a
+    `tests.cluster.rest.Rest`): each object created, then its status written through ``/status``."""
+    from tests.bench.jobs_env import MERGE, bounded
+
     rng = random.Random(seed)
     p = plan(sweep_doc(n), namespace)
-    exp_rt, trial_rt = store.rt("kubeflow.org", "v1beta1", "experiments"), store.rt("kubeflow.org", "v1beta1", "trials")
+    base_path = f"/apis/kubeflow.org/v1beta1/namespaces/{namespace}"
     manifest = experiment_manifest(p, SETTINGS)
-    exp, _ = store.create(exp_rt, namespace, manifest)
+    exp = await rest.post(f"{base_path}/experiments", manifest)
     base = dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc)
     owner = {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment", "name": p.name,
              "uid": exp["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
     counts: dict[str, int] = {}
-    for i in range(n):
+    work = []
+    for i in range(n):  # every random choice first, in order: the same trials whatever the concurrency
         name = f"{p.name}-{''.join(rng.choice('abcdefghijklmnopqrstuvwxyz0123456789') for _ in range(8))}"
         values = {"lr": repr(10 ** rng.uniform(-4, -1)), "momentum": repr(rng.uniform(0.5, 0.99)),
                   "layers": str(rng.randint(2, 12)), "optimizer": rng.choice(("sgd", "adam", "lamb"))}
@@ -103,17 +108,20 @@ def fill_sweep(store, namespace: str, n: int, seed: int = 11) -> dict[str, int]:
                  "spec": {"objective": manifest["spec"]["objective"],
                           "parameterAssignments": [{"name": k, "value": v} for k, v in values.items()],
                           "runSpec": run_spec, "primaryContainerName": "pytorch", "retainRun": True}}
-        obj, _ = store.create(trial_rt, namespace, trial)
         status = trial_status(i, rng, base)
         state = status["conditions"][-1]["type"] if len(status["conditions"]) > 2 else "Running"
         counts[state] = counts.get(state, 0) + 1
-        store.replace(trial_rt, namespace, name, {**obj, "status": status}, subresource="status")
-    exp = store.get(exp_rt, namespace, p.name)
+        work.append((trial, status))
+
+    async def write(trial, status):
+        await rest.post(f"{base_path}/trials", trial)
+        await rest.patch(f"{base_path}/trials/{trial['metadata']['name']}/status", {"status": status}, MERGE)
+    await bounded(write(t, s) for t, s in work)
     when = base.strftime("%Y-%m-%dT%H:%M:%SZ")
-    store.replace(exp_rt, namespace, p.name, {**exp, "status": {
+    await rest.patch(f"{base_path}/experiments/{p.name}/status", {"status": {
         "startTime": when, "conditions": [_cond("Created", when), _cond("Running", when)], "trials": n,
         "trialsSucceeded": counts.get("Succeeded", 0), "trialsFailed": counts.get("Failed", 0),
-        "trialsRunning": counts.get("Running", 0)}}, subresource="status")
+        "trialsRunning": counts.get("Running", 0)}}, MERGE)
     return counts
 
 
@@ -175,7 +183,7 @@ async def main(args) -> None:
     states: dict[str, int] = {}
     for x in job["trainingOutput"]["trials"]:
         states[x["state"]] = states.get(x["state"], 0) + 1
-    print(f"\nsweep status, one Katib Experiment with {args.trials} Trials (stand-in in its own process; started and "
+    print(f"\nsweep status, one Katib Experiment with {args.trials} Trials (test cluster in its own process; started and "
           f"filled in {filled:.1f} s; first get, caches loaded, in {warm:.2f} s)")
     print(f"state {first['state']}; trials read back: " + ", ".join(f"{k} {v}" for k, v in sorted(states.items())))
     print(f"\n{'get (KubeBackend.get -> sweep_json)':44} {'calls':>5} {'p50 ms':>9} {'p95 ms':>9} {'max ms':>9} "

@@ -1,6 +1,8 @@
-"""Chromium through a real JupyterHub running PlatformSpawner against the stand-in (process-mode
-kubelet): alice adds a GCP credential on the hub's page, picks a MIG profile in her team project
-with that credential and a dataset, lands in JupyterLab, and a notebook finds the key file at its
+"""Chromium through a real JupyterHub running PlatformSpawner on the real control plane (the hub
+process acting as hub-rbac.yaml's ServiceAccount; pods bound by the real scheduler and run by the
+process-mode kubelet): alice adds a GCP credential on the hub's page, picks a MIG profile in her
+team project with that credential and a dataset (a PVC bound to a volume by the PV controller,
+whose directory holds the data), lands in JupyterLab, and a notebook finds the key file at its
 path, the dataset's files, and no key material in os.environ."""
 
 import json
@@ -10,9 +12,11 @@ import pytest
 
 from hub_ext.demo import DemoSecrets
 from tests.harness.browser import run_notebook, screenshot
-from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, kube_hub_config, pod_home, pvc_dir
+from tests.cluster.identities import hub_kubeconfig
+from tests.kube.platform_env import (CANARY, GCP_KEY, NODES, dataset_pvc, delete_projects, kube_hub_config, pod_home,
+                                     pvc_dir)
 
-pytestmark = [pytest.mark.browser, pytest.mark.standin_only]
+pytestmark = pytest.mark.browser
 
 CHECK = [
     "import json, os\n",
@@ -30,20 +34,22 @@ NOTEBOOK = {"cells": [{"cell_type": "code", "execution_count": None, "id": "chec
             "nbformat": 4, "nbformat_minor": 5}
 
 
-def test_credential_page_then_mig_spawn_with_credential_and_dataset(standin, hub_factory, browser_page, tmp_path):
+@pytest.fixture
+def projects(kube_cluster):
+    """Set up before the hub (so torn down after it): then the kubelets stop, the projects go."""
+    yield kube_cluster
+    for kubelet in list(kube_cluster.kubelets):
+        kubelet.stop()
+    delete_projects(kube_cluster)
+
+
+def test_credential_page_then_mig_spawn_with_credential_and_dataset(projects, hub_factory, browser_page, tmp_path):
+    cluster = projects
     workdir = tmp_path / "kubelet"
-    standin.kubelet("process", nodes=NODES, workdir=workdir)
-    kubeconfig = standin.write_kubeconfig(tmp_path / "kubeconfig")
+    cluster.kubelet("process", nodes=NODES, workdir=workdir)
     secrets = DemoSecrets.generate()
-    hub = hub_factory(kube_hub_config(standin, tmp_path / "state", secrets), env={"KUBECONFIG": str(kubeconfig)})
-    # a dataset the (future) loader has filled, in the team project
-    standin.call(lambda: standin.store.create(standin.store.rt("", "v1", "namespaces"), None,
-                                              {"metadata": {"name": "vision"}}))
-    standin.call(lambda: standin.store.create(standin.store.rt("", "v1", "persistentvolumeclaims"), "vision",
-                                              dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet")))
-    data = pvc_dir(workdir, "vision", "imagenet")
-    data.mkdir(parents=True)
-    (data / "README.txt").write_text("imagenet train split\n")
+    hub = hub_factory(kube_hub_config(tmp_path / "state", secrets),
+                      env={"KUBECONFIG": str(hub_kubeconfig(cluster, tmp_path / "hub.kubeconfig"))})
     page = browser_page
 
     page.goto(f"{hub.url}/hub/login")
@@ -52,6 +58,10 @@ def test_credential_page_then_mig_spawn_with_credential_and_dataset(standin, hub
     page.click("#login_submit")
     page.wait_for_url(re.compile(r"/hub/spawn"), timeout=60_000)
     page.wait_for_selector("text=Small GPU slice")
+    # the form provisioned alice's projects; a dataset the (future) loader has filled, in the team project
+    cluster.create("", "v1", "persistentvolumeclaims", "vision",
+                   dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
+    (pvc_dir(cluster, "vision", "imagenet") / "README.txt").write_text("imagenet train split\n")
 
     page.goto(f"{hub.url}/hub/mlplatform/credentials")
     page.select_option("#credential-project", "vision")
@@ -81,8 +91,8 @@ def test_credential_page_then_mig_spawn_with_credential_and_dataset(standin, hub
     page.wait_for_url(re.compile(r"/user/alice/"), timeout=120_000)
     page.wait_for_selector("#jp-main-dock-panel", timeout=120_000)
 
-    pod_name = next(p["metadata"]["name"] for p in standin.call(
-        lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "vision")))
+    pod_name = next(p["metadata"]["name"] for p in cluster.items("", "v1", "pods", "vision")
+                    if p["metadata"]["labels"].get("component") == "singleuser-server")
     (pod_home(workdir, "vision", pod_name) / "check.ipynb").write_text(json.dumps(NOTEBOOK))
     text = run_notebook(page, f"{hub.url}/user/alice/lab/tree/check.ipynb")
     assert text.splitlines() == ["key: trainer@vision-training.iam.gserviceaccount.com True 0o440",

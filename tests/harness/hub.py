@@ -272,12 +272,12 @@ _h.load_roles = (list(_h.load_roles) if "load_roles" in _h else []) + [
                 f"  {p.pid}: {p.cmdline}" for p in leftovers
             )
 
-    def restart(self) -> HubProcess:
+    def restart(self, sig: int = signal.SIGTERM) -> HubProcess:
         """Stop only the hub process (with ``cleanup_servers = False`` its servers keep running) and
         start it again on the same ports, database, token and marker, so `stop` still accounts for
-        every server either run started."""
+        every server either run started. ``sig=signal.SIGKILL``: the hub (and its proxy) crash."""
         try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
+            os.killpg(self.proc.pid, sig)
         except ProcessLookupError:
             pass
         self.proc.wait(self.stop_timeout)

@@ -1,35 +1,45 @@
-"""A real JupyterHub with PlatformSpawner against the stand-in (process-mode kubelet): credentials
-through the hub's REST API and page, a spawn into the team project with a MIG slice, a credential
-and a dataset, a training job from that notebook server mounting them (chosen from what the hub
-lists: the server reads no Secret), and a canary credential value that never shows up anywhere it
-should not."""
+"""A real JupyterHub with PlatformSpawner on the real control plane, the hub process acting as the
+ServiceAccount of `helm-values/hub-rbac.yaml` (its ``KUBECONFIG``), pods run by the process-mode
+kubelet: credentials through the hub's REST API and page, a spawn into the team project with a
+MIG slice, a credential and a dataset (a PVC bound by the real PV controller), a training job
+from that notebook server mounting them (chosen from what the hub lists: the server reads no
+Secret, and talks to Kubernetes as its pod's own identity, the project's ServiceAccount, from the
+kubeconfig the kubelet writes into the pod's home), and a canary credential value that never
+shows up anywhere it should not."""
 
 import json
+import pathlib
 import re
 import time
 
 import pytest
 import requests
+import yaml
 
 from hub_ext.demo import DemoSecrets
 from tests.hub.test_hub_harness import form_login
-from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, kube_hub_config
+from tests.cluster.identities import hub_kubeconfig
+from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, delete_projects, kube_hub_config
 
-pytestmark = [pytest.mark.hub, pytest.mark.standin_only]
+pytestmark = pytest.mark.hub
 CREDENTIALS = "/var/run/mlplatform/credentials"
 
 
 @pytest.fixture
-def kube_hub(standin, hub_factory, tmp_path):
-    kubeconfig = standin.write_kubeconfig(tmp_path / "kubeconfig")
-    # the notebook server in its pod reaches the API through this kubeconfig (the stand-in has no
-    # in-cluster ServiceAccount token); what it may mount comes from the hub
-    kubelet = standin.kubelet("process", nodes=NODES, workdir=tmp_path / "kubelet", env={"KUBECONFIG": str(kubeconfig)})
+def kube_hub(kube_cluster, hub_factory, tmp_path):
+    # the notebook server in its pod has no kubeconfig of ours: it acts as the pod's ServiceAccount
+    # (the kubelet's $HOME/.kube/config); what it may mount comes from the hub
+    kubelet = kube_cluster.kubelet("process", nodes=NODES, workdir=tmp_path / "kubelet")
     secrets = DemoSecrets.generate()
     # not the default mount root: a job's paths must come from the hub, not from the server's defaults
-    hub = hub_factory(kube_hub_config(standin, tmp_path / "state", secrets, credentials_mount_path=CREDENTIALS),
-                      env={"KUBECONFIG": str(kubeconfig)})
-    return hub, secrets, kubelet
+    hub = hub_factory(kube_hub_config(tmp_path / "state", secrets, credentials_mount_path=CREDENTIALS),
+                      env={"KUBECONFIG": str(hub_kubeconfig(kube_cluster, tmp_path / "hub.kubeconfig"))})
+    yield hub, secrets, kubelet
+    try:
+        hub.stop()  # the hub stops its servers (their pods) first
+    finally:
+        kubelet.stop()
+        delete_projects(kube_cluster)
 
 
 def token_for(hub, user):
@@ -56,8 +66,8 @@ def wait_ready(hub, user, timeout=120):
     raise AssertionError("the server did not become ready:\n" + hub.log_tail(80))
 
 
-def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, standin):
-    hub, _, _ = kube_hub
+def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, kube_cluster):
+    hub, _, kubelet = kube_hub
     alice = token_for(hub, "alice")
     # a credential goes in through REST (the hub creates the project first if it must)
     r = call(hub, "GET", "/mlplatform/users/alice/projects", alice)
@@ -75,18 +85,25 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
     assert ok.status_code == 201, ok.text
     assert ok.json() == {"project": "vision", "name": "training-sa", "type": "gcp-credential",
                          "description": "trainer service account"}
-    assert standin.get("", "v1", "secrets", "vision", "training-sa")["type"] == "gcp-credential"
-    standin.call(lambda: standin.store.create(standin.store.rt("", "v1", "persistentvolumeclaims"), "vision",
-                                              dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet")))
+    assert kube_cluster.get("", "v1", "secrets", "vision", "training-sa")["type"] == "gcp-credential"
+    kube_cluster.create("", "v1", "persistentvolumeclaims", "vision",
+                        dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
 
     r = call(hub, "POST", "/users/alice/server", alice,
              json={"project": "vision", "profile": "mig-1g", "credentials": ["training-sa"], "datasets": ["imagenet"]})
     assert r.status_code in (201, 202), r.text
     wait_ready(hub, "alice")
-    (pod,) = [p for p in standin.call(lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "vision"))
+    (pod,) = [p for p in kube_cluster.items("", "v1", "pods", "vision")
               if p["metadata"]["labels"].get("component") == "singleuser-server"]
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
     assert limits["nvidia.com/mig-1g.5gb"] == "1" and pod["spec"]["nodeName"] == "dgx-mig"
+    # the notebook server has no kubeconfig of ours: only its pod's ServiceAccount token
+    (server,) = kubelet.processes("vision", pod["metadata"]["name"])
+    environ = pathlib.Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
+    assert not [e for e in environ if e.startswith(b"KUBECONFIG=")]
+    home = dict(e.decode().split("=", 1) for e in environ if e.startswith(b"HOME="))["HOME"]
+    (user,) = yaml.safe_load(pathlib.Path(home, ".kube", "config").read_text())["users"]
+    assert list(user["user"]) == ["tokenFile"] and pod["spec"]["serviceAccountName"] == "mlplatform-runner"
 
     answers = [call(hub, "GET", f"/mlplatform/users/alice/{what}", alice)
                for what in ("credentials", "datasets", "capacity", "projects", "catalog")]
@@ -96,7 +113,7 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
     assert answers[1].json()["datasets"][0]["source"] == "gs://vision-data/imagenet"
     assert answers[2].json()["accelerators"]["1g.5gb"] == {"free": 1, "total": 2}
     assert {p["name"]: p["in_use"] for p in answers[3].json()["projects"]}["vision"] == {"1g.5gb": 1}
-    events = standin.call(lambda: standin.store.items(standin.store.rt("", "v1", "events"), "vision"))
+    events = kube_cluster.items("", "v1", "events", "vision")
     seen = json.dumps([pod, events]) + "".join(a.text for a in answers) + hub.log_text()
     canary = CANARY.replace("-", "")
     assert canary not in seen
@@ -113,7 +130,7 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
     assert refused.status_code == 403 and "prod-sa" in refused.json()["error"]["message"], refused.text
     r = requests.post(jobs, json=body, headers=headers, timeout=60)
     assert r.status_code == 200, r.text
-    job = standin.get("kubeflow.org", "v1", "tfjobs", "vision", "mounted")  # AI Platform's default: TensorFlow
+    job = kube_cluster.get("kubeflow.org", "v1", "tfjobs", "vision", "mounted")  # AI Platform's default: TensorFlow
     (replica,) = job["spec"]["tfReplicaSpecs"].values()
     spec = replica["template"]["spec"]
     env = {e["name"]: e.get("value") for e in spec["containers"][0]["env"]}
@@ -132,10 +149,10 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, sta
         time.sleep(0.3)
     assert call(hub, "DELETE", "/mlplatform/users/alice/projects/vision/credentials/training-sa",
                 alice).status_code == 204
-    assert standin.get("", "v1", "secrets", "vision", "training-sa") is None
+    assert kube_cluster.get("", "v1", "secrets", "vision", "training-sa") is None
 
 
-def test_the_credentials_page_adds_and_deletes_without_echoing(kube_hub, standin):
+def test_the_credentials_page_adds_and_deletes_without_echoing(kube_hub, kube_cluster):
     hub, secrets, _ = kube_hub
     session, r = form_login(hub.url, "alice", secrets.user_password)
     assert r.status_code == 302
@@ -157,4 +174,4 @@ def test_the_credentials_page_adds_and_deletes_without_echoing(kube_hub, standin
     r = session.post(f"{hub.url}/hub/mlplatform/credentials", timeout=60, data={
         "_xsrf": xsrf, "action": "delete", "project": "vision", "name": "sa"})
     assert r.status_code == 200 and 'data-credential="sa"' not in r.text
-    assert standin.get("", "v1", "secrets", "vision", "sa") is None
+    assert kube_cluster.get("", "v1", "secrets", "vision", "sa") is None

@@ -1,6 +1,8 @@
-"""KubeSpawner (the released 7.x) against the stand-in: in-process, in a separate process using the
-written kubeconfig, and inside a real JupyterHub whose user server really starts through the
-process-mode kubelet and answers through configurable-http-proxy."""
+"""KubeSpawner (the released 7.x) on the real control plane, acting as the hub's ServiceAccount of
+`helm-values/hub-rbac.yaml` (not as admin): in-process, in a separate process using the written
+kubeconfig, and inside a real JupyterHub whose user server really starts through the
+process-mode kubelet and answers through configurable-http-proxy. Each test spawns into its own
+namespace (`kube_target`); the pods are bound by the real scheduler to the test kubelet's node."""
 
 import asyncio
 import json
@@ -8,12 +10,16 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import types
 
 import pytest
 import requests
 
-pytestmark = [pytest.mark.kube, pytest.mark.standin_only]
+from tests.cluster.identities import HUB_USER
+from tests.kube.platform_env import hub_identity, whoami
+
+pytestmark = pytest.mark.kube
 
 
 def make_user(name: str, uid: int = 1):
@@ -21,48 +27,55 @@ def make_user(name: str, uid: int = 1):
 
 
 @pytest.fixture
-async def kubespawner_cleanup():
+async def hub(kube_cluster, kube_target, tmp_path, monkeypatch):
+    """KubeSpawner acts as the hub's ServiceAccount; yields (the hub's kubeconfig, the namespace)."""
     from kubespawner import KubeSpawner
 
-    yield KubeSpawner
+    kubeconfig = hub_identity(kube_cluster, tmp_path / "hub.kubeconfig", monkeypatch)
+    yield kubeconfig, kube_target.namespace
     await KubeSpawner._stop_all_reflectors()
 
 
-async def _spawner(KubeSpawner, standin, name, **traits):
+def _spawner(namespace, name, **traits):
     from jupyterhub.objects import Hub
+    from kubespawner import KubeSpawner
 
     hub = Hub(ip="127.0.0.1", port=8081, base_url="/hub/")
-    return KubeSpawner(user=make_user(name), hub=hub, k8s_api_host=standin.url, namespace="default",
-                       api_token="t0k3n", oauth_client_id=f"jupyterhub-user-{name}", start_timeout=30,
-                       http_timeout=10, **traits)
+    return KubeSpawner(user=make_user(name), hub=hub, namespace=namespace, api_token="t0k3n",
+                       oauth_client_id=f"jupyterhub-user-{name}", start_timeout=30, http_timeout=10, **traits)
+
+
+def server_pods(cluster, namespace):
+    return [p for p in cluster.items("", "v1", "pods", namespace)
+            if (p["metadata"].get("labels") or {}).get("component") == "singleuser-server"]
 
 
 @pytest.mark.parametrize("name", ["alice@example.com", "x" * 70])
-async def test_start_poll_stop_in_process(standin, kubespawner_cleanup, name):
-    KubeSpawner = kubespawner_cleanup
-    standin.kubelet()
-    spawner = await _spawner(KubeSpawner, standin, name)
+async def test_start_poll_stop_in_process(kube_cluster, hub, name):
+    _, ns = hub
+    kube_cluster.kubelet()
+    spawner = _spawner(ns, name)
+    assert await whoami(spawner.api.api_client) == HUB_USER
     url = await spawner.start()
-    assert url.startswith("http://127.77.") and url.endswith(":8888")
+    (pod,) = server_pods(kube_cluster, ns)
+    assert url == f"http://{pod['status']['podIP']}:8888" and pod["status"]["podIP"].startswith("127.")
     assert await spawner.poll() is None
-    pods = standin.call(lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "default"))
-    (pod,) = [p for p in pods if p["metadata"]["labels"].get("component") == "singleuser-server"]
     assert len(pod["metadata"]["name"]) <= 63
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
     assert env["JUPYTERHUB_USER"] == name
     await spawner.stop()
     assert await spawner.poll() == 1
-    assert standin.get("", "v1", "pods", "default", pod["metadata"]["name"]) is None
+    assert kube_cluster.get("", "v1", "pods", ns, pod["metadata"]["name"]) is None
 
 
-async def test_reflector_survives_cut_watches_and_api_errors(standin, kubespawner_cleanup):
-    KubeSpawner = kubespawner_cleanup
-    standin.kubelet()
-    first = await _spawner(KubeSpawner, standin, "bob")
+async def test_reflector_survives_cut_watches_and_api_errors(kube_cluster, hub):
+    _, ns = hub
+    kube_cluster.kubelet()
+    first = _spawner(ns, "bob")
     await first.start()
-    standin.cut_watches()
-    standin.inject_fault("GET", "/api/v1/namespaces/default/pods", status=500, count=1)
-    second = await _spawner(KubeSpawner, standin, "carol")
+    assert kube_cluster.cut_watches() >= 2  # the pod and event reflectors' watches
+    kube_cluster.inject_fault("GET", f"/api/v1/namespaces/{ns}/pods", status=500, count=1)
+    second = _spawner(ns, "carol")
     await second.start()  # the pod reflector restarted its watch and still sees new pods
     assert await second.poll() is None and await first.poll() is None
     await first.stop()
@@ -70,15 +83,15 @@ async def test_reflector_survives_cut_watches_and_api_errors(standin, kubespawne
 
 
 DRIVER = textwrap.dedent("""
-    import asyncio, json, types
+    import asyncio, json, os, types
     from jupyterhub.objects import Hub
     from kubespawner import KubeSpawner
 
     async def main():
         user = types.SimpleNamespace(name="dave", id=4, url="/user/dave/", settings={}, groups=[])
         hub = Hub(ip="127.0.0.1", port=8081, base_url="/hub/")
-        sp = KubeSpawner(user=user, hub=hub, namespace="default", api_token="x", oauth_client_id="c",
-                         start_timeout=30, http_timeout=10)
+        sp = KubeSpawner(user=user, hub=hub, namespace=os.environ["SPAWN_NAMESPACE"], api_token="x",
+                         oauth_client_id="c", start_timeout=30, http_timeout=10)
         url = await sp.start()
         polled = await sp.poll()
         await sp.stop()
@@ -90,29 +103,32 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-async def test_spawner_in_a_separate_process_uses_the_written_kubeconfig(standin, tmp_path):
-    standin.kubelet()
-    kubeconfig = standin.write_kubeconfig(tmp_path / "kubeconfig")
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+async def test_spawner_in_a_separate_process_uses_the_written_kubeconfig(kube_cluster, hub):
+    kubeconfig, ns = hub
+    kube_cluster.kubelet()
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "SPAWN_NAMESPACE": ns}
     proc = await asyncio.to_thread(subprocess.run, [sys.executable, "-c", DRIVER], env=env, capture_output=True,
                                    text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["url"].startswith("http://127.77.") and result["poll"] is None and result["after"] == 1
-    assert standin.requests("POST", "/api/v1/namespaces/default/pods")
-    assert standin.requests("DELETE", "/api/v1/namespaces/default/pods/")
+    assert result["url"].startswith("http://127.") and result["poll"] is None and result["after"] == 1
+    assert kube_cluster.requests("POST", f"/api/v1/namespaces/{ns}/pods")
+    assert kube_cluster.requests("DELETE", f"/api/v1/namespaces/{ns}/pods/")
 
 
-def test_real_jupyterhub_spawns_a_real_server_through_kubespawner(standin, hub_factory, tmp_path):
-    kubelet = standin.kubelet("process", workdir=tmp_path / "pods")
-    kubeconfig = standin.write_kubeconfig(tmp_path / "kubeconfig")
+def test_real_jupyterhub_spawns_a_real_server_through_kubespawner(kube_cluster, kube_target, hub_factory, tmp_path):
+    from tests.cluster.identities import hub_kubeconfig
+
+    ns = kube_target.namespace
+    kubelet = kube_cluster.kubelet("process", workdir=tmp_path / "pods")
+    kubeconfig = hub_kubeconfig(kube_cluster, tmp_path / "hub.kubeconfig")  # the hub process's identity
     args = ["--ServerApp.allow_root=True"] if os.geteuid() == 0 else []
     config = {
         "JupyterHub": {"spawner_class": "kubespawner.KubeSpawner", "authenticator_class": "dummy",
                        "cleanup_servers": True},
         "Authenticator": {"allow_all": True},
-        "KubeSpawner": {"namespace": "default", "cmd": ["jupyterhub-singleuser"], "args": args, "start_timeout": 90, "http_timeout": 60,
-                        "image": "quay.io/jupyterhub/k8s-singleuser-sample:4.0.0"},
+        "KubeSpawner": {"namespace": ns, "cmd": ["jupyterhub-singleuser"], "args": args, "start_timeout": 90,
+                        "http_timeout": 60, "image": "quay.io/jupyterhub/k8s-singleuser-sample:4.0.0"},
     }
     hub = hub_factory(config, env={"KUBECONFIG": str(kubeconfig)})
     user = "erin@example.com"
@@ -124,15 +140,14 @@ def test_real_jupyterhub_spawns_a_real_server_through_kubespawner(standin, hub_f
                           timeout=30)
     assert status.status_code == 200, status.text
     assert "started" in status.json()
-    pods = standin.call(lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "default"))
-    (pod,) = pods
-    assert pod["status"]["podIP"].startswith("127.77.")
-    assert kubelet.kubelet._procs  # a real process serves it
+    (pod,) = server_pods(kube_cluster, ns)
+    assert pod["status"]["podIP"].startswith("127.")
+    assert kubelet.processes(ns, pod["metadata"]["name"])  # a real process serves it
     assert hub.api("DELETE", f"/users/{user}/server").status_code in (202, 204)
     for _ in range(120):
-        if not standin.call(lambda: standin.store.items(standin.store.rt("", "v1", "pods"), "default")):
+        if not kube_cluster.items("", "v1", "pods", ns):
             break
-        import time
         time.sleep(0.5)
+    assert not kube_cluster.items("", "v1", "pods", ns)
     assert not kubelet.kubelet._procs
     hub.stop()
