@@ -100,4 +100,4 @@ def test_the_token_policy_covers_every_way_a_pod_refers_to_a_secret():
     for reference in ("v.secret.secretName", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name",
                       "initContainers", "ephemeralContainers"):
         assert reference in text
-    # (the CEL itself is evaluated by a real API server only: the stand-in has no admission policies)
+    # (the CEL itself is evaluated by the real API server: tests/kube/test_hub_token_policy.py)

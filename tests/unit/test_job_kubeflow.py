@@ -18,7 +18,7 @@ from server_ext.jobs.kubeflow import (CANCEL_ANNOTATION, RUN_MODULE, SPEC_ANNOTA
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import JOB_ID_ANNOTATION, Job, parse_job
 from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job, with_package
-from tests.kubeapi.schema import prune, validate
+from tests.cluster.crd_schema import prune, validate
 from tests.unit.golden import assert_golden
 
 pytestmark = pytest.mark.unit

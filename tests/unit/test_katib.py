@@ -20,7 +20,7 @@ from server_ext.jobs import katib, metric_reports
 from server_ext.jobs.hptuning import parse_spec
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import plan_job
-from tests.kubeapi.schema import prune, validate
+from tests.cluster.crd_schema import prune, validate
 from tests.unit.test_job_kubeflow import (GCP, MODULE, PLAN_SETTINGS, SETTINGS, check_kubernetes,
                                           kubernetes_expand)
 from tests.unit.golden import assert_golden

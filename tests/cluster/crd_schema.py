@@ -1,10 +1,12 @@
-"""Structural-schema pruning and validation of custom objects, as kube-apiserver does for CRDs.
+"""Structural-schema pruning and validation of custom objects, offline, as kube-apiserver does
+for CRDs: the unit tier checks what the platform emits against the published CRDs without a
+cluster (the kube tier sends the same objects to the real API server).
 
 `prune(obj, schema)` drops fields the schema does not declare (unless a level has
 `x-kubernetes-preserve-unknown-fields`) and nulls where the schema is not `nullable`, returning the
 dotted paths it dropped (served as `Warning` headers, or refused under `fieldValidation=Strict`).
 `validate(obj, schema)` returns `(field, reason, message)` causes for a 422 Invalid. CEL rules
-(`x-kubernetes-validations`) are not evaluated: the stand-in documents this gap.
+(`x-kubernetes-validations`) are not evaluated here; the real API server evaluates them.
 """
 
 from __future__ import annotations
