@@ -81,3 +81,14 @@ def lists(kube_cluster, label_selector: str, since: int = 0) -> list[str]:
     return [r.path for r in kube_cluster.requests()[since:]
             if r.method == "GET" and r.query.get("labelSelector") == label_selector and
             r.query.get("watch", "").lower() not in ("true", "1")]
+
+
+async def until(check, timeout: float = 20, what: str = ""):
+    """Poll the plain function `check` until it answers something true, and return that; fail
+    naming `what` (or the function) after `timeout` seconds."""
+    for _ in range(int(timeout / 0.05)):
+        result = check()
+        if result:
+            return result
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or check}")

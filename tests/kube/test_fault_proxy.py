@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.kube.client import Failure, Kube
+from tests.kube.job_env import until
 
 pytestmark = pytest.mark.kube
 
@@ -29,13 +30,6 @@ async def client(kubeconfig, ns) -> Kube:
     k = Kube("async", await kubernetes_asyncio.config.new_client_from_config(config_file=str(kubeconfig)))
     k.ns = ns
     return k
-
-
-async def until(pred, timeout=10.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while not pred():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 # ---- faults and the request log -----------------------------------------------------------------

@@ -18,7 +18,7 @@ from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.kube_backend import SELECTOR, KubeBackend
 from server_ext.jobs.kubeflow import job_manifest, resource_path
 from server_ext.jobs.status import job_json
-from tests.kube.job_env import SETTINGS, lists, plan, pod, pods, pytorch_doc, single_doc, state, tf_doc
+from tests.kube.job_env import SETTINGS, lists, plan, pod, pods, pytorch_doc, single_doc, state, tf_doc, until
 
 pytestmark = pytest.mark.kube
 JOB_LABEL = "training.kubeflow.org/job-name"
@@ -32,15 +32,6 @@ async def other_project(kube, kube_target):
     await kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
     yield name
     await kube.delete(f"/api/v1/namespaces/{name}")
-
-
-async def until(check, timeout: float = 10):
-    for _ in range(int(timeout / 0.05)):
-        result = check()
-        if result:
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {check}")
 
 
 def kept(sent, stored) -> bool:

@@ -24,7 +24,7 @@ from hub_ext.errors import UserInputError
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs import katib as katib_mapping
 from server_ext.jobs.native_experiment import native_experiment
-from tests.kube.job_env import plan, pods, pytorch_doc, state
+from tests.kube.job_env import plan, pods, pytorch_doc, state, until
 from tests.kube.katib_controller import EXPERIMENT_LABEL, KatibController, completed
 from tests.unit.test_job_kubeflow import kubernetes_expand
 
@@ -82,15 +82,6 @@ def trials_of(kube_cluster, ns: str, experiment: str) -> list[dict]:
     found = kube_cluster.items("kubeflow.org", "v1beta1", "trials", ns,
                                labelSelector=f"{EXPERIMENT_LABEL}={experiment}")
     return sorted(found, key=lambda t: (t["metadata"]["creationTimestamp"], t["metadata"]["name"]))
-
-
-async def until(check, timeout: float = 10):
-    for _ in range(int(timeout / 0.05)):
-        result = check()
-        if result:
-            return result
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {check}")
 
 
 def master(kube_cluster, ns: str, trial: str) -> dict | None:

@@ -30,7 +30,7 @@ from server_ext.widgets.sync import JobsPoll
 from server_ext.widgets.views import JobDetail, JobsTable
 from tests.bench.widget_traffic import TRAFFIC, RecordingComm, from_view
 from tests.harness.lab import NotebookServer
-from tests.kube.job_env import NODES, pods
+from tests.kube.job_env import NODES, pods, until
 
 pytestmark = pytest.mark.kube
 JOBS = [f"watched_{i}" for i in range(7)]
@@ -63,14 +63,6 @@ def job_doc(job_id: str) -> dict:
 
 def is_watch(record) -> bool:
     return (record.query.get("watch") or "").lower() in ("true", "1")
-
-
-async def until(check, timeout: float = 20, what: str = ""):
-    deadline = time.monotonic() + timeout
-    while not (result := check()):
-        assert time.monotonic() < deadline, f"timed out waiting for {what or check}"
-        await asyncio.sleep(0.05)
-    return result
 
 
 @pytest.fixture
