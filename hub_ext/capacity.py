@@ -9,7 +9,8 @@ limit). Pods that are not bound to a node yet use nothing.
 
 `usage` counts what one namespace's non-terminated pods hold, per accelerator: a pod is counted
 against the accelerator whose resource it requests and whose node selector its own node
-selector includes (the most specific one wins).
+selector includes (the most specific one wins). `quota_has_room` says whether a ResourceQuota's
+``status.hard`` leaves room for `count` more of an accelerator's resource beyond that usage.
 """
 
 from __future__ import annotations
@@ -105,3 +106,12 @@ def usage(accelerators: Mapping[str, Accelerator], pods: Iterable[dict], namespa
         if found:
             out[found[0].name] = out.get(found[0].name, 0) + found[1]
     return out
+
+
+def quota_has_room(quota: dict | None, used: Mapping[str, int], accelerators: Mapping[str, Accelerator],
+                   acc: Accelerator, count: int) -> bool:
+    """Whether `quota` (a ResourceQuota) caps `acc`'s resource at no less than what `used` (per
+    accelerator, as `usage` counts) holds of that resource plus `count`."""
+    hard = str(((quota or {}).get("status") or {}).get("hard", {}).get(f"requests.{acc.resource}", ""))
+    in_use = sum(n for name, n in used.items() if accelerators[name].resource == acc.resource)
+    return hard.isdigit() and in_use + count <= int(hard)

@@ -36,6 +36,7 @@ from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Dict, Enum, Float, Unicode, default
 
+from .capacity import quota_has_room
 from .cluster import ClusterView, ProjectResources
 from .credentials import MANAGED_BY
 from .entitlements import Project
@@ -425,9 +426,7 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
             quota = await self.shared.kube.get(path_of("ResourceQuota", self.namespace, QUOTA))
         except (ApiException, asyncio.TimeoutError, OSError):
             return False
-        hard = str(((quota or {}).get("status") or {}).get("hard", {}).get(f"requests.{acc.resource}", ""))
-        in_use = sum(n for name, n in used.items() if accelerators[name].resource == acc.resource)
-        return hard.isdigit() and in_use + plan.count <= int(hard)
+        return quota_has_room(quota, used, accelerators, acc, plan.count)
 
     def _pod_refusal(self, e: ApiException) -> tuple[int, str]:
         text = reason(e)
