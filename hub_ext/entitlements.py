@@ -62,6 +62,7 @@ class Project:
     personal: bool
     profiles: frozenset[str]
     limits: Mapping[str, int] | None  # None: unlimited (admins)
+    owner: str = ""  # "user:<hub username>" (personal) or "group:<group>" (team): recorded on its namespace
 
 
 def personal_project_name(username: str) -> str:
@@ -137,16 +138,17 @@ def projects_for(ent: Entitlements, username: str, groups: Iterable[str], admin:
     grants = [ent.everyone] + [g for name, g in ent.groups.items() if name in groups]
     if admin:
         all_profiles = frozenset().union(*(g.profiles for g in [ent.everyone, *ent.groups.values()]))
-        personal = Project(personal_project_name(username), "Personal", True, all_profiles, None)
-        teams = [Project(t.name, t.display_name, False, all_profiles, None) for t in ent.teams.values()]
+        personal = Project(personal_project_name(username), "Personal", True, all_profiles, None, f"user:{username}")
+        teams = [Project(t.name, t.display_name, False, all_profiles, None, f"group:{t.group}")
+                 for t in ent.teams.values()]
     else:
         limits: dict[str, int] = {}
         for g in grants:
             for acc, n in g.limits.items():
                 limits[acc] = max(limits.get(acc, 0), n)
         profiles = frozenset().union(*(g.profiles for g in grants))
-        personal = Project(personal_project_name(username), "Personal", True, profiles, limits)
-        teams = [Project(t.name, t.display_name, False, t.grant.profiles, dict(t.grant.limits))
+        personal = Project(personal_project_name(username), "Personal", True, profiles, limits, f"user:{username}")
+        teams = [Project(t.name, t.display_name, False, t.grant.profiles, dict(t.grant.limits), f"group:{t.group}")
                  for t in ent.teams.values() if t.group in groups]
     return [personal] + sorted(teams, key=lambda p: p.name)
 

@@ -43,7 +43,9 @@ ALL = frozenset({"cpu", "mig", "gpu"})
 ])
 def test_projects_for(user, groups, admin, expected):
     names = [personal_project_name(user)] + (["vision"] if len(expected) > 1 else [])
-    assert projects_for(ENT, user, groups, admin) == [Project(n, *e) for n, e in zip(names, expected)]
+    owners = [f"user:{user}", "group:vision"]
+    assert projects_for(ENT, user, groups, admin) == [Project(n, *e, owner=o)
+                                                      for n, e, o in zip(names, expected, owners)]
 
 
 def test_personal_project_names_are_dns_labels_without_collisions():
