@@ -13,6 +13,27 @@ page, the REST API and (later) the admission webhook, which sees only a Secret's
 `files_from_fields` turns what a user types (a pasted JSON key; AWS key fields) into those
 files; `validate_files` checks files from anywhere. Errors name the field and what is wrong and
 never contain any part of the submitted value. `secret_manifest` builds the Secret.
+
+Names (`check_name`): a credential is a Secret in its project's namespace, so it may not take a
+name the platform uses there, now or later; refused (on ``name``) are names
+
+- starting ``mlplatform-`` (`RESERVED_PREFIXES`): every object the hub keeps in a project
+  (`hub_ext.tenancy`: the ServiceAccount ``mlplatform-runner``, Role, member RoleBindings,
+  quota, the ``mlplatform-catalog`` ConfigMap) and any it adds later;
+- starting ``jupyter-``: KubeSpawner names notebook pods ``jupyter-<user>[--<server>]`` and the
+  Secrets it makes for them after the pod (its internal-SSL Secret is named like the pod);
+- ending ``-hub-token`` (`RESERVED_SUFFIXES`): a notebook server's hub token, ``<pod>-hub-token``;
+- ending ``-package``: a job's trainer package ConfigMap, ``<job>-package``
+  (`server_ext.jobs.package`); a ConfigMap and a Secret may share a name in Kubernetes, but a
+  credential that reads like a job's package is refused all the same.
+
+Kubernetes' own names in a namespace (``default``, ``kube-root-ca.crt``) are a ServiceAccount and
+a ConfigMap, not Secrets, or cannot be credential names (dots). Admission policies that keep
+project pods off platform Secrets refuse the same patterns (a unit test holds them together).
+
+Deleting (`check_may_delete`): a credential in a team project belongs to the team (any member
+may mount it), but only its creator (the ``mlplatform.io/created-by`` annotation the hub writes)
+or a hub admin may delete it; one without the annotation (made outside the hub) only an admin.
 """
 
 from __future__ import annotations
@@ -35,6 +56,8 @@ DESCRIPTION = "mlplatform.io/description"
 CREATED_BY = "mlplatform.io/created-by"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
 FILES = {GCP: ("key.json",), AWS: ("credentials", "config")}
+RESERVED_PREFIXES = ("mlplatform-", "jupyter-")
+RESERVED_SUFFIXES = ("-hub-token", "-package")
 
 _PROJECT_ID = re.compile(r"[a-z][-a-z0-9]{4,28}[a-z0-9]")
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[A-Za-z]{2,}")
@@ -51,11 +74,38 @@ class CredentialFiles:
     files: Mapping[str, str]  # file name → content
 
 
-def check_name(name: Any, field_name: str = "name") -> str:
+def check_name(name: Any, field_name: str = "name", new: bool = True) -> str:
+    """A valid credential name; a `new` one (to be created) must not be reserved. An existing one
+    may be (made before a pattern was reserved), so that it can still be named to delete it."""
     if not isinstance(name, str) or not CREDENTIAL_NAME.fullmatch(name):
         raise UserInputError(field_name, "must be 1-40 lower-case letters, digits or '-', starting and ending "
                                          "with a letter or digit")
+    if not new:
+        return name
+    for prefix in RESERVED_PREFIXES:
+        if name.startswith(prefix):
+            raise UserInputError(field_name, f"may not start with {prefix!r}: the platform names its own objects so")
+    for suffix in RESERVED_SUFFIXES:
+        if name.endswith(suffix):
+            raise UserInputError(field_name, f"may not end with {suffix!r}: the platform names its own objects so")
     return name
+
+
+def is_reserved(name: str) -> bool:
+    """True for a name the platform uses or may use in a project (see the module docstring)."""
+    return name.startswith(RESERVED_PREFIXES) or name.endswith(RESERVED_SUFFIXES)
+
+
+def check_may_delete(name: str, created_by: str | None, username: str, admin: bool) -> None:
+    """Allow `username` to delete the credential `name` whose Secret records `created_by` (None:
+    no annotation), or raise `UserInputError` on ``name`` (403)."""
+    if admin or (created_by and created_by == username):
+        return
+    if created_by:
+        raise UserInputError("name", f"the credential {name!r} belongs to the project, but only its creator "
+                                     f"{created_by} or an administrator may delete it", 403)
+    raise UserInputError("name", f"the credential {name!r} was not made through the hub; only an administrator may "
+                                 "delete it", 403)
 
 
 def check_kind(kind: Any, field_name: str = "type") -> str:

@@ -12,7 +12,7 @@ Configuration (name-keyed by JupyterHub group, parsed once into frozen objects):
 Rules:
 
 - Every user has a personal project, ``user-<slug>`` (KubeSpawner's safe slug: valid DNS
-  label, no collisions). Its profiles are the union of ``everyone`` and the user's groups'
+  label, no collisions, hashed when shortened; see `personal_project_name`). Its profiles are the union of ``everyone`` and the user's groups'
   profiles; its limit per accelerator is the largest any of those grants allows.
 - A group with ``project`` has a team project that all its members may use, with that group's
   profiles and limits; a team project's limits are shared by all its members.
@@ -65,8 +65,21 @@ class Project:
     owner: str = ""  # "user:<hub username>" (personal) or "group:<group>" (team): recorded on its namespace
 
 
+_PERSONAL_SLUG_MAX = 63 - len("user-")
+
+
 def personal_project_name(username: str) -> str:
-    return f"user-{safe_slug(username)}"[:63].rstrip("-")
+    """``user-<slug>``: a DNS label that no other username gets. A slug that fits (every username
+    up to 58 characters, and every hashed one: KubeSpawner hashes invalid names to at most 32)
+    is used as it always was, so existing namespaces keep their names (``user-alice``). A longer
+    one is shortened by KubeSpawner's `safe_slug` with a hash of the whole username
+    (``user-<first 47>---<8 hex>``), where it used to be cut at 63 characters, which gave two
+    usernames sharing their first 58 characters one namespace. Such a user's former (cut)
+    namespace is left alone: the hub never adopts it (`hub_ext.provision`)."""
+    slug = safe_slug(username)
+    if len(slug) > _PERSONAL_SLUG_MAX:
+        slug = safe_slug(username, max_length=_PERSONAL_SLUG_MAX)
+    return f"user-{slug}"
 
 
 def _grant(raw: Any, path: str, profiles: Mapping[str, Profile], accelerators: Mapping[str, Accelerator],

@@ -1,8 +1,18 @@
 """Applying a project's objects (`hub_ext.tenancy`) to the cluster, idempotently, all or nothing.
 
 `Provisioner.ensure(key, build)` reads each object and creates what is missing or replaces what
-differs from the wanted fields (labels are merged, never dropped); an object created by someone
-else meanwhile (409) is read and compared instead. A set already applied by this hub process
+differs from the wanted fields (labels and annotations are merged: others' are never dropped; of
+annotations in the platform's own domain, ``mlplatform.io/…`` and ``*.mlplatform.io/…``, exactly
+the wanted ones are kept, so an entitlement taken away does not linger); an object created by
+someone else meanwhile (409) is read and compared instead.
+
+The hub never adopts a namespace it did not make for that project and owner: when the Namespace
+(the first object of a project) exists already, it must carry the platform's managed-by label
+and the wanted project label, and an owner annotation (``mlplatform.io/owner``), if it has one,
+must be the wanted one. Otherwise `ForeignNamespace` (409) says so in words, a warning names the
+namespace and the owner found, and nothing is changed in it or created. A namespace the hub
+made before owners were recorded (both labels, no owner annotation) is adopted: it gets the
+annotation. A set already applied by this hub process
 (named by the caller's key) is neither built nor requested again (later spawns make no API
 request for provisioning). If any step
 still fails after the Kubernetes client's retries, every object this call created is deleted
@@ -21,16 +31,42 @@ import logging
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from .credentials import MANAGED_BY
 from .errors import UpstreamError
 from .kube import Kube, obj_path, reason
+from .tenancy import PROJECT_LABEL
 
 log = logging.getLogger("mlplatform.provision")
 _FAILURES = (ApiException, asyncio.TimeoutError, aiohttp.ClientError)
+OWNER_ANNOTATION = "mlplatform.io/owner"  # hub_ext.tenancy.OWNER_ANNOTATION
+_OWNERSHIP_LABELS = (*MANAGED_BY, PROJECT_LABEL)
+
+
+class ForeignNamespace(UpstreamError):
+    """A project's namespace exists and was not made by the platform for that project and owner."""
+
+    status = 409
+
+
+def _platform_key(key: str) -> bool:
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    return domain == "mlplatform.io" or domain.endswith(".mlplatform.io")
+
+
+def _meta(obj: dict, field: str) -> dict:
+    return (obj.get("metadata") or {}).get(field) or {}
+
+
+def _merged_annotations(current: dict, wanted: dict) -> dict:
+    kept = {k: v for k, v in _meta(current, "annotations").items() if not _platform_key(k)}
+    return {**kept, **_meta(wanted, "annotations")}
 
 
 def _wanted_differs(current: dict, wanted: dict) -> bool:
-    labels = (current.get("metadata") or {}).get("labels") or {}
-    if any(labels.get(k) != v for k, v in (wanted["metadata"].get("labels") or {}).items()):
+    labels = _meta(current, "labels")
+    if any(labels.get(k) != v for k, v in _meta(wanted, "labels").items()):
+        return True
+    if _merged_annotations(current, wanted) != _meta(current, "annotations"):
         return True
     return any(current.get(k) != v for k, v in wanted.items() if k not in ("apiVersion", "kind", "metadata"))
 
@@ -38,9 +74,28 @@ def _wanted_differs(current: dict, wanted: dict) -> bool:
 def _updated(current: dict, wanted: dict) -> dict:
     out = {**current, **{k: v for k, v in wanted.items() if k != "metadata"}}
     meta = dict(current["metadata"])
-    meta["labels"] = {**(meta.get("labels") or {}), **(wanted["metadata"].get("labels") or {})}
+    meta["labels"] = {**(meta.get("labels") or {}), **_meta(wanted, "labels")}
+    annotations = _merged_annotations(current, wanted)
+    if annotations or "annotations" in meta:
+        meta["annotations"] = annotations
     out["metadata"] = meta
     return out
+
+
+def foreign_owner(current: dict, wanted: dict) -> str | None:
+    """None when the existing Namespace `current` is the platform's for the project and owner of
+    `wanted` (or a legacy one of the hub's without an owner annotation); otherwise the owner it
+    records, in words, for the log."""
+    labels, annotations = _meta(current, "labels"), _meta(current, "annotations")
+    want_labels = _meta(wanted, "labels")
+    found = annotations.get(OWNER_ANNOTATION)
+    if all(labels.get(k) == want_labels.get(k) for k in _OWNERSHIP_LABELS) and \
+            (found is None or found == _meta(wanted, "annotations").get(OWNER_ANNOTATION)):
+        return None
+    if found is not None:
+        return repr(found)
+    marks = ", ".join(f"{k}={labels[k]!r}" for k in _OWNERSHIP_LABELS if k in labels)
+    return f"none recorded ({marks or 'no platform labels'})"
 
 
 class Provisioner:
@@ -68,8 +123,11 @@ class Provisioner:
             created: list[dict] = []
             try:
                 for obj in objects:
-                    if await self._ensure_one(obj):
+                    if await self._ensure_one(obj, what):
                         created.append(obj)
+            except ForeignNamespace:
+                await self._undo(created)
+                raise
             except _FAILURES as e:
                 await self._undo(created)
                 log.warning("could not %s: %s (undid %d created objects)", what, reason(e), len(created))
@@ -79,7 +137,7 @@ class Provisioner:
             if created:
                 log.info("%s: created %s", what, ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in created))
 
-    async def _ensure_one(self, wanted: dict) -> bool:
+    async def _ensure_one(self, wanted: dict, what: str) -> bool:
         """True when this call created the object."""
         path = obj_path(wanted)
         for _ in range(3):
@@ -92,6 +150,8 @@ class Provisioner:
                     if e.status != 409:
                         raise
                     continue  # someone else created it: compare with theirs
+            if wanted["kind"] == "Namespace":
+                self._check_owner(current, wanted, what)
             if not _wanted_differs(current, wanted):
                 return False
             try:
@@ -101,6 +161,21 @@ class Provisioner:
                 if e.status != 409:
                     raise  # 409: changed meanwhile, read again
         raise ApiException(status=409, reason="Conflict: the object kept changing while the hub updated it")
+
+    @staticmethod
+    def _check_owner(current: dict, wanted: dict, what: str) -> None:
+        name = wanted["metadata"]["name"]
+        found = foreign_owner(current, wanted)
+        if found is not None:
+            log.warning("%s: refused: the namespace %s exists and was not made by the platform for %s (found "
+                        "owner: %s); nothing in it was changed", what, name,
+                        _meta(wanted, "annotations").get(OWNER_ANNOTATION) or "this project", found)
+            raise ForeignNamespace(what, f"its namespace {name!r} exists and was not made by the platform for this "
+                                         "project's owner; nothing in it was changed: ask an administrator")
+        wanted_owner = _meta(wanted, "annotations").get(OWNER_ANNOTATION)
+        if wanted_owner and OWNER_ANNOTATION not in _meta(current, "annotations"):
+            log.info("%s: adopting the namespace %s, made by the hub before owners were recorded, for %s",
+                     what, name, wanted_owner)
 
     async def _undo(self, created: list[dict]) -> None:
         namespace_created = any(o["kind"] == "Namespace" for o in created)
