@@ -1,5 +1,6 @@
 """The platform API on the hub: ``/hub/api/mlplatform/users/{name}/{projects,catalog,capacity,
-credentials,datasets}`` (credentials: metadata only).
+credentials,datasets}`` (credentials: metadata only), and on Kubernetes
+``POST /hub/api/mlplatform/reconcile`` (`ReconcileHandler`: team membership, `hub_ext.reconcile`).
 
 JSON, authenticated with JupyterHub tokens or the hub cookie, and scoped: the custom scope
 ``custom:mlplatform:read`` (granted by `hub_ext.setup.configure` to every user for themselves,
@@ -46,6 +47,23 @@ class _PlatformHandler(APIHandler):
         if not hasattr(spawner, "runtime"):
             raise web.HTTPError(404, "this hub's spawner is not a platform spawner")
         return spawner
+
+
+class ReconcileHandler(APIHandler):
+    """``POST /hub/api/mlplatform/reconcile``: one round of `hub_ext.reconcile` (team projects'
+    member RoleBindings and leavers' servers), in the hub process; answers what it removed and
+    stopped. For the ``mlplatform-reconciler`` service (``custom:mlplatform:reconcile``) and admins
+    (``admin:users``: they may remove users anyway)."""
+
+    async def post(self):
+        from .reconcile import SCOPE as RECONCILE, reconcile_hub
+
+        if not self.current_user:
+            raise web.HTTPError(403, "Missing or invalid credentials.")
+        if not (has_scope(RECONCILE, self.parsed_scopes) or has_scope("admin:users", self.parsed_scopes)):
+            raise web.HTTPError(403, f"Action is not authorized with current scopes; requires [{RECONCILE}] "
+                                     "or [admin:users]")
+        self.write((await reconcile_hub(self)).json())
 
 
 class ProjectsHandler(_PlatformHandler):
@@ -106,3 +124,5 @@ handlers = [
     (r"/api/mlplatform/users/([^/]+)/catalog", CatalogHandler),
     (r"/api/mlplatform/users/([^/]+)/capacity", CapacityHandler),
 ]
+# the Kubernetes runtime's only (`hub_ext.setup.configure` adds them there)
+kubernetes_handlers = [(r"/api/mlplatform/reconcile", ReconcileHandler)]

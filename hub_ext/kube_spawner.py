@@ -49,6 +49,7 @@ from .platform import Plan, PlatformConfig
 from .progress_text import describe, free_text, wanting
 from .provision import Provisioner
 from .tenancy import PROJECT_LABEL, QUOTA, SERVICE_ACCOUNT, member_binding_name, project_objects
+from .tenancy_config import TenancyConfig
 
 _SHARED: dict[tuple, "_Shared"] = {}
 _RESET = ("namespace", "extra_resource_limits", "node_selector", "tolerations", "volumes", "volume_mounts",
@@ -67,7 +68,7 @@ class _Shared:
         self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
 
 
-class PlatformSpawner(PlatformConfig, KubeSpawner):
+class PlatformSpawner(PlatformConfig, TenancyConfig, KubeSpawner):
     credential_types = Dict(
         {"gcp-credential": "gcp-credential", "aws-credential": "aws-credential"},
         help="""Secret `type` of each credential kind; Secrets of these types in a project are its credentials.
@@ -129,6 +130,13 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
     def _default_fs_gid(self):
         return 100  # credentials are mounted 0440 with this group
 
+    @default("container_security_context")
+    def _default_container_security_context(self):
+        # Pod Security "restricted" (warned about in every project), as far as the image allows:
+        # no added capabilities, the runtime's seccomp profile, not root unless uid 0 is configured
+        sc = {"capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+        return {**sc, "runAsNonRoot": True} if self.uid not in (None, 0) else sc
+
     @default("options_form")
     def _default_options_form(self):
         return PlatformSpawner._options_form
@@ -189,11 +197,11 @@ class PlatformSpawner(PlatformConfig, KubeSpawner):
         rt, shared = self.runtime, self.shared
         projects = self.user_projects()
         members = self._members()
+        tenancy = self.tenancy_settings()
         for p in projects:
-            key = (id(rt), p.name, p.display_name, p.personal, tuple(sorted(p.profiles)),
-                   None if p.limits is None else tuple(sorted(p.limits.items())), tuple(members))
+            key = (id(rt), repr(p), tuple(members), repr(tenancy))
             await shared.provisioner.ensure(
-                key, lambda p=p: project_objects(p, rt.accelerators, rt.profiles, members),
+                key, lambda p=p: project_objects(p, rt.accelerators, rt.profiles, members, tenancy),
                 f"prepare the project {p.name!r}")
         if self.member_identity_template:
             mine = {p.name for p in projects}

@@ -12,20 +12,30 @@ or entitlement stops the hub before it starts, with every problem and its field 
 server ``custom:mlplatform:read`` for its owner (its jobs API checks projects with it); adds the
 credentials page's template; and makes `platform-local` the spawner unless one
 is set.
+
+On Kubernetes (`PlatformSpawner`) it also adds the membership reconciler (`hub_ext.reconcile`):
+the endpoint ``POST /hub/api/mlplatform/reconcile`` and its scope, and, unless
+``c.PlatformSpawner.member_reconcile_interval`` is 0, the hub-managed service
+``mlplatform-reconciler`` (holding only that scope) that calls it when the hub starts and every
+that many seconds (default 300).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from traitlets.config import Config
 
-from .api import CUSTOM_SCOPES, SCOPE, handlers
+from .api import CUSTOM_SCOPES, SCOPE, handlers, kubernetes_handlers
 from .credentials_page import SCOPES as CREDENTIAL_SCOPES
 from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
+from .errors import ConfigError, Problem
 from .logs import use_hub_format
 from .platform import Runtime, kubespawner_traits
+from .reconcile import DEFAULT_INTERVAL, SERVICE_NAME
+from .reconcile import SCOPE as RECONCILE_SCOPE
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 SERVER_SCOPES = ["users:activity!user", "access:servers!server"]  # JupyterHub's default server role
@@ -60,13 +70,42 @@ def settings_from_config(c: Config, section: str = "LocalPlatformSpawner") -> di
     return out
 
 
+def reconcile_interval(c: Config) -> float:
+    """``c.PlatformSpawner.member_reconcile_interval``: seconds between membership rounds (0: none)."""
+    value = c.PlatformSpawner.get("member_reconcile_interval", DEFAULT_INTERVAL) if "PlatformSpawner" in c \
+        else DEFAULT_INTERVAL
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError([Problem("PlatformSpawner.member_reconcile_interval",
+                                   f"must be a number of seconds >= 0 (0: never), not {value!r}")])
+    return value
+
+
+def add_reconciler(c: Config, roles: list[dict]) -> None:
+    """The membership reconciler's endpoint, scope and (with an interval) service and role."""
+    interval = reconcile_interval(c)
+    c.JupyterHub.extra_handlers = list(c.JupyterHub.extra_handlers) + kubernetes_handlers
+    c.JupyterHub.custom_scopes = {**c.JupyterHub.custom_scopes, RECONCILE_SCOPE: {
+        "description": "Reconcile ML platform team projects with the hub's groups (remove leavers' access)."}}
+    if not interval:
+        return
+    services = [s for s in c.JupyterHub.get("services", []) if s.get("name") != SERVICE_NAME]
+    c.JupyterHub.services = services + [{"name": SERVICE_NAME, "command": [
+        sys.executable, "-m", "hub_ext.reconcile", "--interval", str(interval)]}]
+    roles[:] = [r for r in roles if r.get("name") != SERVICE_NAME]
+    roles.append({"name": SERVICE_NAME, "description": "The ML platform's membership reconciler",
+                  "scopes": [RECONCILE_SCOPE], "services": [SERVICE_NAME]})
+
+
 def configure(c: Config) -> Runtime:
     use_hub_format()
     spawner = c.JupyterHub.get("spawner_class", None) if "JupyterHub" in c else None
     if not spawner:
         c.JupyterHub.spawner_class = "platform-local"
         spawner = "platform-local"
+    kubernetes = spawner_section(spawner) == "PlatformSpawner"
     runtime = Runtime.parse(settings_from_config(c, spawner_section(spawner)), kubespawner_traits())
+    if kubernetes:
+        reconcile_interval(c)  # checked before anything is changed
     c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers + api_handlers + \
         page_handlers
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES,
@@ -86,5 +125,7 @@ def configure(c: Config) -> Runtime:
         roles.append({"name": "server", "scopes": [*SERVER_SCOPES, f"{SCOPE}!user"]})
     elif f"{SCOPE}!user" not in server_role.get("scopes", []):
         server_role["scopes"] = list(server_role.get("scopes", SERVER_SCOPES)) + [f"{SCOPE}!user"]
+    if kubernetes:
+        add_reconciler(c, roles)
     c.JupyterHub.load_roles = roles
     return runtime

@@ -47,6 +47,8 @@ records ``mlplatform.io/cancel-requested``. `resource_path` gives the REST path 
 
 from __future__ import annotations
 
+import copy
+
 import json
 import re
 from dataclasses import dataclass
@@ -211,6 +213,11 @@ def _runs_module(plan: JobPlan, replica: Replica) -> bool:
     return bool(plan.python_module) and not (replica.command or replica.args)
 
 
+# Pod Security "restricted" as far as any image allows (running as non-root is the image's choice)
+CONTAINER_SECURITY = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+POD_SECURITY = {"seccompProfile": {"type": "RuntimeDefault"}}
+
+
 def _main_container(plan: JobPlan, replica: Replica, settings: KubeSettings, mounts: list[dict]) -> dict:
     job_env = [{"name": "CLOUD_ML_JOB_ID", "value": plan.job.job_id},
                {"name": "PYTHONUNBUFFERED", "value": "1"}]
@@ -231,6 +238,7 @@ def _main_container(plan: JobPlan, replica: Replica, settings: KubeSettings, mou
         c["ports"] = [dict(p) for p in _PORTS[plan.kind]]
     c["resources"] = _resources(replica)
     c["volumeMounts"] = [*mounts, {"name": "dshm", "mountPath": "/dev/shm"}]
+    c["securityContext"] = copy.deepcopy(CONTAINER_SECURITY)
     return c
 
 
@@ -256,6 +264,7 @@ def _fetch_container(plan: JobPlan, settings: KubeSettings, credential_mounts: l
         "env": env,
         "resources": {k: dict(v) for k, v in FETCH_RESOURCES.items()},
         "volumeMounts": mounts,
+        "securityContext": copy.deepcopy(CONTAINER_SECURITY),
     }
 
 
@@ -264,8 +273,9 @@ def pod_template(plan: JobPlan, replica: Replica, settings: KubeSettings) -> dic
     vols, mounts = volumes(plan.credentials, plan.datasets, settings.mounts, run_as_root=settings.fs_group is None)
     vols = [*vols, {"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     spec: dict[str, Any] = {"serviceAccountName": settings.service_account, "restartPolicy": "Never"}
+    spec["securityContext"] = copy.deepcopy(POD_SECURITY)
     if settings.fs_group is not None:
-        spec["securityContext"] = {"fsGroup": settings.fs_group}
+        spec["securityContext"]["fsGroup"] = settings.fs_group
     if _runs_module(plan, replica):
         if plan.package_uris:  # a custom image may bring the module itself
             _, credential_mounts = volumes(plan.credentials, (), settings.mounts)

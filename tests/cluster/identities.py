@@ -1,9 +1,10 @@
 """Real identities on the test cluster: the platform's own RBAC and admission policy installed as a
 deployment would install them, and kubeconfigs for the hub's and a project's ServiceAccounts.
 
-`install_platform(cluster)` applies `helm-values/hub-rbac.yaml` (the hub's ClusterRole and its
-binding to ServiceAccount `jhub/hub`) and `helm-values/hub-token-policy.yaml` (the
-ValidatingAdmissionPolicy whose CEL the API server runs), once per cluster. `hub_kubeconfig()`
+`install_platform(cluster)` applies `helm-values/hub-rbac.yaml` (the hub's ClusterRoles and
+binding to ServiceAccount `jhub/hub`) and `helm-values/project-policies.yaml` (the
+ValidatingAdmissionPolicies whose CEL the API server runs; a type-checking warning fails), once
+per cluster. `hub_kubeconfig()`
 writes a kubeconfig that acts as `system:serviceaccount:jhub:hub` with a token from TokenRequest,
 so a permission the hub needs and lacks fails the test that needs it; `service_account_kubeconfig()`
 does the same for any ServiceAccount (e.g. a project's runner, as its notebook pod would act).
@@ -22,7 +23,7 @@ from .rest import ApiError
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HUB_NAMESPACE, HUB_SERVICE_ACCOUNT = "jhub", "hub"
 HUB_USER = f"system:serviceaccount:{HUB_NAMESPACE}:{HUB_SERVICE_ACCOUNT}"
-MANIFESTS = ("hub-rbac.yaml", "hub-token-policy.yaml")
+MANIFESTS = ("hub-rbac.yaml", "project-policies.yaml")
 _PLURALS = {"ClusterRole": ("rbac.authorization.k8s.io", "clusterroles"),
             "ClusterRoleBinding": ("rbac.authorization.k8s.io", "clusterrolebindings"),
             "ValidatingAdmissionPolicy": ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
@@ -65,7 +66,11 @@ def install_platform(cluster: Cluster) -> None:
                     vap = await cluster.rest.get(api_path("admissionregistration.k8s.io", "v1",
                                                           "validatingadmissionpolicies", None,
                                                           doc["metadata"]["name"]))
-                    if (vap.get("status") or {}).get("observedGeneration") == vap["metadata"]["generation"]:
+                    status = vap.get("status") or {}
+                    if status.get("observedGeneration") == vap["metadata"]["generation"]:
+                        warnings = (status.get("typeChecking") or {}).get("expressionWarnings")
+                        if warnings:  # a CEL mistake in a shipped policy fails every test that installs it
+                            raise AssertionError(f"{doc['metadata']['name']}: {warnings}")
                         break
                     await asyncio.sleep(0.1)
 

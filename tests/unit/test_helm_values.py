@@ -4,13 +4,16 @@ the hub's ClusterRole covers the project Role it grants and the calls the hub ma
 import copy
 import io
 import pathlib
+import re
 
 import jsonschema
 import pytest
+import re
+
 import yaml
 
 from hub_ext.cli import check_config
-from hub_ext.tenancy import ROLE_RULES
+from hub_ext.tenancy import ACCELERATOR_RESOURCES, ENTITLED_PREFIX, HUB_PROJECT_ROLE, ROLE_RULES
 
 pytestmark = pytest.mark.unit
 
@@ -73,26 +76,42 @@ def _granted(rules):
     return out
 
 
-def test_the_hub_holds_every_permission_it_grants():
+def _rbac(name: str) -> dict:
+    docs = list(yaml.safe_load_all((ROOT / "helm-values" / "hub-rbac.yaml").read_text()))
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def test_the_hub_holds_every_permission_it_grants_only_in_projects():
     """What the hub *uses* is proven by the kube and hub tiers, where the hub acts as this
     ClusterRole's ServiceAccount on the real API server (tests/cluster/identities.py); Kubernetes
     also refuses a project Role granting more than the hub holds (tests/kube/test_project_role.py)."""
-    docs = list(yaml.safe_load_all((ROOT / "helm-values" / "hub-rbac.yaml").read_text()))
-    (role,) = [d for d in docs if d["kind"] == "ClusterRole"]
-    (binding,) = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert _granted(ROLE_RULES) <= _granted(role["rules"])
+    docs = _rbac("hub-rbac.yaml")
+    cluster_wide = docs[("ClusterRole", "mlplatform-hub")]
+    in_project = docs[("ClusterRole", HUB_PROJECT_ROLE)]
+    assert docs[("ClusterRoleBinding", "mlplatform-hub")]["roleRef"]["name"] == "mlplatform-hub"
+    assert _granted(ROLE_RULES) <= _granted(in_project["rules"])
+    # least privilege: no cluster-wide Secret access or pod creation; binding only its project role
+    granted = _granted(cluster_wide["rules"])
+    assert not {g for g in granted if g[1] == "secrets"} and ("", "pods", "create") not in granted
+    (bind,) = [r for r in cluster_wide["rules"] if "bind" in r["verbs"]]
+    assert bind["resourceNames"] == [HUB_PROJECT_ROLE] and bind["resources"] == ["clusterroles"]
 
 
-def test_the_token_policy_covers_every_way_a_pod_refers_to_a_secret():
-    docs = list(yaml.safe_load_all((ROOT / "helm-values" / "hub-token-policy.yaml").read_text()))
-    policy, binding = docs
-    assert (policy["kind"], binding["kind"]) == ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-    assert binding["spec"]["policyName"] == policy["metadata"]["name"] and binding["spec"]["validationActions"] == ["Deny"]
-    assert policy["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"] == {
+def test_the_project_policies_cover_every_way_a_pod_refers_to_a_secret():
+    docs = list(yaml.safe_load_all((ROOT / "helm-values" / "project-policies.yaml").read_text()))
+    policies = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
+    bindings = {d["spec"]["policyName"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"}
+    assert set(policies) == set(bindings) == {"mlplatform-project-pods", "mlplatform-reserved-objects",
+                                              "mlplatform-hub-guard"}
+    assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
+    pods = policies["mlplatform-project-pods"]
+    assert pods["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"] == {
         "app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
-    text = " ".join(v["expression"] for v in policy["spec"]["variables"])
+    text = " ".join(v["expression"] for v in pods["spec"]["variables"])
     for reference in ("v.secret.secretName", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name",
-                      "initContainers", "ephemeralContainers"):
+                      "initContainers", ENTITLED_PREFIX, ACCELERATOR_RESOURCES):
         assert reference in text
-    # (the CEL itself is evaluated by the real API server: tests/kube/test_hub_token_policy.py)
+    # the hub's identity is the same everywhere (an operator edits every occurrence)
+    text = (ROOT / "helm-values" / "project-policies.yaml").read_text()
+    assert set(re.findall(r"system:serviceaccount:[a-z0-9-]+:[a-z0-9-]+", text)) == {"system:serviceaccount:jhub:hub"}
+    # (the CEL itself is evaluated by the real API server: tests/kube/test_project_policies.py)

@@ -295,7 +295,7 @@ def test_settings_choose_account_image_code_dir_and_fs_group():
     settings = KubeSettings(MOUNT_SETTINGS, service_account="runner", fetcher_image="registry.local/tools:2",
                             code_dir="/code", fs_group=None)
     (pod,) = _pod_specs(job_manifest(make_plan("job-python-module"), settings))
-    assert pod["serviceAccountName"] == "runner" and "securityContext" not in pod
+    assert pod["serviceAccountName"] == "runner" and "fsGroup" not in pod["securityContext"]
     assert pod["initContainers"][0]["image"] == "registry.local/tools:2"
     assert {"name": "MLPLATFORM_CODE_DIR", "value": "/code"} in pod["containers"][0]["env"]
     assert [v["secret"]["defaultMode"] for v in pod["volumes"] if "secret" in v] == [0o400]  # root reads it

@@ -7,10 +7,10 @@ import pytest
 from hub_ext.capacity import free_capacity, usage
 from hub_ext.catalog import parse_accelerators
 from hub_ext.entitlements import Project
-from hub_ext.errors import UpstreamError, UserInputError, http_answer
+from hub_ext.errors import ConfigError, UpstreamError, UserInputError, http_answer
 from hub_ext.kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc, volumes
 from hub_ext.progress_text import describe
-from hub_ext.tenancy import project_objects, quota_hard
+from hub_ext.tenancy import TenancySettings, project_objects, quota_hard
 
 pytestmark = pytest.mark.unit
 
@@ -33,18 +33,52 @@ def test_quota_per_resource_adds_up_shared_resources_and_zeroes_the_rest():
 def test_project_objects_in_order_with_member_bindings():
     objs = project_objects(TEAM, ACCS, (), [("alice@example.com", "oidc:alice@example.com")])
     assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
-        ("Namespace", "vision"), ("ServiceAccount", "mlplatform-runner"), ("Role", "mlplatform-project"),
-        ("RoleBinding", "mlplatform-project"), ("RoleBinding", "mlplatform-member-alice-example-com---ff8d9819"),
-        ("ResourceQuota", "mlplatform-accelerators"), ("ConfigMap", "mlplatform-catalog")]
+        ("Namespace", "vision"), ("RoleBinding", "mlplatform-hub"), ("ServiceAccount", "mlplatform-runner"),
+        ("Role", "mlplatform-project"), ("RoleBinding", "mlplatform-project"),
+        ("RoleBinding", "mlplatform-member-alice-example-com---ff8d9819"),
+        ("ResourceQuota", "mlplatform-accelerators"), ("ResourceQuota", "mlplatform-resources"),
+        ("LimitRange", "mlplatform-defaults"), ("NetworkPolicy", "mlplatform-default-deny"),
+        ("NetworkPolicy", "mlplatform-notebooks"), ("NetworkPolicy", "mlplatform-jobs"),
+        ("NetworkPolicy", "mlplatform-suggestions"), ("NetworkPolicy", "mlplatform-egress"),
+        ("ConfigMap", "mlplatform-catalog")]
     assert all(o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "jupyterhub-mlplatform" for o in objs)
-    assert objs[4]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+    assert objs[5]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                     "name": "oidc:alice@example.com"}]
-    verbs = {(g, r): set(rule["verbs"]) for rule in objs[2]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert objs[1]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": "mlplatform-hub-project"}
+    verbs = {(g, r): set(rule["verbs"]) for rule in objs[3]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert ("", "secrets") not in verbs and "create" not in verbs[("", "pods")]
     assert {"create", "delete"} <= verbs[("kubeflow.org", "pytorchjobs")] and verbs[("", "pods/log")] == {"get", "list", "watch"}
+    assert verbs[("kubeflow.org", "trials")] == verbs[("kubeflow.org", "suggestions")] == {"get", "list", "watch"}
     catalog = json.loads(objs[-1]["data"]["catalog.json"])
     assert catalog["project"] == {"name": "vision", "display_name": "Vision", "personal": False,
                                   "limits": {"1g.5gb": 2, "a100": 1}}
+
+
+def test_the_namespace_records_owner_pod_security_and_entitled_accelerators():
+    team = Project("vision", "Vision", False, frozenset(), {"1g.5gb": 2, "a100": 0}, "group:vision")
+    ns = project_objects(team, ACCS, ())[0]["metadata"]
+    assert ns["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert ns["labels"]["pod-security.kubernetes.io/warn"] == ns["labels"]["pod-security.kubernetes.io/audit"] == "restricted"
+    assert ns["annotations"] == {
+        "mlplatform.io/owner": "group:vision",
+        "mlplatform.io/accelerator-resources": "nvidia.com/gpu,nvidia.com/mig-1g.5gb",
+        "accelerators.mlplatform.io/1g.5gb": "nvidia.com/mig-1g.5gb;"}  # a100: 0 is not entitled
+    admin = project_objects(ADMIN, ACCS, ())[0]["metadata"]["annotations"]
+    assert admin["mlplatform.io/accelerators"] == "all"
+    a100 = project_objects(TEAM, ACCS, ())[0]["metadata"]["annotations"]["accelerators.mlplatform.io/a100"]
+    assert a100 == "nvidia.com/gpu;nvidia.com/gpu.product=NVIDIA-A100-SXM4-40GB"
+
+
+def test_tenancy_settings_from_config_refuse_unknown_levels():
+    strict = TenancySettings.from_config({"pod_security_enforce": "restricted", "hub_namespace": "hubs",
+                                          "project_quota": {"pods": "5"}, "hub_service_account": ""})
+    objs = project_objects(TEAM, ACCS, (), (), strict)
+    assert objs[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert objs[1]["subjects"] == [{"kind": "ServiceAccount", "name": "hub", "namespace": "hubs"}]
+    assert next(o for o in objs if o["metadata"]["name"] == "mlplatform-resources")["spec"]["hard"] == {"pods": "5"}
+    with pytest.raises(ConfigError, match="pod_security_enforce: must be one of privileged, baseline, restricted"):
+        TenancySettings.from_config({"pod_security_enforce": "strict"})
 
 
 def node(name, labels, allocatable, ready=True, unschedulable=False):

@@ -1,0 +1,231 @@
+"""Leaving a team takes effect: the hub reconciles team projects' members with its groups.
+
+`Reconciler.run` (inside the hub process) lists, in every team project's namespace, the member
+RoleBindings (label ``mlplatform.io/member``), deletes those no hub user is granted any more
+(`hub_ext.membership`: left the group, deleted, or blocked by the authenticator; all of them when
+no ``member_identity_template`` is set) and stops every running server of a user in a team
+project they are no longer granted. A leaver's jobs in the project are left alone: they run as
+the project's ServiceAccount and are the team's work, so they keep running and stay visible to
+the remaining members (the log says so). A server still starting or stopping is left to the
+next round. A project whose namespace the hub cannot read yet (never provisioned) has nothing
+to remove.
+
+How it runs: the hub's API endpoint ``POST /hub/api/mlplatform/reconcile`` (`hub_ext.api`;
+scope ``custom:mlplatform:reconcile`` or ``admin:users``) does one round in the hub process, with
+the hub's database, authenticator and Kubernetes client, and answers what it did. The
+hub-managed service ``mlplatform-reconciler`` (this module's `main`, started by JupyterHub with
+the hub and restarted by it if it exits; `hub_ext.setup.configure` adds it on Kubernetes)
+calls that endpoint once it starts and then every ``c.PlatformSpawner.member_reconcile_interval``
+seconds (default 300; 0: no service, the endpoint stays for admins).
+
+`reconcile_hub(handler)` is the endpoint's one call: it reads the hub's users, groups and
+running servers, reaches the platform through a user's spawner (as `hub_ext.api` does) and
+stops servers the way the hub's own API does (`stop_single_user`). Rounds run one at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+from .membership import HubUser, Removal, Server, Stop, servers_to_stop, stale_bindings, wanted_members
+from .tenancy import MEMBER_LABEL
+
+log = logging.getLogger("mlplatform.reconcile")
+SERVICE_NAME = "mlplatform-reconciler"
+SCOPE = "custom:mlplatform:reconcile"
+DEFAULT_INTERVAL = 300
+JOBS_STAY = "their jobs there keep running as the project's ServiceAccount and stay visible to the team"
+_ROUND = asyncio.Lock()  # one round at a time (the service and an admin may ask at once)
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What a round needs of the platform: team projects (project → group), the member identity
+    template, and the hub's Kubernetes client with its provisioner (told when a binding goes, so
+    a later spawn re-creates a returning member's binding)."""
+    teams: Mapping[str, str]
+    identity_template: str
+    kube: Any  # hub_ext.kube.Kube
+    provisioner: Any  # hub_ext.provision.Provisioner
+
+    @classmethod
+    def of(cls, spawner) -> "Platform":
+        """From a PlatformSpawner (any user's: these are hub-wide)."""
+        teams = {t.name: t.group for t in spawner.runtime.entitlements.teams.values()}
+        shared = spawner.shared
+        return cls(teams, spawner.member_identity_template, shared.kube, shared.provisioner)
+
+
+@dataclass
+class Report:
+    removed: list[Removal] = field(default_factory=list)
+    stopped: list[Stop] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def json(self) -> dict:
+        return {"removed_bindings": [f"{r.project}/{r.binding}" for r in self.removed],
+                "stopped_servers": [{"user": s.server.user, "server": s.server.name, "project": s.project}
+                                    for s in self.stopped],
+                "errors": list(self.errors)}
+
+
+class Reconciler:
+    def __init__(self, platform: Platform):
+        self.platform = platform
+
+    async def run(self, users: list[HubUser], servers: list[Server],
+                  stop: Callable[[Server], Awaitable[None]]) -> Report:
+        """One round: remove stale member bindings of every team project, stop leavers' servers."""
+        from .kube import path_of, reason
+
+        teams, report = self.platform.teams, Report()
+        wanted = wanted_members(teams, users)
+        for project, group in sorted(teams.items()):
+            try:
+                found = await self._member_bindings(project)
+            except Exception as e:  # noqa: BLE001 - one project's failure must not stop the others
+                report.errors.append(f"{project}: could not list member RoleBindings: {reason(e)}")
+                log.warning("membership of the project %r not reconciled: could not list its member "
+                            "RoleBindings: %s", project, reason(e))
+                continue
+            for removal in stale_bindings(project, group, found, wanted[project], users,
+                                          bool(self.platform.identity_template)):
+                try:
+                    await self.platform.kube.delete(path_of("RoleBinding", project, removal.binding))
+                except Exception as e:  # noqa: BLE001
+                    report.errors.append(f"{project}/{removal.binding}: could not delete: {reason(e)}")
+                    log.warning("could not remove the RoleBinding %s/%s (%s): %s", project, removal.binding,
+                                removal.why, reason(e))
+                    continue
+                report.removed.append(removal)
+                log.info("removed the RoleBinding %s/%s from the project %r: %s; %s", project, removal.binding,
+                         project, removal.why, JOBS_STAY)
+        if report.removed:
+            self.platform.provisioner.forget()  # a returning member's binding must be made again
+        for s in servers_to_stop(servers, teams, wanted, users):
+            log.info("stopping %s's server %r in the project %r: %s; %s", s.server.user, s.server.name, s.project,
+                     s.why, JOBS_STAY)
+            try:
+                await stop(s.server)
+            except Exception as e:  # noqa: BLE001
+                report.errors.append(f"{s.server.user}/{s.server.name}: could not stop: {type(e).__name__}: {e}")
+                log.warning("could not stop %s's server %r in the project %r: %s", s.server.user, s.server.name,
+                            s.project, e)
+                continue
+            report.stopped.append(s)
+        return report
+
+    async def _member_bindings(self, project: str) -> list[dict]:
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        from .kube import path_of
+
+        try:
+            answer = await self.platform.kube.list(path_of("RoleBinding", project), labelSelector=MEMBER_LABEL)
+        except ApiException as e:
+            if e.status in (403, 404):  # not provisioned yet: the hub holds no rights there, nothing to remove
+                return []
+            raise
+        return list((answer or {}).get("items") or [])
+
+
+# ---- the hub side: what the endpoint reads of JupyterHub ------------------------------------------
+def hub_users(db, authenticator) -> list[HubUser]:
+    from jupyterhub import orm
+
+    blocked = set(getattr(authenticator, "blocked_users", None) or ())
+    return [HubUser(u.name, frozenset(g.name for g in u.groups), bool(u.admin), u.name in blocked)
+            for u in db.query(orm.User)]
+
+
+def running_servers(handler) -> dict[tuple[str, str], tuple[Server, Any]]:
+    """(user, server name) → (the `Server`, its hub `User`) of each ready server (not starting or
+    stopping)."""
+    from jupyterhub import orm
+
+    out: dict[tuple[str, str], tuple[Server, Any]] = {}
+    for orm_spawner in handler.db.query(orm.Spawner).filter(orm.Spawner.server_id.isnot(None)):
+        if orm_spawner.user is None:
+            continue
+        user = handler.users[orm_spawner.user]
+        spawner = user.spawners[orm_spawner.name]
+        if spawner.ready:
+            out[(user.name, orm_spawner.name)] = (Server(user.name, orm_spawner.name, dict(spawner.user_options or {})),
+                                                  user)
+    return out
+
+
+def platform_spawner(handler):
+    """A platform spawner of any hub user (they share the platform), or None without one."""
+    from jupyterhub import orm
+
+    users = list(handler.users.values()) or [handler.users[u] for u in handler.db.query(orm.User).limit(1)]
+    for user in users:
+        spawner = user.spawner
+        if hasattr(spawner, "member_identity_template") and hasattr(spawner, "shared"):
+            return spawner
+    return None
+
+
+async def reconcile_hub(handler) -> Report:
+    """One round for the hub that `handler` (a JupyterHub API handler) serves."""
+    async with _ROUND:
+        spawner = platform_spawner(handler)
+        if spawner is None:
+            return Report(errors=["no hub user has a platform spawner yet: nothing to reconcile"])
+        servers = running_servers(handler)
+
+        async def stop(server: Server) -> None:
+            await handler.stop_single_user(servers[(server.user, server.name)][1], server.name)
+
+        report = await Reconciler(Platform.of(spawner)).run(hub_users(handler.db, handler.authenticator),
+                                                            [s for s, _ in servers.values()], stop)
+        if report.removed or report.stopped or report.errors:
+            log.info("membership reconciled: %d RoleBindings removed, %d servers stopped, %d errors",
+                     len(report.removed), len(report.stopped), len(report.errors))
+        return report
+
+
+# ---- the hub-managed service: ask the hub for a round every interval -------------------------------
+async def call_hub(url: str, token: str, interval: float, retry: float = 5.0) -> None:
+    """POST `url` now and every `interval` seconds; while the hub cannot be reached, every `retry`."""
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+    client = AsyncHTTPClient()
+    while True:
+        delay = interval
+        try:
+            resp = await client.fetch(url, method="POST", body=b"", request_timeout=600,
+                                      headers={"Authorization": f"token {token}"})
+            report = json.loads(resp.body or b"{}")
+            for error in report.get("errors", []):
+                log.warning("%s", error)
+            log.info("reconciled: %d RoleBindings removed, %d servers stopped",
+                     len(report.get("removed_bindings", [])), len(report.get("stopped_servers", [])))
+        except HTTPClientError as e:
+            log.error("the hub answered %s to %s", e.code, url)
+        except OSError as e:
+            log.warning("the hub cannot be reached (%s); trying again in %ss", type(e).__name__, retry)
+            delay = min(retry, interval)
+        await asyncio.sleep(delay)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Ask the hub to reconcile team project members, every interval.")
+    parser.add_argument("--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between rounds")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format=f"[%(levelname)1.1s %(asctime)s {SERVICE_NAME}] %(message)s")
+    url = os.environ["JUPYTERHUB_API_URL"].rstrip("/") + "/mlplatform/reconcile"
+    asyncio.run(call_hub(url, os.environ["JUPYTERHUB_API_TOKEN"], args.interval))
+
+
+if __name__ == "__main__":
+    main()
