@@ -23,15 +23,17 @@ TRANSIENT = {429, 500, 502, 503, 504}
 NOT_PROCESSED = {429, 503}
 _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ResourceQuota": "resourcequotas",
          "ConfigMap": "configmaps", "Secret": "secrets", "PersistentVolumeClaim": "persistentvolumeclaims",
-         "Pod": "pods", "Node": "nodes", "Event": "events"}
-_RBAC = {"Role": "roles", "RoleBinding": "rolebindings"}
+         "Pod": "pods", "Node": "nodes", "Event": "events", "LimitRange": "limitranges"}
+_GROUPS = {"Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
+           "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
+           "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies")}
 
 
 def path_of(kind: str, namespace: str | None = None, name: str | None = None) -> str:
     if kind in _CORE:
         base, plural = "/api/v1", _CORE[kind]
-    elif kind in _RBAC:
-        base, plural = "/apis/rbac.authorization.k8s.io/v1", _RBAC[kind]
+    elif kind in _GROUPS:
+        base, plural = _GROUPS[kind]
     else:
         raise ValueError(f"unknown kind {kind}")
     path = base + (f"/namespaces/{namespace}" if namespace and kind not in ("Namespace", "Node") else "")

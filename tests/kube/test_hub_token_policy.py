@@ -1,4 +1,4 @@
-"""The hub-token policy (`helm-values/hub-token-policy.yaml`, a ValidatingAdmissionPolicy that the
+"""The hub-token policy (in `helm-values/project-policies.yaml`, a ValidatingAdmissionPolicy that the
 real API server evaluates) in a team project the hub provisioned, with real identities.
 
 The hub (PlatformSpawner acting as ``system:serviceaccount:jhub:hub``) starts alice's notebook
@@ -26,7 +26,7 @@ from tests.kube.platform_env import make_spawner, make_user, platform_cluster
 
 pytestmark = pytest.mark.kube
 
-MESSAGE = "only the hub may start pods that use a notebook server's hub token"
+MESSAGE = "only the hub may start pods that use a platform-reserved Secret"
 MEMBERS = {"member_identity_template": "oidc:{username}"}
 RUNNER = "mlplatform-runner"
 
@@ -98,9 +98,8 @@ async def test_the_hubs_notebook_pod_with_its_token_is_admitted_and_nobody_elses
                                   for c in copy["spec"]["containers"]]
     with pytest.raises(ApiError) as e:
         kube_cluster.create("", "v1", "pods", "vision", copy)
-    # a ValidatingAdmissionPolicy's denial without a `reason` is answered 422 Invalid
-    assert (e.value.status, e.value.reason) == (422, "Invalid")
-    assert MESSAGE in str(e.value) and "ValidatingAdmissionPolicy 'mlplatform-hub-tokens'" in str(e.value)
+    assert (e.value.status, e.value.reason) == (403, "Forbidden")
+    assert MESSAGE in str(e.value) and "ValidatingAdmissionPolicy 'mlplatform-project-pods'" in str(e.value)
 
 
 async def test_a_member_may_not_create_pods_at_all(team, member):
