@@ -22,6 +22,13 @@ local runtime the files under ``projects_dir``; on Kubernetes what the hub's pla
 for the server's owner (`server_ext.hub_files`), or, with no hub, the project's Secrets and PVCs
 read through the server's kubeconfig.
 
+Jobs are planned with the project's accelerator limits from trusted values only, so a job that
+asks for an accelerator its project may not use, or more of it than allowed, is refused (403,
+naming ``trainingInput.<role>Config.acceleratorConfig``): the local runtime in a JupyterHub and the
+Kubernetes runtime in a JupyterHub ask the hub's platform API (`server_ext.hub_catalog`); the
+Kubernetes runtime with no hub reads the catalogue the hub published in the project
+(`server_ext.kube_target.published`, writable by the hub only).
+
 The spawners set the environment this reads by default: ``MLPLATFORM_BACKEND`` (``kubernetes``
 in a PlatformSpawner pod), ``MLPLATFORM_STATE_DIR``, ``MLPLATFORM_PROJECTS_DIR``. The backend
 starts on the first request (not at server start) and stops with the server.
@@ -188,14 +195,26 @@ class MLPlatformApp(ExtensionApp):
         from hub_ext.kube_mounts import MountSettings
 
         from .jobs.kube_backend import KubeBackend
-        from .kube_target import catalog, connect
+        from .kube_target import connect, published
 
         kube, _ = await connect(self.kube_context or None)
         mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
         backend = KubeBackend(kube, self._tables.kube_settings(mounts))
+        api, token, owner = (os.environ.get(k) for k in ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN",
+                                                         "JUPYTERHUB_USER"))
+        hub = HubCatalog(api, token) if api and token and owner else None
 
         async def settings_for(project: str, user: str) -> PlanSettings:
-            return self._tables.plan_settings(fixed or (await catalog(kube, project))[0])
+            """The project's catalogue and accelerator limits from trusted values only: the hub's
+            platform API in a JupyterHub; else (or a hub that is not the platform's) the catalogue
+            the hub published in the project, which members cannot change. `fixed` (the operator's
+            MLPlatformApp.accelerators) replaces the catalogue, never the limits."""
+            answer = await hub.answer(project, user) if hub is not None else None
+            if answer is None:
+                found = await published(kube, project)
+                answer = (found.accelerators, found.limits)
+            accelerators, limits = answer
+            return self._tables.plan_settings(fixed or accelerators, limits)
 
         return JobService(backend, self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS), self._project_source(),
                           self._kube_files(kube, mounts), settings_for=settings_for)

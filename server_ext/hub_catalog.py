@@ -9,9 +9,11 @@ many; ``null`` for admins: no limit), `user` being the one asking — and keeps 
 
 Calling it with a project and a user gives ``(accelerators, limits)``. A hub that refuses
 (403/404: not a platform hub, or the server may not read that user) gives the built-in catalogue
-and no limits; a
-malformed answer, or a project the hub does not list, raises `UpstreamError` / `UserInputError`,
-never a silent wrong catalogue.
+and no limits — the local runtime's users are trusted anyway; `answer(project, user)` says None
+instead, for a caller that must then find the limits elsewhere (the Kubernetes runtime: the
+project's published catalogue, `server_ext.kube_target.published`). A malformed answer, or a
+project the hub does not list, raises `UpstreamError` / `UserInputError`, never a silent wrong
+catalogue.
 """
 
 from __future__ import annotations
@@ -34,14 +36,22 @@ class HubCatalog:
         self.api_url, self._token, self.ttl = api_url.rstrip("/"), token, ttl
         self._cache: dict[str, tuple[float, dict | None, dict | None]] = {}  # per user
 
-    async def __call__(self, project: str, user: str) -> tuple[dict[str, Accelerator], Limits]:
+    async def _read(self, user: str) -> tuple[dict | None, dict | None]:
         hit = self._cache.get(user)
         if hit is None or time.monotonic() - hit[0] >= self.ttl:
             doing = "read the platform catalogue from the hub"
             catalog = await hub_get(self.api_url, self._token, user, "catalog", doing)
             projects = await hub_get(self.api_url, self._token, user, "projects", doing)
             hit = self._cache[user] = (time.monotonic(), catalog, projects)
-        return catalogue_of(hit[1], hit[2], project)
+        return hit[1], hit[2]
+
+    async def __call__(self, project: str, user: str) -> tuple[dict[str, Accelerator], Limits]:
+        return catalogue_of(*await self._read(user), project)
+
+    async def answer(self, project: str, user: str) -> tuple[dict[str, Accelerator], Limits] | None:
+        """As calling it, but None when the hub refuses (no built-in catalogue in its place)."""
+        catalog, projects = await self._read(user)
+        return None if catalog is None or projects is None else catalogue_of(catalog, projects, project)
 
 
 def catalogue_of(catalog: dict | None, projects: dict | None, project: str) -> tuple[dict[str, Accelerator], Limits]:

@@ -4,9 +4,16 @@ itself is chosen by `server_ext.config.context_for_region`), and the catalogue i
 - `connect(context)`: a `hub_ext.kube.Kube` for a kubeconfig context (``None``: the current one),
   or the pod's own ServiceAccount when running in a cluster without a kubeconfig. Returns the
   context's (or the pod's) namespace too, the default project.
-- `catalog(kube, project)`: the accelerators the hub published in the project's
-  ``mlplatform-catalog`` ConfigMap; the built-in catalogue when it is absent or unreadable (the
-  second value says which, for a note to the user).
+- `published(kube, project)`: what the hub published in the project's ``mlplatform-catalog``
+  ConfigMap (`hub_ext.publish.catalog_json`): its accelerators and the project's accelerator
+  ``limits`` (name → at most this many at once; ``None``: no limit, an admin's project), as a
+  `Published`. The ConfigMap is written by the hub alone (an admission policy keeps members from
+  changing it), so jobs planned outside a hub take their limits from it. Absent or unreadable: the
+  built-in catalogue and no limits (a cluster without the platform's hub; the cluster's own
+  admission still decides). Present but malformed: `UpstreamError` naming it, never a silent
+  catalogue without limits.
+- `catalog(kube, project)`: the accelerators alone, for a note-taking caller; the built-in
+  catalogue when the ConfigMap is absent, unreadable or malformed (the second value says which).
 """
 
 from __future__ import annotations
@@ -15,13 +22,14 @@ import json
 import logging
 import os
 import pathlib
+from dataclasses import dataclass, field
 from typing import Mapping
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.catalog import Accelerator
-from hub_ext.errors import UserInputError
+from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Kube, path_of
 from hub_ext.publish import accelerator_from_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP
@@ -51,18 +59,52 @@ async def connect(context: str | None = None, env: Mapping[str, str] = os.enviro
     return Kube(client.ApiClient(configuration)), namespace
 
 
-async def catalog(kube: Kube, project: str) -> tuple[dict[str, Accelerator], bool]:
-    """(accelerators, published?)."""
+@dataclass(frozen=True)
+class Published:
+    accelerators: dict[str, Accelerator] = field(default_factory=lambda: dict(DEFAULT_ACCELERATORS))
+    limits: Mapping[str, int] | None = None  # None: no limit
+    published: bool = False  # False: the built-in catalogue (no ConfigMap)
+
+
+def published_of(cm: dict | None, project: str) -> Published:
+    """Pure: `Published` from the project's catalogue ConfigMap (None: absent)."""
+    if not cm:
+        return Published()
+    try:
+        doc = json.loads((cm.get("data") or {})["catalog.json"])
+        accelerators = {a["name"]: accelerator_from_json(a) for a in doc["accelerators"]}
+        entry = doc.get("project")
+        limits = None if entry is None or entry.get("limits") is None else {
+            str(k): _count(v) for k, v in entry["limits"].items()}
+        if entry is not None and entry.get("name") not in (None, project):
+            raise ValueError("the catalogue is another project's")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise UpstreamError(f"read the catalogue of project {project}",
+                            f"its {CATALOG_CONFIGMAP} ConfigMap is malformed; ask an administrator") from None
+    return Published(accelerators, limits, True)
+
+
+def _count(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError("a limit is a whole number")
+    return value
+
+
+async def published(kube: Kube, project: str) -> Published:
+    """What the hub published for `project` (see the module docstring)."""
     try:
         cm = await kube.get(path_of("ConfigMap", project, CATALOG_CONFIGMAP))
     except (ApiException, OSError) as e:
         log.info("catalogue of project %s unreadable (%s); using the built-in one", project, type(e).__name__)
         cm = None
-    if not cm:
-        return dict(DEFAULT_ACCELERATORS), False
+    return published_of(cm, project)
+
+
+async def catalog(kube: Kube, project: str) -> tuple[dict[str, Accelerator], bool]:
+    """(accelerators, published?)."""
     try:
-        doc = json.loads((cm.get("data") or {})["catalog.json"])
-        return {a["name"]: accelerator_from_json(a) for a in doc["accelerators"]}, True
-    except (KeyError, TypeError, ValueError):
+        found = await published(kube, project)
+    except UpstreamError:
         log.warning("catalogue ConfigMap of project %s is malformed; using the built-in one", project)
         return dict(DEFAULT_ACCELERATORS), False
+    return found.accelerators, found.published

@@ -22,6 +22,19 @@ URIs (``i`` is the URI's index, used in every error's field ``trainingInput.pack
   ``$MLPLATFORM_PACKAGES_DIR/<name>/``; it is copied from there.
 - ``file:///abs/path`` or a plain path: copied.
 
+Digests: a package's sha256 may be recorded where the job's submitter wrote it and project members
+cannot change it without recreating the job (the pod's env and args): in ``MLPLATFORM_PACKAGE_DIGESTS``
+(`DIGESTS_ENV`, a JSON object URI → hex digest; `digests_env` makes the value; the platform sets it
+for a package shipped with the job, `server_ext.jobs.package.digest_env`), in a URI's fragment
+``#sha256=<hex>`` (pip's spelling; a ``gs://``, ``s3://``, ``configmap://`` or ``file://`` URI),
+and, for ``gs://``/``s3://``, in the platform's content-addressed staging key
+``…/packages/<sha256>/<file>`` (`server_ext.jobs.package.staging_uri_of`). When one is recorded
+the downloaded bytes must have it: otherwise the URI's error says both digests and that the package
+changed after the job was submitted (a teammate recreated its ConfigMap, or overwrote the staged
+object), and nothing is kept — when any URI fails, the files already fetched are removed too, so
+the training container installs nothing. Two records of one URI that disagree are refused before
+anything is downloaded.
+
 Guarantees:
 - Only `env` is consulted for credentials, endpoints and the packages directory (the CLI passes
   ``os.environ``). Without a credential file, requests are anonymous (public objects only): the
@@ -47,14 +60,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import logging
 import os
 import pathlib
 import posixpath
+import re
 import shutil
 import sys
 import threading
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Mapping
 from urllib.parse import unquote, urlsplit
@@ -65,11 +81,13 @@ log = logging.getLogger(__name__)
 
 FIELD = "trainingInput.packageUris"
 PACKAGES_DIR_ENV = "MLPLATFORM_PACKAGES_DIR"
+DIGESTS_ENV = "MLPLATFORM_PACKAGE_DIGESTS"
 MAX_BYTES_ENV = "MLPLATFORM_MAX_PACKAGE_BYTES"
 DEFAULT_MAX_BYTES = 512 * 2**20
 _CHUNK = 2**20
 _PARALLEL = 4
 _GCS_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -82,6 +100,7 @@ class Location:
     scheme: str  # "gs" | "s3" | "configmap" | "file"
     bucket: str
     key: str
+    sha256: str | None = None  # the digest the fetched bytes must have (see the module docstring)
 
     @property
     def name(self) -> str:
@@ -94,22 +113,73 @@ def parse_uri(uri: str, field: str) -> Location:
         raise UserInputError(field, "must be a gs://, s3://, configmap:// or file URI")
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
+    pinned = _fragment_digest(uri, parts.fragment, field) if scheme in ("gs", "s3", "configmap", "file") else None
     if scheme in ("gs", "s3", "configmap"):
         key = parts.path.lstrip("/")
         if not parts.netloc or not key or key.endswith("/"):
             raise UserInputError(field, f"{uri} must name one file: {scheme}://<bucket>/<path>")
-        return Location(uri, field, scheme, parts.netloc, key)
+        staged = _staged_digest(key) if scheme in ("gs", "s3") else None
+        if pinned and staged and pinned != staged:
+            raise UserInputError(field, f"{uri}: its #sha256 fragment and its staging key name different digests")
+        return Location(uri, field, scheme, parts.netloc, key, pinned or staged)
     if scheme == "file":
-        return Location(uri, field, "file", "", unquote(parts.path))
+        return Location(uri, field, "file", "", unquote(parts.path), pinned)
     if scheme:
         raise UserInputError(field, f"{uri}: unsupported scheme {scheme}:// (use gs://, s3://, configmap:// "
                                     "or a local path)")
     return Location(uri, field, "file", "", uri)
 
 
-def parse_all(uris: list[str], field: str = FIELD) -> list[Location]:
-    """Pure: every URI parsed; two with the same base name are refused, naming both."""
+def _fragment_digest(uri: str, fragment: str, field: str) -> str | None:
+    if not fragment:
+        return None
+    name, _, value = fragment.partition("=")
+    if name != "sha256" or not _SHA256.fullmatch(value):
+        raise UserInputError(field, f"{uri}: the only fragment understood is #sha256=<64 lower-case hex digits>")
+    return value
+
+
+def _staged_digest(key: str) -> str | None:
+    """The digest in the platform's staging key ``…/packages/<sha256>/<file>``."""
+    parts = key.split("/")
+    if len(parts) >= 3 and parts[-3] == "packages" and _SHA256.fullmatch(parts[-2]):
+        return parts[-2]
+    return None
+
+
+def digests_env(digests: Mapping[str, str]) -> str:
+    """Pure: the value of `DIGESTS_ENV` recording `digests` (URI → sha256 hex digest)."""
+    for uri, digest in digests.items():
+        if not _SHA256.fullmatch(digest):
+            raise ValueError(f"the sha256 of {uri} must be 64 lower-case hex digits")
+    return json.dumps(dict(digests), sort_keys=True, separators=(",", ":"))
+
+
+def recorded_digests(env: Mapping[str, str]) -> dict[str, str]:
+    """Pure: `DIGESTS_ENV` read from `env` ({} when unset); malformed → `UserInputError` naming it."""
+    text = env.get(DIGESTS_ENV)
+    if not text:
+        return {}
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict) or not all(isinstance(k, str) and isinstance(v, str) and _SHA256.fullmatch(v)
+                                            for k, v in doc.items()):
+        raise UserInputError(DIGESTS_ENV, "must be a JSON object of URI → sha256 (64 lower-case hex digits)")
+    return doc
+
+
+def parse_all(uris: list[str], field: str = FIELD, digests: Mapping[str, str] | None = None) -> list[Location]:
+    """Pure: every URI parsed; two with the same base name are refused, naming both. `digests`
+    (URI → sha256, `recorded_digests`) pins URIs too; one that disagrees with the URI's own is refused."""
     locations = [parse_uri(u, f"{field}[{i}]") for i, u in enumerate(uris)]
+    for i, loc in enumerate(locations):
+        recorded = (digests or {}).get(loc.uri)
+        if recorded and loc.sha256 and recorded != loc.sha256:
+            raise UserInputError(loc.field, f"{loc.uri}: {DIGESTS_ENV} records a different sha256 than the URI")
+        if recorded:
+            locations[i] = dataclasses.replace(loc, sha256=recorded)
     seen: dict[str, Location] = {}
     for loc in locations:
         if not loc.name:
@@ -311,10 +381,24 @@ def _download(loc: Location, target: pathlib.Path, stores: _Stores, max_bytes: i
         else:
             with open(part, "wb") as f:
                 _translated(loc, stores, "fetch", _get_remote, loc, _Capped(f, max_bytes, loc), stores, max_bytes)
+        if loc.sha256:
+            _verify(loc, part)
         os.replace(part, target)
         return target.stat().st_size
     finally:
         part.unlink(missing_ok=True)
+
+
+def _verify(loc: Location, part: pathlib.Path) -> None:
+    """The fetched bytes have the digest recorded for `loc`, else `UserInputError` (the file is dropped)."""
+    h = hashlib.sha256()
+    with open(part, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            h.update(chunk)
+    if h.hexdigest() != loc.sha256:
+        raise UserInputError(loc.field, f"{loc.uri}: its sha256 is {h.hexdigest()}, not {loc.sha256} as recorded "
+                                        "in the job when it was submitted: the package was changed after submission "
+                                        "(nothing was installed; submit the job again)")
 
 
 def _get_remote(loc: Location, out: _Capped, stores: _Stores, max_bytes: int) -> None:
@@ -372,7 +456,7 @@ def _max_bytes(env: Mapping[str, str], max_bytes: int | None) -> int:
 async def fetch_all(uris: list[str], dest: pathlib.Path, env: Mapping[str, str], *, max_bytes: int | None = None,
                     job: str = "-") -> list[pathlib.Path]:
     """Fetch every URI into `dest` (created if missing); the paths, in the order of `uris`."""
-    locations = parse_all(list(uris))
+    locations = parse_all(list(uris), digests=recorded_digests(env))
     limit = _max_bytes(env, max_bytes)
     dest = pathlib.Path(dest)
     await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
@@ -389,6 +473,9 @@ async def fetch_all(uris: list[str], dest: pathlib.Path, env: Mapping[str, str],
     results = await asyncio.gather(*(one(loc) for loc in locations), return_exceptions=True)
     for result in results:  # the first failure in the order of `uris`, whichever finished first
         if isinstance(result, BaseException):
+            for fetched in results:  # all or nothing: no package of a failed fetch is left to install
+                if isinstance(fetched, pathlib.Path):
+                    await asyncio.to_thread(fetched.unlink, missing_ok=True)
             if isinstance(result, PlatformError):
                 log.warning("job %s: fetching packages failed: %s", job, result)
             raise result

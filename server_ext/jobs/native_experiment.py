@@ -29,7 +29,16 @@
   (a ConfigMap template is refused: the platform must see the trial's kind) of a kind the platform
   follows — ``PyTorchJob``/``TFJob`` (``kubeflow.org/v1``) or ``Job`` (``batch/v1``), the kinds whose
   pods, logs and states it reads; every ``trialParameters[].reference`` names a parameter (or a
-  ``${trialSpec.…}`` field) and every ``${trialParameters.x}`` in the trialSpec is declared.
+  ``${trialSpec.…}`` field) and every ``${trialParameters.x}`` in the trialSpec is declared;
+- the trial's pods are a project's pods: every pod template of the trialSpec (the batch Job's, each
+  replica type's) passes `pod_guard.pod_spec_findings` (not privileged, no host namespaces, ports or
+  paths, no ``nodeName``, the project's ServiceAccount, no platform-reserved Secret, no GPU-choosing
+  variable), refused with the first finding's path (``spec.trialTemplate.trialSpec.spec.template.
+  spec.containers[0].securityContext.privileged``). The cluster's admission holds the same rules for
+  every client; this is the early answer, before any trial is made;
+- a parameter's values (``feasibleSpace`` ``min``/``max``/``step``/``list``) hold no quote, backslash
+  or control character: Katib writes each trial's values into the trialSpec's JSON text as they are,
+  so such a value could add fields to the trial after the checks above.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from hub_ext.errors import UserInputError
 
 from .kubeflow import JOB_LABEL, OWNER_ANNOTATION, OWNER_LABEL, api_version
 from .model import JOB_ID_ANNOTATION
+from .pod_guard import workload_findings
 
 API_VERSION = "kubeflow.org/v1beta1"
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
@@ -60,6 +70,7 @@ TEMPLATE_FIELDS = {"configMap", "failureCondition", "primaryContainerName", "pri
 SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "ownerReferences",
               "finalizers", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink")
 _PLACEHOLDER = re.compile(r"\$\{trialParameters\.([^}]+)\}")
+_UNSAFE_VALUE = re.compile(r'["\\\x00-\x1f\x7f]')
 _META_REF = re.compile(r"\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|Labels\[[^\]]+\]|Annotations\[[^\]]+\])\}")
 
 
@@ -113,8 +124,12 @@ def _check_spec(spec: dict) -> None:
         for key in ("min", "max", "step", "distribution"):
             if key in space and not isinstance(space[key], str):
                 raise UserInputError(f"{where}.feasibleSpace.{key}", "must be a string (Katib's API type)")
+            if key in space and key != "distribution":
+                _safe_value(space[key], f"{where}.feasibleSpace.{key}")
         if "list" in space and not (isinstance(space["list"], list) and all(isinstance(v, str) for v in space["list"])):
             raise UserInputError(f"{where}.feasibleSpace.list", "must be a list of strings")
+        for j, value in enumerate(space.get("list") or ()):
+            _safe_value(value, f"{where}.feasibleSpace.list[{j}]")
         if p["parameterType"] in ("double", "int") and not ("min" in space and "max" in space) and not space.get("list"):
             raise UserInputError(f"{where}.feasibleSpace", "needs min and max (or a list)")
         if p["parameterType"] in ("discrete", "categorical") and not space.get("list"):
@@ -126,6 +141,22 @@ def _check_spec(spec: dict) -> None:
     if most is not None and failed is not None and failed > most:
         raise UserInputError("spec.maxFailedTrialCount", "must not be greater than spec.maxTrialCount")
     _check_template(_mapping(spec.get("trialTemplate"), "spec.trialTemplate"), names)
+
+
+def _safe_value(value: str, where: str) -> None:
+    if _UNSAFE_VALUE.search(value):
+        raise UserInputError(where, "must not hold quotes, backslashes or control characters (Katib writes it into "
+                                    "the trial's JSON as it is)")
+
+
+def _check_pods(trial: dict) -> None:
+    """The trial's pod templates against `pod_guard` (first finding raised, the others counted)."""
+    findings = workload_findings(trial, "spec.trialTemplate.trialSpec")
+    if findings:
+        (path, message), more = findings[0], findings[1:]
+        also = f" (and {len(more)} more: {', '.join(p for p, _ in more[:3])}{', …' if len(more) > 3 else ''})" \
+            if more else ""
+        raise UserInputError(path, message + also)
 
 
 def _check_template(template: dict, names: set[str]) -> None:
@@ -152,6 +183,7 @@ def _check_template(template: dict, names: set[str]) -> None:
     if used - declared:
         raise UserInputError("spec.trialTemplate.trialParameters", f"does not declare {sorted(used - declared)[0]!r}, "
                                                                    "used in the trialSpec")
+    _check_pods(trial)
 
 
 def native_experiment(doc: Any, project: str, owner: str) -> dict:

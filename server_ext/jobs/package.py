@@ -17,9 +17,13 @@
   bucket is set, else `UserInputError`. A ConfigMap needs no credentials and is
   garbage-collected with the job, so it is preferred even when a bucket is given.
 - `package_configmap(...)` (pure): the ConfigMap, owned by the job object (create the job first,
-  then this; the job's pods wait for it to appear), its URI `configmap_uri(...)`
-  (``configmap://<name>/<file>``), which `server_ext.jobs.fetch` copies from
+  then this; the job's pods wait for it to appear), ``immutable`` (its bytes cannot be changed in
+  place; deleted and recreated, they no longer match the digest the job recorded), its URI
+  `configmap_uri(...)` (``configmap://<name>/<file>``), which `server_ext.jobs.fetch` copies from
   ``$MLPLATFORM_PACKAGES_DIR/<name>/<file>`` where the pod mounts it.
+- `digest_env(uri, sha256)` (pure): the fetch container's env entry recording the package's digest
+  (`server_ext.jobs.fetch.DIGESTS_ENV`), written into the job's pod template at submit, so the
+  fetcher installs only the bytes that were submitted — from the ConfigMap or the staging bucket.
 - `stage(sdist, staging_bucket, job_id, env)`: uploads to
   ``<staging-bucket>/<job_id>/packages/<sha256>/<file>`` (gs:// or s3://) with the credentials
   named in `env`, and returns that URI (`staging_uri_of` computes it from the digest alone).
@@ -43,7 +47,7 @@ from typing import Literal, Mapping
 
 from hub_ext.errors import UserInputError
 
-from .fetch import PACKAGES_DIR_ENV, put_object
+from .fetch import DIGESTS_ENV, PACKAGES_DIR_ENV, digests_env, put_object
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +73,7 @@ version = "0.0.0"
 include = ["{name}", "{name}.*"]
 """
 __all__ = ["CONFIGMAP_LIMIT", "PACKAGES_DIR_ENV", "build_sdist", "check_filename", "check_staging_bucket",
-           "choose_delivery", "configmap_name", "configmap_uri", "digest", "package_configmap", "stage",
+           "choose_delivery", "configmap_name", "configmap_uri", "digest", "digest_env", "package_configmap", "stage",
            "staging_uri", "staging_uri_of"]
 
 
@@ -212,8 +216,15 @@ def package_configmap(plan_name: str, namespace: str, sdist: bytes, filename: st
             "annotations": {SHA256_ANNOTATION: hashlib.sha256(sdist).hexdigest()},
             "ownerReferences": [{k: owner[k] for k in ("apiVersion", "kind", "name", "uid")}],
         },
+        "immutable": True,
         "binaryData": {filename: base64.b64encode(sdist).decode("ascii")},
     }
+
+
+def digest_env(uri: str, sha256: str) -> dict:
+    """Pure: the env entry (``{"name", "value"}``) that makes the fetcher check `uri`'s bytes against `sha256`."""
+    # `$` doubled: Kubernetes expands $(VAR) in env values and reads $$ as $
+    return {"name": DIGESTS_ENV, "value": digests_env({uri: sha256}).replace("$", "$$")}
 
 
 def staging_uri(staging_bucket: str, job_id: str, sdist: bytes, filename: str) -> str:

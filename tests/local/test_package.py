@@ -118,6 +118,7 @@ def test_package_configmap_whole_manifest():
             "annotations": {"mlplatform.io/package-sha256": hashlib.sha256(data).hexdigest()},
             "ownerReferences": [OWNER],
         },
+        "immutable": True,
         "binaryData": {"trainer-0.0.0.tar.gz": base64.b64encode(data).decode()},
     }
     assert configmap_uri("my-job", "trainer-0.0.0.tar.gz") == "configmap://my-job-package/trainer-0.0.0.tar.gz"
