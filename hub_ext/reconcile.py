@@ -30,6 +30,7 @@ import asyncio
 import json
 import logging
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
@@ -207,8 +208,9 @@ async def call_hub(url: str, token: str, interval: float, retry: float = 5.0) ->
             report = json.loads(resp.body or b"{}")
             for error in report.get("errors", []):
                 log.warning("%s", error)
-            log.info("reconciled: %d RoleBindings removed, %d servers stopped",
-                     len(report.get("removed_bindings", [])), len(report.get("stopped_servers", [])))
+            removed, stopped = len(report.get("removed_bindings", [])), len(report.get("stopped_servers", []))
+            log.log(logging.INFO if removed or stopped else logging.DEBUG,
+                    "reconciled: %d RoleBindings removed, %d servers stopped", removed, stopped)
         except HTTPClientError as e:
             log.error("the hub answered %s to %s", e.code, url)
         except OSError as e:
@@ -224,7 +226,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format=f"[%(levelname)1.1s %(asctime)s {SERVICE_NAME}] %(message)s")
     url = os.environ["JUPYTERHUB_API_URL"].rstrip("/") + "/mlplatform/reconcile"
-    asyncio.run(call_hub(url, os.environ["JUPYTERHUB_API_TOKEN"], args.interval))
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # the hub stops its services with SIGINT or SIGTERM
+    try:
+        asyncio.run(call_hub(url, os.environ["JUPYTERHUB_API_TOKEN"], args.interval))
+    except KeyboardInterrupt:
+        log.info("stopped")
 
 
 if __name__ == "__main__":
