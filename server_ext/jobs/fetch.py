@@ -22,18 +22,13 @@ URIs (``i`` is the URI's index, used in every error's field ``trainingInput.pack
   ``$MLPLATFORM_PACKAGES_DIR/<name>/``; it is copied from there.
 - ``file:///abs/path`` or a plain path: copied.
 
-Digests: a package's sha256 may be recorded where the job's submitter wrote it and project members
-cannot change it without recreating the job (the pod's env and args): in ``MLPLATFORM_PACKAGE_DIGESTS``
-(`DIGESTS_ENV`, a JSON object URI → hex digest; `digests_env` makes the value; the platform sets it
-for a package shipped with the job, `server_ext.jobs.package.digest_env`), in a URI's fragment
-``#sha256=<hex>`` (pip's spelling; a ``gs://``, ``s3://``, ``configmap://`` or ``file://`` URI),
-and, for ``gs://``/``s3://``, in the platform's content-addressed staging key
-``…/packages/<sha256>/<file>`` (`server_ext.jobs.package.staging_uri_of`). When one is recorded
-the downloaded bytes must have it: otherwise the URI's error says both digests and that the package
-changed after the job was submitted (a teammate recreated its ConfigMap, or overwrote the staged
-object), and nothing is kept — when any URI fails, the files already fetched are removed too, so
-the training container installs nothing. Two records of one URI that disagree are refused before
-anything is downloaded.
+Digests: a package's sha256 is recorded where project members cannot change it without recreating
+the job (the pod's env and args): ``MLPLATFORM_PACKAGE_DIGESTS`` (`DIGESTS_ENV`, JSON URI → hex, made
+by `digests_env`; `server_ext.jobs.package.digest_env` for a shipped package), a URI's ``#sha256=<hex>``
+fragment (pip's spelling), or the content-addressed staging key ``…/packages/<sha256>/<file>`` of a
+``gs://``/``s3://`` URI. Bytes without the recorded digest fail that URI, naming both digests (the
+package changed after submission); records that disagree are refused before any download. When any
+URI fails, the files already fetched are removed: the training container installs nothing.
 
 Guarantees:
 - Only `env` is consulted for credentials, endpoints and the packages directory (the CLI passes
