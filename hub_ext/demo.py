@@ -21,6 +21,13 @@ What this module guarantees:
   never put in any environment variable, so neither the proxy nor any single-user server can
   see them, and the hub does not log them. The cookie secret is regenerated on every run, so
   browser sessions of a previous run (and its password) are logged out.
+- The state dir is its OS user's only (:func:`prepare_state_dir`): the directory is ``0700``,
+  what an earlier run left readable by group or others is tightened, and the hub starts with
+  umask ``077``, which the proxy, the single-user servers and their jobs inherit, so the
+  database, the cookie secret, pid files, device allocations, job records and logs and the
+  users' home directories are created ``0600``/``0700``. This keeps other OS accounts of the
+  machine out; it does not separate the demo's users from each other (they are one OS account:
+  see "Trust model" in ``docs/platform.md``).
 """
 
 from __future__ import annotations
@@ -33,6 +40,8 @@ import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from .local_files import PRIVATE_UMASK, private_dir, tighten
 
 #: The project root of a source checkout (where ``node_modules/`` lives).
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -215,17 +224,29 @@ def banner(url: str, demo_secrets: DemoSecrets) -> str:
         f"               'bob' (group research: MIG 3g.20gb slice, whole GPU) see more profiles\n"
         f"    Password:  {demo_secrets.user_password}\n"
         f"    Admin:     user '{ADMIN_USER}', password {demo_secrets.admin_password}\n"
+        "  Trusted users only: every user's server and jobs run as this OS account and can read\n"
+        "  each other's files (docs/platform.md, \"Trust model\").\n"
         "  Stop with Ctrl-C.\n"
     )
 
 
 def write_config(path: Path, source: str) -> None:
-    """Write the config file readable by its owner only (it holds the passwords)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write the config file readable by its owner only (it holds the passwords), in a private
+    directory."""
+    private_dir(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an existing file (an earlier run's) is private before the passwords go in
     with os.fdopen(fd, "w") as f:
         f.write(source)
-    os.chmod(path, 0o600)
+
+
+def prepare_state_dir(state_dir: Path) -> list[str]:
+    """Make `state_dir` (and ``users/`` in it) private and tighten what an earlier run left there.
+    Returns the paths that could not be tightened (another OS user's)."""
+    private_dir(state_dir)
+    left = tighten(state_dir)
+    private_dir(state_dir / "users")
+    return left
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,7 +257,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     state_dir = args.state_dir.resolve()
-    (state_dir / "users").mkdir(parents=True, exist_ok=True)
+    os.umask(PRIVATE_UMASK)  # the hub, the proxy, the servers and their jobs inherit it
+    for path in prepare_state_dir(state_dir):
+        print(f"warning: {path} belongs to another OS user and stays readable by others; remove it or "
+              "make it private (chmod go-rwx)", file=sys.stderr)
     demo_secrets = DemoSecrets.generate()
     settings = demo_config(
         demo_secrets,

@@ -8,11 +8,15 @@ option choices, and the accelerator, which it reserves atomically against the pr
 ``CUDA_VISIBLE_DEVICES`` (UUIDs; one device is never given to two servers; devices come back on
 stop, and after a hub restart from the allocator's state file).
 
-Trust model: one machine of trusted users. The hub enforces who may use which project, profile
-and how many accelerators, but every server runs as the same OS user, so users can read each
-other's files and nothing stops a process from ignoring ``CUDA_VISIBLE_DEVICES``. CPU and memory
-limits of a profile are not enforced here (they are on Kubernetes). Use `PlatformSpawner` on a
-cluster for isolation between users.
+Trust model: one machine of trusted users (``docs/platform.md``, "Trust model"). The hub enforces
+who may use which project, profile and how many accelerators, but every server runs as the same OS
+user, so users can read each other's files (homes, credentials, job records and logs) and nothing
+stops a process from ignoring ``CUDA_VISIBLE_DEVICES``. CPU and memory limits of a profile are not
+enforced here (they are on Kubernetes). Use `PlatformSpawner` on a cluster for isolation between
+users. What is kept from *other OS accounts* of the machine: the state directory is made ``0700``
+and what an earlier run left open in it (and in the projects' ``credentials/``) is tightened when
+the spawner first uses it, and the servers run with umask ``077`` (`popen_kwargs`), so their job
+records, logs and files are created ``0600``.
 
 The server's environment: the hub's interpreter's ``bin`` directory comes first on ``PATH`` (where
 ``python``, ``jupyterhub-singleuser`` and ``kubectl-ai_platform`` of the platform's environment
@@ -44,13 +48,14 @@ from traitlets import Float, List, Unicode, default
 from .errors import ConfigError, UserInputError, http_answer
 from .form import render_form
 from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
-from .local_files import project_files
+from .local_files import PRIVATE_UMASK, private_dir, project_files, tighten
 from .mounts import Available, select
 from .platform import Plan, PlatformConfig
 from .progress_text import wanting
 from .slugs import safe_slug
 
 _ALLOCATORS: dict[tuple, DeviceAllocator] = {}
+_PRIVATE: set[tuple[str, str]] = set()  # (state_dir, projects_dir) made private in this process
 
 
 class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
@@ -104,11 +109,34 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
     def _default_terminal_command(self):
         return [next((sh for sh in ("/bin/bash", "/usr/bin/bash") if os.access(sh, os.X_OK)), "/bin/sh")]
 
+    @default("popen_kwargs")
+    def _default_popen_kwargs(self):
+        return {"umask": PRIVATE_UMASK}  # what the servers (and their jobs) write is their OS user's only
+
     # ---- shared state --------------------------------------------------------------------------
+    def make_state_private(self) -> None:
+        """The state directory ``0700`` and nothing in it, nor in the projects' ``credentials/``,
+        readable by group or others (once per process and directories; files of another OS user
+        are logged, not changed)."""
+        key = (self.state_dir, self.projects_dir)
+        if key in _PRIVATE:
+            return
+        private_dir(self.state_dir)
+        left = tighten(self.state_dir)
+        projects = pathlib.Path(self.projects_dir)
+        if projects.is_dir():
+            for credentials in sorted(projects.glob("*/credentials")):
+                left += tighten(credentials)
+        for path in left:
+            self.log.warning("%s belongs to another OS user and is readable by others: make it private "
+                             "(chmod go-rwx)", path)
+        _PRIVATE.add(key)
+
     @property
     def allocator(self) -> DeviceAllocator:
         key = (repr(self.inventory), self.state_dir)
         if key not in _ALLOCATORS:
+            self.make_state_private()
             if isinstance(self.inventory, dict):
                 devices = declared_inventory(self.inventory)
             else:
@@ -157,6 +185,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             raise web.HTTPError(*http_answer(e)) from None
 
     async def start(self):
+        self.make_state_private()
         plan = await self.make_plan()
         self._plan = plan
         self._reserved_in = plan.project.name

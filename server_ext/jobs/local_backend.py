@@ -66,6 +66,7 @@ from datetime import datetime, timezone
 from typing import AsyncIterator, Mapping
 
 from hub_ext.errors import ConfigError, Problem, UserInputError
+from hub_ext.local_files import PRIVATE_UMASK, private_dir, private_opener
 
 from ..errors import JobExists, JobFinished, JobNotFound
 from .backend import FINAL, LogLine
@@ -280,7 +281,8 @@ class LocalBackend:
             job_dir = self.job_dir(*key)
             if job_dir.exists():  # left by a state file that was removed: never mix two jobs' logs
                 await asyncio.to_thread(shutil.rmtree, job_dir)
-            job_dir.mkdir(parents=True)
+            private_dir(job_dir.parent)
+            job_dir.mkdir(mode=0o700)
             if kept is not None:
                 kept.place(job_dir)
         finally:
@@ -401,13 +403,14 @@ class LocalBackend:
             return dirs
         site = job_dir / "site"
         master_log = job_dir / f"{rec.tasks[0]}.log"
-        with open(master_log, "ab") as out:
+        with open(master_log, "ab", opener=private_opener) as out:
             out.write(f"Installing {', '.join(p.name for p in files)} into {site}\n".encode())
             out.flush()
             live.installer = await asyncio.create_subprocess_exec(
                 self.python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
                 "--target", str(site), *map(str, files), stdin=asyncio.subprocess.DEVNULL, stdout=out,
-                stderr=asyncio.subprocess.STDOUT, env=base, cwd=job_dir, start_new_session=True)
+                stderr=asyncio.subprocess.STDOUT, env=base, cwd=job_dir, start_new_session=True,
+                umask=PRIVATE_UMASK)
         code = await live.installer.wait()
         live.installer = None
         if code != 0 and not live.cancel.is_set():

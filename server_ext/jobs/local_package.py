@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from hub_ext.errors import PlatformError, UserInputError
+from hub_ext.local_files import private_dir, private_opener
 
 from .local_env import PackageSource, package_sources
 from .plan import JobPlan, ShippedPackage
@@ -72,7 +73,7 @@ class Kept:
     def place(self, job_dir: pathlib.Path) -> pathlib.Path:
         """Move the copy to ``<job_dir>/shipped/<file>``; its new path."""
         target = job_dir / SHIPPED_DIR / self.file.name
-        target.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(target.parent)
         os.replace(self.file, target)
         return target
 
@@ -83,12 +84,12 @@ class Kept:
 
 def keep(package: ShippedPackage, state_dir: pathlib.Path) -> Kept:
     """Copy the shipped sdist under `state_dir`, checking its sha256 (blocking: run it in a thread)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)
     private = pathlib.Path(tempfile.mkdtemp(prefix=".incoming-", dir=state_dir))
     kept = Kept(private / package.filename)
     digest = hashlib.sha256()
     try:
-        with open(package.path, "rb") as src, open(kept.file, "wb") as out:
+        with open(package.path, "rb") as src, open(kept.file, "wb", opener=private_opener) as out:
             for chunk in iter(lambda: src.read(_CHUNK), b""):
                 digest.update(chunk)
                 out.write(chunk)

@@ -2,7 +2,8 @@
 ``<task>.exit``).
 
 - `start_replica`: runs an argv in a new session (its own process group, so the whole tree can
-  be signalled), stdout and stderr appended to the log, under a ``/bin/sh`` wrapper that writes
+  be signalled) with umask ``077`` (what it writes is its OS user's only), stdout and stderr
+  appended to the log (created ``0600``), under a ``/bin/sh`` wrapper that writes
   the exit status to the exit file atomically when the program ends — so the status is known
   even to a server that started later. The recorded pid is the wrapper's; its group holds the
   program.
@@ -27,6 +28,8 @@ import signal
 import socket
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterable, Mapping, Sequence
+
+from hub_ext.local_files import PRIVATE_UMASK, private_opener
 
 from .backend import LogLine
 from .local_env import HOST
@@ -140,10 +143,10 @@ class Replica:
 
 async def start_replica(task: str, argv: Sequence[str], env: Mapping[str, str], cwd: pathlib.Path,
                         log_path: pathlib.Path, exit_path: pathlib.Path) -> Replica:
-    with open(log_path, "ab") as out:
+    with open(log_path, "ab", opener=private_opener) as out:
         process = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", _WRAP, str(exit_path), *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out,
-            stderr=asyncio.subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True)
+            stderr=asyncio.subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True, umask=PRIVATE_UMASK)
     stat = _proc_stat(process.pid)
     return Replica(task, process.pid, stat[1] if stat else None, boot_id(), exit_path, process)
 

@@ -1,5 +1,6 @@
-"""The local job backend's durable state: one SQLite file (``<state_dir>/jobs.sqlite``), and the
-state directory's owner lock (`own_state_dir`).
+"""The local job backend's durable state: one SQLite file (``<state_dir>/jobs.sqlite``, created
+``0600``), and the state directory's owner lock (`own_state_dir`, which also makes the directory
+its OS user's only).
 
 One row per job, keyed by (project, jobId): the `ml.v1` Job JSON exactly as the API answers it,
 the owner, the task names, and per task the process that runs it (pid, start time in clock ticks
@@ -27,6 +28,7 @@ import threading
 from dataclasses import dataclass, field
 
 from hub_ext.errors import ConfigError, Problem
+from hub_ext.local_files import private_dir, private_opener, tighten
 
 from ..errors import JobExists
 
@@ -73,7 +75,8 @@ class JobStore:
     @classmethod
     async def open(cls, path: pathlib.Path) -> "JobStore":
         def connect() -> sqlite3.Connection:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)
+            os.close(private_opener(path, os.O_RDWR | os.O_CREAT))  # SQLite gives its -wal and -shm this mode
             db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=30)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute(_SCHEMA)
@@ -124,8 +127,12 @@ def own_state_dir(state_dir: pathlib.Path) -> int:
     """An exclusive lock on `state_dir` (``owner.lock``, holding the owner's pid), kept until the
     descriptor it answers is closed (or the process ends). A second backend on the same directory,
     in this process or another, is refused: it would adopt the first one's running jobs and fail
-    those it is still preparing."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    those it is still preparing.
+
+    The directory is made its OS user's only (``0700``), and what an earlier run left readable by
+    group or others in it (job records, logs, sweeps) is tightened."""
+    private_dir(state_dir)
+    tighten(state_dir)
     fd = os.open(state_dir / "owner.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import os
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,7 @@ import optuna
 from optuna.trial import TrialState
 
 from hub_ext.errors import PlatformError, UserInputError
+from hub_ext.local_files import private_dir, private_opener
 
 from ..errors import JobFinished, JobNotFound
 from . import local_sweep_space as space
@@ -128,8 +130,9 @@ class Sweeps:
 
     def _store(self) -> optuna.storages.RDBStorage:  # on the worker thread
         if self._storage is None:
-            self.b.state_dir.mkdir(parents=True, exist_ok=True)
+            private_dir(self.b.state_dir)
             path = str(self.b.state_dir / "sweeps.sqlite")
+            os.close(private_opener(path, os.O_RDWR | os.O_CREAT))  # 0600, and so its -wal and -shm
             self._storage = optuna.storages.RDBStorage(f"sqlite:///{path}",
                                                        engine_kwargs={"creator": functools.partial(_connect, path)})
         return self._storage
