@@ -26,11 +26,14 @@ RBAC = "rbac.authorization.k8s.io"
 
 
 @pytest.fixture
-def hub(kube_cluster, hub_factory, tmp_path):
+def hub(kube_cluster, hub_factory, tmp_path, request):
+    """A hub reconciling every 2 s; member identities ``oidc:{username}`` unless the test is
+    parametrized indirectly with another template ("": none)."""
+    template = getattr(request, "param", "oidc:{username}")
     delete_projects(kube_cluster)
     kubelet = kube_cluster.kubelet("process", nodes=NODES, workdir=tmp_path / "kubelet")
     secrets = DemoSecrets.generate()
-    source = kube_hub_config(tmp_path / "state", secrets, member_identity_template="oidc:{username}",
+    source = kube_hub_config(tmp_path / "state", secrets, member_identity_template=template,
                              member_reconcile_interval=2)
     source += '\nc.JupyterHub.load_groups = {"vision": {"users": ["alice", "bob", "carol"]}}\n'
     hub = hub_factory(source, env={"KUBECONFIG": str(hub_kubeconfig(kube_cluster, tmp_path / "hub.kubeconfig"))})
@@ -114,3 +117,23 @@ def test_a_member_removed_from_the_group_or_deleted_loses_the_team_project(hub, 
     hub.restart()
     until(lambda: member_bindings(kube_cluster, "vision") == set(), "alice's binding removed at hub start", hub, 30)
     assert "alice is blocked by the authenticator" in hub.log_text()
+
+
+@pytest.mark.parametrize("hub", [""], indirect=True)
+def test_without_member_identities_a_leaver_still_loses_their_servers(hub, kube_cluster):
+    """No member_identity_template: no member has a binding (one left from an earlier configuration
+    goes), and a leaver's server in the team project is still stopped."""
+    spawn(hub, "bob", "team", {"project": "vision", "profile": "cpu"})
+    spawn(hub, "alice", "", {"project": "vision", "profile": "cpu"})
+    leftover = {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding",
+                "metadata": {"name": member_binding_name("alice"), "namespace": "vision",
+                             "labels": {"mlplatform.io/member": "alice"}},
+                "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "mlplatform-project"},
+                "subjects": [{"apiGroup": RBAC, "kind": "User", "name": "oidc:alice"}]}
+    kube_cluster.create(RBAC, "v1", "rolebindings", "vision", leftover)
+    until(lambda: not member_bindings(kube_cluster, "vision"), "the leftover member binding removed", hub, 30)
+    assert hub.api("DELETE", "/groups/vision/users", json={"users": ["bob"]}).status_code == 200
+    until(lambda: "team" not in servers(hub, "bob"), "bob's team server stopped", hub, 30)
+    until(lambda: len(notebook_pods(kube_cluster, "vision")) == 1, "only alice's pod left in vision", hub, 30)
+    assert servers(hub, "alice")[""]["ready"]
+    assert "no member identity template is configured" in hub.log_text()
