@@ -84,14 +84,17 @@ class Reconciler:
     async def run(self, users: list[HubUser], servers: list[Server],
                   stop: Callable[[Server], Awaitable[None]]) -> Report:
         """One round: remove stale member bindings of every team project, stop leavers' servers."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
         from .kube import path_of, reason
 
+        failures = (ApiException, asyncio.TimeoutError, OSError)
         teams, report = self.platform.teams, Report()
         wanted = wanted_members(teams, users)
         for project, group in sorted(teams.items()):
             try:
                 found = await self._member_bindings(project)
-            except Exception as e:  # noqa: BLE001 - one project's failure must not stop the others
+            except failures as e:  # one project's failure must not stop the others
                 report.errors.append(f"{project}: could not list member RoleBindings: {reason(e)}")
                 log.warning("membership of the project %r not reconciled: could not list its member "
                             "RoleBindings: %s", project, reason(e))
@@ -100,7 +103,7 @@ class Reconciler:
                                           bool(self.platform.identity_template)):
                 try:
                     await self.platform.kube.delete(path_of("RoleBinding", project, removal.binding))
-                except Exception as e:  # noqa: BLE001
+                except failures as e:
                     report.errors.append(f"{project}/{removal.binding}: could not delete: {reason(e)}")
                     log.warning("could not remove the RoleBinding %s/%s (%s): %s", project, removal.binding,
                                 removal.why, reason(e))
@@ -115,7 +118,7 @@ class Reconciler:
                      s.why, JOBS_STAY)
             try:
                 await stop(s.server)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - whatever the spawner raised; the next server is still stopped
                 report.errors.append(f"{s.server.user}/{s.server.name}: could not stop: {type(e).__name__}: {e}")
                 log.warning("could not stop %s's server %r in the project %r: %s", s.server.user, s.server.name,
                             s.project, e)
@@ -124,15 +127,24 @@ class Reconciler:
         return report
 
     async def _member_bindings(self, project: str) -> list[dict]:
+        """The member RoleBindings in `project`'s namespace; none where the namespace does not exist
+        or is not the platform's (the hub holds no rights there). A 403 in a namespace of the
+        platform's (the hub's own binding there is gone) is raised: its members are not known."""
         from kubernetes_asyncio.client.exceptions import ApiException
 
+        from .credentials import MANAGED_BY
         from .kube import path_of
 
+        kube = self.platform.kube
         try:
-            answer = await self.platform.kube.list(path_of("RoleBinding", project), labelSelector=MEMBER_LABEL)
+            answer = await kube.list(path_of("RoleBinding", project), labelSelector=MEMBER_LABEL)
         except ApiException as e:
-            if e.status in (403, 404):  # not provisioned yet: the hub holds no rights there, nothing to remove
-                return []
+            if e.status != 403:
+                raise
+            ns = await kube.get(path_of("Namespace", None, project))
+            labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
+            if ns is None or any(labels.get(k) != v for k, v in MANAGED_BY.items()):
+                return []  # not provisioned yet, or not the platform's: no binding of ours there
             raise
         return list((answer or {}).get("items") or [])
 
