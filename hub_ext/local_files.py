@@ -55,12 +55,12 @@ def private_dir(path: str | os.PathLike) -> pathlib.Path:
     for p in reversed(missing):
         try:
             p.mkdir(mode=0o700)
-        except FileExistsError:
-            pass
+        except FileExistsError:  # made meanwhile by another process: left to the check below
+            continue
         os.chmod(p, 0o700)  # mkdir's mode is reduced by the umask, never raised by it
     st = path.stat()
     if st.st_mode & _OPEN_BITS and st.st_uid == os.geteuid():
-        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700 | 0o700)
+        os.chmod(path, 0o700)
     return path
 
 
