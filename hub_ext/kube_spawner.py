@@ -115,6 +115,14 @@ class PlatformSpawner(PlatformConfig, TenancyConfig, KubeSpawner):
 
         c.PlatformSpawner.member_identity_template = "oidc:{username}"
         """).tag(config=True)
+    member_reconcile_interval = Float(
+        300, help="""Seconds between rounds of the membership reconciler (hub_ext.reconcile): member
+        RoleBindings no hub user is granted any more (left the group, deleted, blocked) are removed
+        from team projects and the leavers' servers there are stopped; also once at hub start.
+        0: no periodic rounds (admins may still POST /hub/api/mlplatform/reconcile).
+
+        c.PlatformSpawner.member_reconcile_interval = 300
+        """).tag(config=True)
     api_token_secret = Bool(
         True, help="""Keep the server's hub API token in a Secret the pod's env refers to, not in the pod spec.
 

@@ -34,8 +34,8 @@ there, in the order they must exist:
    anywhere but the cloud metadata addresses;
 10. the ConfigMap ``mlplatform-catalog`` with the catalogue (`hub_ext.publish.catalog_json`).
 
-`member_binding_name` names a member's binding, so a login can remove the binding of a user
-who left a team. Every object carries ``app.kubernetes.io/managed-by: jupyterhub-mlplatform``.
+`member_binding_name` names a member's binding, so the membership reconciler (`hub_ext.reconcile`,
+at hub start and every interval) and a login can remove the binding of a user who left a team. Every object carries ``app.kubernetes.io/managed-by: jupyterhub-mlplatform``.
 """
 
 from __future__ import annotations

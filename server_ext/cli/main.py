@@ -218,14 +218,14 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
     from hub_ext.cluster import list_available
     from hub_ext.kube_mounts import MountSettings
     from server_ext.jobs.kube_backend import KubeBackend
-    from server_ext.kube_target import catalog, connect
+    from server_ext.kube_target import connect, published
 
     context = context_for_region(getattr(args, "region", None), cli_config(env).get("regions", {}),
                                  getattr(args, "context", None))
     kube, namespace = await connect(context, env)
     project = project_of(args, user, env, namespace)
-    accelerators, published = await catalog(kube, project)
-    if not published:
+    found = await published(kube, project)  # the hub's catalogue and the project's limits (hub-only ConfigMap)
+    if not found.published:
         err.write(f"note: project {project!r} has no published catalogue; using the built-in one\n")
     mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
     tables = _tables(env)
@@ -237,7 +237,7 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
         await backend.close()
         await kube.api_client.close()
 
-    return backend, tables.plan_settings(accelerators), project, \
+    return backend, tables.plan_settings(found.accelerators, found.limits), project, \
         lambda p: list_available(kube, p, mounts, credentials=wants_credentials), close
 
 

@@ -102,9 +102,7 @@ async def test_a_teammate_cannot_swap_a_jobs_package_configmap(backend, kube, ku
 
     job = await kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/shipped")
     (fetch,) = job["spec"]["template"]["spec"]["initContainers"]
-    if DIGESTS_ENV not in [e["name"] for e in fetch["env"]]:
-        pytest.xfail("the job's fetch-code container does not carry package.digest_env yet: "
-                     "server_ext/jobs/kubeflow.py._fetch_container must add it (the lead's file)")
+    assert DIGESTS_ENV in [e["name"] for e in fetch["env"]]  # written at submit, with the job
 
     kubelet = kube_cluster.kubelet(mode="process", nodes=NODES)
     failed = await state(backend, ns, "shipped", "FAILED", timeout=90)
