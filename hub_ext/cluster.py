@@ -19,7 +19,7 @@ import asyncio
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import capacity as cap
-from .credentials import CredentialFiles, secret_manifest
+from .credentials import CREATED_BY, CredentialFiles, check_may_delete, check_name, secret_manifest
 from .errors import UpstreamError, UserInputError
 from .kube import Kube, path_of, reason
 from .kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
@@ -135,6 +135,7 @@ class ProjectResources:
 
     async def add_credential(self, namespace: str, name: str, creds: CredentialFiles, description: str,
                              created_by: str) -> None:
+        check_name(name)  # never a name the platform uses (the faces check it first, with the other fields)
         body = secret_manifest(namespace, name, self.settings.credential_types[creds.kind], creds, description,
                                created_by)
         try:
@@ -148,15 +149,32 @@ class ProjectResources:
             raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
         self.secrets[body["type"]].put(created or body)
 
-    async def delete_credential(self, namespace: str, name: str) -> None:
+    async def delete_credential(self, namespace: str, name: str, deleted_by: str | None = None,
+                                admin: bool = False) -> None:
+        """Delete a credential on behalf of the hub user `deleted_by` (`admin`: a hub admin): only
+        its creator or an admin may (`hub_ext.credentials.check_may_delete`; 403 on ``name``).
+        The delete is conditional on the Secret that was checked (its uid and resourceVersion), so
+        one replaced meanwhile is not deleted unchecked. `deleted_by` None: the hub itself, on
+        no user's behalf (every face passes the user)."""
         path = path_of("Secret", namespace, name)
         try:
             secret = await self.kube.get(path)
             if secret is None or credential_from_secret(secret, self.settings) is None:
                 raise UserInputError("name", f"the project {namespace!r} has no credential {name!r}", 404)
-            await self.kube.delete(path)
+            meta = secret["metadata"]
+            if deleted_by is not None:
+                check_may_delete(name, (meta.get("annotations") or {}).get(CREATED_BY), deleted_by, admin)
+            await self.kube.request("DELETE", path, {
+                "propagationPolicy": "Background",
+                "preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}})
         except ApiException as e:
-            raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
+            if e.status == 404:
+                pass  # deleted meanwhile: what was asked for holds
+            elif e.status == 409:
+                raise UserInputError("name", f"the credential {name!r} changed while it was being deleted; "
+                                             "try again", 409) from None
+            else:
+                raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
         except (asyncio.TimeoutError, OSError) as e:
             raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
         for cache in self.secrets.values():

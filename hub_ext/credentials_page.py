@@ -9,6 +9,11 @@ descriptions only. REST needs the custom scope ``custom:mlplatform:credentials``
 (every user holds it for themselves); the page uses the hub login and its XSRF check. Faces
 only: the spawner's `add_credential` / `delete_credential` do the work (runtimes that manage
 credentials otherwise, such as the local one's files, answer 501 with where they live).
+
+A credential in a team project belongs to the team: any member may mount it. Only its creator or
+a hub admin may delete it (`hub_ext.credentials.check_may_delete`, decided on the Secret as it is
+when deleted): another member gets 403 naming ``name``. Through REST the caller's rights are the
+named user's, and an admin calling for them acts as an admin.
 """
 
 from __future__ import annotations
@@ -43,9 +48,11 @@ async def add(spawner, user, project: str, body: dict) -> dict:
     return {"project": project, "name": name, "type": kind, "description": description}
 
 
-async def delete(spawner, user, project: str, name: str) -> None:
+async def delete(spawner, user, project: str, name: str, admin: bool | None = None) -> None:
+    """Delete one credential as `user` (`admin`: whether they act as a hub admin; default: theirs)."""
     _project_of(spawner, user, project)
-    await spawner.delete_credential(project, check_name(name))
+    admin = bool(user.admin) if admin is None else admin
+    await spawner.delete_credential(project, check_name(name, new=False), deleted_by=user.name, admin=admin)
     spawner.log.info("%s deleted the credential %r of the project %s", user.name, name, project)
 
 
@@ -87,8 +94,10 @@ class CredentialsAPIHandler(_CredentialsAPI):
 class CredentialAPIHandler(_CredentialsAPI):
     async def delete(self, user_name, project, name):
         user, spawner = self._user_spawner(user_name)
+        caller = self.current_user
+        admin = bool(user.admin) or bool(getattr(caller, "admin", False))  # an admin may call for a user
         try:
-            await delete(spawner, user, project, name)
+            await delete(spawner, user, project, name, admin)
         except PlatformError as e:
             raise web.HTTPError(*http_answer(e)) from None
         self.set_status(204)

@@ -4,7 +4,9 @@
 differs from the wanted fields (labels and annotations are merged: others' are never dropped; of
 annotations in the platform's own domain, ``mlplatform.io/…`` and ``*.mlplatform.io/…``, exactly
 the wanted ones are kept, so an entitlement taken away does not linger); an object created by
-someone else meanwhile (409) is read and compared instead.
+someone else meanwhile (409) is read and compared instead. A set already applied by this hub
+process (named by the caller's key) is neither built nor requested again (later spawns make no
+API request for provisioning).
 
 The hub never adopts a namespace it did not make for that project and owner: when the Namespace
 (the first object of a project) exists already, it must carry the platform's managed-by label
@@ -12,12 +14,14 @@ and the wanted project label, and an owner annotation (``mlplatform.io/owner``),
 must be the wanted one. Otherwise `ForeignNamespace` (409) says so in words, a warning names the
 namespace and the owner found, and nothing is changed in it or created. A namespace the hub
 made before owners were recorded (both labels, no owner annotation) is adopted: it gets the
-annotation. A set already applied by this hub process
-(named by the caller's key) is neither built nor requested again (later spawns make no API
-request for provisioning). If any step
-still fails after the Kubernetes client's retries, every object this call created is deleted
-again (a namespace it created takes its contents with it) and an `UpstreamError` says what
-failed; nothing half-made stays behind.
+annotation.
+
+The hub's rights in a project come from a RoleBinding it makes there (`hub_ext.tenancy`); a 403
+right after this call made one is retried for up to `GRANT_WAIT` seconds (the API server's
+authorizer learns of a binding a moment after it is created). If any step still fails after the
+Kubernetes client's retries, every object this call created is deleted again (a namespace it
+created takes its contents with it) and an `UpstreamError` says what failed; nothing half-made
+stays behind.
 
 `remove(paths)` deletes objects that should no longer exist (a former member's RoleBinding);
 a path known to be absent is not requested again.
@@ -34,12 +38,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from .credentials import MANAGED_BY
 from .errors import UpstreamError
 from .kube import Kube, obj_path, reason
-from .tenancy import PROJECT_LABEL
+from .tenancy import OWNER_ANNOTATION, PROJECT_LABEL
 
 log = logging.getLogger("mlplatform.provision")
 _FAILURES = (ApiException, asyncio.TimeoutError, aiohttp.ClientError)
-OWNER_ANNOTATION = "mlplatform.io/owner"  # hub_ext.tenancy.OWNER_ANNOTATION
 _OWNERSHIP_LABELS = (*MANAGED_BY, PROJECT_LABEL)
+GRANT_WAIT = 5.0  # seconds a 403 is retried right after the hub bound its rights in a new namespace
 
 
 class ForeignNamespace(UpstreamError):
@@ -123,7 +127,8 @@ class Provisioner:
             created: list[dict] = []
             try:
                 for obj in objects:
-                    if await self._ensure_one(obj, what):
+                    bound = any(o["kind"] == "RoleBinding" for o in created)
+                    if await self._ensure_granted(obj, what, bound):
                         created.append(obj)
             except ForeignNamespace:
                 await self._undo(created)
@@ -136,6 +141,21 @@ class Provisioner:
             self._absent.difference_update(obj_path(o) for o in objects)
             if created:
                 log.info("%s: created %s", what, ", ".join(f"{o['kind']}/{o['metadata']['name']}" for o in created))
+
+    async def _ensure_granted(self, wanted: dict, what: str, bound: bool) -> bool:
+        """`_ensure_one`; when this call has just bound the hub's rights in the namespace (`bound`),
+        a 403 is retried for a few seconds: the API server's authorizer learns of a new binding
+        from a watch, a moment after the binding was created."""
+        delay, waited = 0.05, 0.0
+        while True:
+            try:
+                return await self._ensure_one(wanted, what)
+            except ApiException as e:
+                if e.status != 403 or not bound or waited >= GRANT_WAIT:
+                    raise
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 0.5)
 
     async def _ensure_one(self, wanted: dict, what: str) -> bool:
         """True when this call created the object."""
