@@ -191,8 +191,9 @@ class PlatformSpawner(PlatformConfig, TenancyConfig, KubeSpawner):
         await self.provision()  # the project may not exist yet (cached: no request when it does)
         await self.shared.resources.add_credential(project, name, creds, description, created_by)
 
-    async def delete_credential(self, project: str, name: str) -> None:
-        await self.shared.resources.delete_credential(project, name)
+    async def delete_credential(self, project: str, name: str, deleted_by: str | None = None,
+                                admin: bool = False) -> None:
+        await self.shared.resources.delete_credential(project, name, deleted_by, admin)
 
     # ---- projects ---------------------------------------------------------------------------------
     def _members(self) -> list[tuple[str, str]]:
