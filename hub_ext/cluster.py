@@ -105,27 +105,41 @@ def _available(secrets: list[dict], pvcs: list[dict], settings: MountSettings) -
 
 
 class ProjectResources:
+    """A project's credentials and datasets from watch caches: dataset PVCs watched cluster-wide
+    (the hub may read PVCs everywhere), Secrets per project namespace, where the hub holds its
+    rights (`hub-rbac.yaml`: no cluster-wide Secret read). A project's Secret watch starts at its
+    first use; one the hub could not read yet (a project not provisioned) is tried again at the
+    next use."""
+
     def __init__(self, kube: Kube, settings: MountSettings):
         self.kube, self.settings = kube, settings
-        self.secrets = {t: WatchCache(kube, "/api/v1/secrets", field_selector=f"type={t}", transform=_without_data)
-                        for t in settings.credential_types.values()}
+        self._secrets: dict[str, WatchCache] = {}  # namespace → its Secrets (keys only, no data)
         self.pvcs = WatchCache(kube, "/api/v1/persistentvolumeclaims", label_selector=settings.dataset_label)
 
+    def _secret_cache(self, namespace: str) -> WatchCache:
+        cache = self._secrets.get(namespace)
+        if cache is None or cache.state == "forbidden":
+            cache = WatchCache(self.kube, path_of("Secret", namespace), transform=_without_data)
+            self._secrets[namespace] = cache.start()
+        return cache
+
     async def start(self, timeout: float = 10) -> None:
-        await asyncio.gather(self.pvcs.wait_loaded(timeout), *(c.wait_loaded(timeout) for c in self.secrets.values()))
+        await self.pvcs.wait_loaded(timeout)
 
     async def stop(self) -> None:
-        await asyncio.gather(self.pvcs.stop(), *(c.stop() for c in self.secrets.values()))
+        await asyncio.gather(self.pvcs.stop(), *(c.stop() for c in self._secrets.values()))
 
     async def available(self, namespace: str) -> Available:
-        await self.start()
-        secrets = []
-        for cache in self.secrets.values():
-            if cache.known:
-                secrets += cache.items(namespace)
-            else:
+        cache = self._secret_cache(namespace)
+        await asyncio.gather(self.start(), cache.wait_loaded())
+        types = set(self.settings.credential_types.values())
+        if cache.known:
+            secrets = [s for s in cache.items(namespace) if s.get("type") in types]
+        else:
+            secrets = []
+            for secret_type in sorted(types):
                 secrets += [_without_data(s) for s in await list_in(self.kube, "Secret", namespace,
-                                                                     fieldSelector=cache.query["fieldSelector"])]
+                                                                     fieldSelector=f"type={secret_type}")]
         if self.pvcs.known:
             pvcs = self.pvcs.items(namespace)
         else:
@@ -147,7 +161,7 @@ class ProjectResources:
             raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
         except (asyncio.TimeoutError, OSError) as e:
             raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
-        self.secrets[body["type"]].put(created or body)
+        self._secret_cache(namespace).put(created or body)
 
     async def delete_credential(self, namespace: str, name: str, deleted_by: str | None = None,
                                 admin: bool = False) -> None:
@@ -177,5 +191,4 @@ class ProjectResources:
                 raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
         except (asyncio.TimeoutError, OSError) as e:
             raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
-        for cache in self.secrets.values():
-            cache.remove(namespace, name)
+        self._secret_cache(namespace).remove(namespace, name)

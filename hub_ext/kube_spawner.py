@@ -185,14 +185,16 @@ class PlatformSpawner(PlatformConfig, TenancyConfig, KubeSpawner):
         return self.shared.view.usage(self.runtime.accelerators, project)
 
     async def project_files(self, project: str) -> Available:
+        # the hub reads a project's Secrets with the rights it binds there: make sure it is provisioned
+        # (cached: no request once it is)
+        await self.provision()
         return await self.shared.resources.available(project)
 
     async def add_credential(self, project: str, name: str, creds, description: str, created_by: str) -> None:
         await self.provision()  # the project may not exist yet (cached: no request when it does)
         await self.shared.resources.add_credential(project, name, creds, description, created_by)
 
-    async def delete_credential(self, project: str, name: str, deleted_by: str | None = None,
-                                admin: bool = False) -> None:
+    async def delete_credential(self, project: str, name: str, deleted_by: str, admin: bool = False) -> None:
         await self.shared.resources.delete_credential(project, name, deleted_by, admin)
 
     # ---- projects ---------------------------------------------------------------------------------

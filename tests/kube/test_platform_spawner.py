@@ -120,7 +120,9 @@ async def test_pod_is_the_plan_whole_object_and_valid(cluster):
         # the API server stores quantities in canonical form (4.0 CPUs: "4")
         "resources": {"limits": {"cpu": "4", "memory": "17179869184", "nvidia.com/mig-1g.5gb": "1"},
                       "requests": {"cpu": "4", "memory": "17179869184", "nvidia.com/mig-1g.5gb": "1"}},
-        "securityContext": {"allowPrivilegeEscalation": False},
+        # Pod Security "restricted" as far as the image allows (the project warns at that level)
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
+                            "seccompProfile": {"type": "RuntimeDefault"}},
         "volumeMounts": mounts,
     }
     assert mounts == [
@@ -170,7 +172,10 @@ async def test_awkward_names_get_valid_distinct_projects_and_pods(cluster, name)
 EXPECTED_VISION = {
     ("Namespace", "vision"), ("ServiceAccount", "mlplatform-runner"), ("Role", "mlplatform-project"),
     ("RoleBinding", "mlplatform-project"), ("ResourceQuota", "mlplatform-accelerators"),
-    ("ConfigMap", "mlplatform-catalog"),
+    ("ConfigMap", "mlplatform-catalog"), ("RoleBinding", "mlplatform-hub"), ("ResourceQuota", "mlplatform-resources"),
+    ("LimitRange", "mlplatform-defaults"), ("NetworkPolicy", "mlplatform-default-deny"),
+    ("NetworkPolicy", "mlplatform-notebooks"), ("NetworkPolicy", "mlplatform-jobs"),
+    ("NetworkPolicy", "mlplatform-suggestions"), ("NetworkPolicy", "mlplatform-egress"),
 }
 
 
@@ -179,7 +184,9 @@ def managed(cluster, ns):
     for kind, plural, group in (("ServiceAccount", "serviceaccounts", ""), ("ResourceQuota", "resourcequotas", ""),
                                 ("ConfigMap", "configmaps", ""), ("Role", "roles", "rbac.authorization.k8s.io"),
                                 ("RoleBinding", "rolebindings", "rbac.authorization.k8s.io"),
-                                ("Secret", "secrets", ""), ("Pod", "pods", "")):
+                                ("Secret", "secrets", ""), ("Pod", "pods", ""),
+                                ("LimitRange", "limitranges", ""),
+                                ("NetworkPolicy", "networkpolicies", "networking.k8s.io")):
         for obj in cluster.items(group, "v1", plural, ns):
             if ours(obj):
                 out.add((kind, obj["metadata"]["name"]))
@@ -329,7 +336,10 @@ async def test_a_conflict_while_provisioning_is_resolved_by_reading(cluster):
     # another hub replica made the namespace and a Role at the same moment: compare and fix theirs
     sp = make_spawner(make_user(ALICE, ["vision"]))
     cluster.inject_fault("POST", "/namespaces/vision/roles$", status=409, count=1)
-    create(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "vision"}})
+    create(cluster, {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": "vision", "labels": {"app.kubernetes.io/managed-by": "jupyterhub-mlplatform",
+                                     "mlplatform.io/project": "vision"},
+        "annotations": {"mlplatform.io/owner": "group:vision"}}})
     cluster.create("rbac.authorization.k8s.io", "v1", "roles", "vision",
                    {"metadata": {"name": "mlplatform-project"}, "rules": []})
     await sp.provision()
@@ -361,7 +371,8 @@ async def test_credentials_are_added_validated_and_deleted_through_the_hub(clust
     await resources.delete_credential("vision", "s3-reader")
     assert (await resources.available("vision")).credentials == ()
     # the hub's caches hold names and keys, never a credential's data
-    assert all(set(s["data"].values()) <= {""} for c in resources.secrets.values() for s in c.items())
+    cache = resources._secret_cache("vision")
+    assert cache.known and all(set(s["data"].values()) <= {""} for s in cache.items())
 
 
 async def test_credentials_and_datasets_are_listed_per_project_without_cluster_wide_watch(cluster):
@@ -400,7 +411,8 @@ async def test_a_leftover_pod_is_replaced_and_the_token_secret_kept(cluster):
     await sp.provision()
     leftover = {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": sp.pod_name, "namespace": "vision", "labels": {"component": "singleuser-server"}},
-                "spec": {"containers": [{"name": "notebook", "image": "old"}]}}
+                "spec": {"serviceAccountName": "mlplatform-runner",
+                         "containers": [{"name": "notebook", "image": "old"}]}}
     wait_default_service_account(cluster, "vision")
     create(cluster, leftover)
     await sp.start()  # KubeSpawner: create → 409 → stop the old pod → create again
