@@ -12,7 +12,7 @@ trial template) instead of trials that fail one by one at admission. It mirrors 
 - the service account, when set (``serviceAccountName`` or the deprecated ``serviceAccount``), is
   the project's runner (`hub_ext.tenancy.SERVICE_ACCOUNT`);
 - no reference to a platform-reserved Secret (`reserved_secret`: a name ending ``-hub-token`` or
-  starting ``mlplatform-``) from a volume, a projected volume, ``env[].valueFrom.secretKeyRef``
+  starting ``mlplatform-`` or ``jupyter-``) from a volume, a projected volume, ``env[].valueFrom.secretKeyRef``
   or ``envFrom[].secretRef``;
 - no variable the NVIDIA container runtime reads to hand out GPUs (`GPU_ENV`), set directly or
   through ``envFrom`` without a prefix that keeps it out (a ConfigMap's or Secret's keys are not
@@ -52,8 +52,9 @@ _PLACEHOLDER = re.compile(r"\$\{trialParameters\.")
 
 
 def reserved_secret(name: Any) -> bool:
-    """A Secret name the platform keeps for itself (a notebook's hub token, ``mlplatform-*``)."""
-    return isinstance(name, str) and (name.endswith("-hub-token") or name.startswith("mlplatform-"))
+    """A Secret name the platform keeps for itself (a notebook's hub token or TLS Secret,
+    ``mlplatform-*``): the names credentials may not take (`hub_ext.credentials`)."""
+    return isinstance(name, str) and (name.endswith("-hub-token") or name.startswith(("mlplatform-", "jupyter-")))
 
 
 def _items(value: Any) -> list:
@@ -68,7 +69,8 @@ def _secret_ref(name: Any, where: str) -> list[Finding]:
     if isinstance(name, str) and _PLACEHOLDER.search(name):
         return [(where, "must not depend on a trial parameter")]
     if reserved_secret(name):
-        return [(where, f"{name!r} is a platform-reserved Secret (a notebook's hub token or mlplatform-*); "
+        return [(where, f"{name!r} is a platform-reserved Secret (a notebook's hub token or TLS key, "
+                        "mlplatform-*); "
                         "mount the project's credentials instead")]
     return []
 

@@ -115,3 +115,14 @@ def test_the_project_policies_cover_every_way_a_pod_refers_to_a_secret():
     text = (ROOT / "helm-values" / "project-policies.yaml").read_text()
     assert set(re.findall(r"system:serviceaccount:[a-z0-9-]+:[a-z0-9-]+", text)) == {"system:serviceaccount:jhub:hub"}
     # (the CEL itself is evaluated by the real API server: tests/kube/test_project_policies.py)
+
+
+def test_the_pod_policy_reserves_the_secret_names_credentials_may_not_take():
+    from hub_ext.credentials import RESERVED_PREFIXES, RESERVED_SUFFIXES
+
+    text = (ROOT / "helm-values" / "project-policies.yaml").read_text()
+    for ref in ("v.secret.secretName", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name"):
+        for prefix in RESERVED_PREFIXES:
+            assert f"{ref}.startsWith('{prefix}')" in text
+        for suffix in set(RESERVED_SUFFIXES) - {"-package"}:  # <job>-package names ConfigMaps, not Secrets
+            assert f"{ref}.endsWith('{suffix}')" in text
