@@ -34,7 +34,7 @@ from typing import Any
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubespawner import KubeSpawner
 from tornado import web
-from traitlets import Bool, Dict, Enum, Float, Unicode, default
+from traitlets import Bool, Float, Unicode, default
 
 from .capacity import quota_has_room
 from .cluster import ClusterView, ProjectResources
@@ -44,6 +44,7 @@ from .errors import ConfigError, UpstreamError, UserInputError, http_answer
 from .form import render_form
 from .kube import Kube, path_of, reason
 from .kube_mounts import MountSettings, volumes
+from .mount_config import MountConfig
 from .mounts import Available, select, selected
 from .platform import Plan, PlatformConfig
 from .progress_text import describe, free_text, wanting
@@ -68,46 +69,7 @@ class _Shared:
         self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
 
 
-class PlatformSpawner(PlatformConfig, TenancyConfig, KubeSpawner):
-    credential_types = Dict(
-        {"gcp-credential": "gcp-credential", "aws-credential": "aws-credential"},
-        help="""Secret `type` of each credential kind; Secrets of these types in a project are its credentials.
-
-        c.PlatformSpawner.credential_types = {"gcp-credential": "example.com/gcp-sa-key",
-                                              "aws-credential": "example.com/aws-keys"}""",
-    ).tag(config=True)
-    credentials_mount_path = Unicode(
-        "/etc/mlplatform/credentials",
-        help="""Where chosen credentials are mounted (one directory per credential).
-
-        c.PlatformSpawner.credentials_mount_path = "/etc/mlplatform/credentials"
-        """).tag(config=True)
-    datasets_mount_path = Unicode(
-        "/datasets", help="""Where chosen datasets are mounted, read-only, as <path>/<name>.
-
-        c.PlatformSpawner.datasets_mount_path = "/datasets"
-        """).tag(config=True)
-    dataset_label = Unicode(
-        "mlplatform.io/dataset", help="""The label (a selector) that marks a PVC as a dataset.
-
-        c.PlatformSpawner.dataset_label = "mlplatform.io/dataset=true"
-        """).tag(config=True)
-    dataset_source_annotation = Unicode(
-        "mlplatform.io/source", help="""The PVC annotation holding a dataset's source (s3://… or gs://…).
-
-        c.PlatformSpawner.dataset_source_annotation = "mlplatform.io/source"
-        """).tag(config=True)
-    dataset_description_annotation = Unicode(
-        "mlplatform.io/description", help="""The annotation holding a dataset's or credential's description.
-
-        c.PlatformSpawner.dataset_description_annotation = "mlplatform.io/description"
-        """).tag(config=True)
-    when_dataset_loading = Enum(
-        ["refuse", "wait"], default_value="refuse",
-        help="""A chosen dataset is still loading: refuse the spawn, or wait for it (with progress).
-
-        c.PlatformSpawner.when_dataset_loading = "wait"
-        """).tag(config=True)
+class PlatformSpawner(PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
         (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's
@@ -150,11 +112,6 @@ class PlatformSpawner(PlatformConfig, TenancyConfig, KubeSpawner):
         return PlatformSpawner._options_form
 
     # ---- shared state ---------------------------------------------------------------------------
-    def mount_settings(self) -> MountSettings:
-        return MountSettings(dict(self.credential_types), self.credentials_mount_path.rstrip("/"),
-                             self.datasets_mount_path.rstrip("/"), self.dataset_label, self.dataset_source_annotation,
-                             self.dataset_description_annotation)
-
     @property
     def shared(self) -> _Shared:
         cached = getattr(self, "_shared", None)

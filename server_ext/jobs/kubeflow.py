@@ -63,7 +63,7 @@ from hub_ext.mounts import CREDENTIAL_ENV, Credential, Dataset
 from hub_ext.tenancy import SERVICE_ACCOUNT
 
 from . import package
-from .fetch import PACKAGES_DIR_ENV
+from .package_uri import PACKAGES_DIR_ENV
 
 from .model import JOB_ID_ANNOTATION
 from .plan import JobPlan, Replica, task_name

@@ -50,7 +50,7 @@ import yaml
 
 from hub_ext.errors import UserInputError
 
-from .fetch import parse_all
+from .package_uri import parse_all
 from .hptuning import parse_spec
 from .schema import coerce
 

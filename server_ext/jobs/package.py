@@ -22,7 +22,7 @@
   `configmap_uri(...)` (``configmap://<name>/<file>``), which `server_ext.jobs.fetch` copies from
   ``$MLPLATFORM_PACKAGES_DIR/<name>/<file>`` where the pod mounts it.
 - `digest_env(uri, sha256)` (pure): the fetch container's env entry recording the package's digest
-  (`server_ext.jobs.fetch.DIGESTS_ENV`), written into the job's pod template at submit, so the
+  (`server_ext.jobs.package_uri.DIGESTS_ENV`), written into the job's pod template at submit, so the
   fetcher installs only the bytes that were submitted — from the ConfigMap or the staging bucket.
 - `stage(sdist, staging_bucket, job_id, env)`: uploads to
   ``<staging-bucket>/<job_id>/packages/<sha256>/<file>`` (gs:// or s3://) with the credentials
@@ -47,7 +47,8 @@ from typing import Literal, Mapping
 
 from hub_ext.errors import UserInputError
 
-from .fetch import DIGESTS_ENV, PACKAGES_DIR_ENV, digests_env, put_object
+from .fetch import put_object
+from .package_uri import DIGESTS_ENV, PACKAGES_DIR_ENV, digests_env
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ from hub_ext.errors import UserInputError
 from hub_ext.publish import catalog_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP, ROLE, ROLE_RULES, SERVICE_ACCOUNT
 from server_ext.jobs import package
-from server_ext.jobs.fetch import DIGESTS_ENV, fetch_all
+from server_ext.jobs.fetch import fetch_all
+from server_ext.jobs.package_uri import DIGESTS_ENV
 from server_ext.jobs.kube_backend import KubeBackend
 from server_ext.jobs.service import JobService
 from tests.cluster.identities import service_account_kubeconfig

@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from hub_ext.errors import UpstreamError, UserInputError
-from server_ext.jobs.fetch import PACKAGES_DIR_ENV, fetch_all, parse_all
+from server_ext.jobs.fetch import fetch_all
+from server_ext.jobs.package_uri import PACKAGES_DIR_ENV, parse_all
 
 pytestmark = pytest.mark.local
 

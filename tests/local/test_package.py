@@ -12,7 +12,8 @@ import tarfile
 import pytest
 
 from hub_ext.errors import UserInputError
-from server_ext.jobs.fetch import PACKAGES_DIR_ENV, fetch_all
+from server_ext.jobs.fetch import fetch_all
+from server_ext.jobs.package_uri import PACKAGES_DIR_ENV
 from server_ext.jobs.package import (CONFIGMAP_LIMIT, build_sdist, choose_delivery, configmap_uri, package_configmap,
                                      stage, staging_uri)
 

@@ -18,7 +18,8 @@ from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.publish import catalog_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP
 from server_ext.jobs import package
-from server_ext.jobs.fetch import DIGESTS_ENV, PACKAGES_DIR_ENV, fetch_all, parse_all, parse_uri, recorded_digests
+from server_ext.jobs.fetch import fetch_all
+from server_ext.jobs.package_uri import DIGESTS_ENV, PACKAGES_DIR_ENV, parse_all, parse_uri, recorded_digests
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.native_experiment import native_experiment
 from server_ext.jobs.plan import plan_job
