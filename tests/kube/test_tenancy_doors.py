@@ -88,6 +88,9 @@ TEMPLATE_ESCAPES = {
     "a teammate's hub token": ("other member's credential",
                                {"volumes": [{"name": "t", "secret": {"secretName": "jupyter-alice-hub-token"}}]},
                                f"{POD}.volumes[0].secret.secretName"),
+    "mlplatform- Secret": ("reserved name", {"containers": [container(env=[{"name": "K", "valueFrom": {
+        "secretKeyRef": {"name": "mlplatform-operator-tls", "key": "k"}}}])]},
+                           f"{POD}.containers[0].env[0].valueFrom.secretKeyRef.name"),
     "NVIDIA_VISIBLE_DEVICES": ("other accelerator type",
                                {"containers": [container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])]},
                                f"{POD}.containers[0].env[0].name"),
@@ -125,16 +128,16 @@ def runner_kubeconfig(cluster, tmp_path, ns: str = "vision"):
     return service_account_kubeconfig(cluster, tmp_path / f"runner-{ns}.kubeconfig", ns, RUNNER)
 
 
-async def bob_kubeconfig(cluster, tmp_path):
-    """bob's own identity; once the authorizer has his binding in vision."""
+async def member_kubeconfig(cluster, tmp_path, user: str):
+    """`user`'s own identity ``oidc:<user>``; once the authorizer has their binding in vision."""
     review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": {
-        "user": "oidc:bob", "groups": ["system:authenticated"], "resourceAttributes": {
+        "user": f"oidc:{user}", "groups": ["system:authenticated"], "resourceAttributes": {
             "namespace": "vision", "verb": "create", "group": "kubeflow.org", "resource": "experiments"}}}
 
     async def bound():
         return cluster.create("authorization.k8s.io", "v1", "subjectaccessreviews", None, review)["status"].get("allowed")
-    await until(bound, "bob's binding in vision is seen by the authorizer")
-    return cluster.write_kubeconfig(tmp_path / "bob.kubeconfig", "vision", user="oidc:bob", groups=())
+    await until(bound, f"{user}'s binding in vision is seen by the authorizer")
+    return cluster.write_kubeconfig(tmp_path / f"{user}.kubeconfig", "vision", user=f"oidc:{user}", groups=())
 
 
 def made(cluster, ns: str) -> dict[str, list[str]]:
@@ -204,8 +207,8 @@ CODE = ("--module-name", "trainer.task", "--packages", "gs://bucket/trainer.tar.
 
 @pytest.mark.kube
 async def test_kubectl_ai_platform_refuses_escaping_templates_other_projects_and_types(projects, tmp_path):
-    bob = await bob_kubeconfig(projects, tmp_path)
-    for i, attempt in enumerate(("privileged", "hostPath /", "a teammate's hub token")):
+    bob = await member_kubeconfig(projects, tmp_path, "bob")
+    for i, attempt in enumerate(("privileged", "hostPath /", "a teammate's hub token", "mlplatform- Secret")):
         config = tmp_path / f"experiment-{i}.yaml"
         config.write_text(yaml.safe_dump(escaping(f"escape-{i}", attempt)))
         code, out, err = await cli(bob, *SUBMIT, f"escape_{i}", "--config", str(config), "--project", "vision")
@@ -266,7 +269,8 @@ async def test_experiments_made_with_the_runner_token_get_no_escaping_trial_pod(
                  "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}, "")}
     words = {"privileged": "privileged", "hostPath /": "hostPath", "hostPID": "host namespaces",
              "other ServiceAccount": "ServiceAccount mlplatform-runner",
-             "a teammate's hub token": "platform-reserved Secret", "NVIDIA_VISIBLE_DEVICES": "NVIDIA_VISIBLE_DEVICES",
+             "a teammate's hub token": "platform-reserved Secret", "mlplatform- Secret": "platform-reserved Secret",
+             "NVIDIA_VISIBLE_DEVICES": "NVIDIA_VISIBLE_DEVICES",
              "whole GPU": "may not use this accelerator"}
     runner = Rest(runner_kubeconfig(projects, tmp_path))
     api = await kubernetes_asyncio.config.new_client_from_config(
@@ -324,7 +328,7 @@ def test_the_hub_api_and_spawn_form_keep_each_user_to_their_own(kube_cluster, hu
     from tests.hub.test_kube_platform import call, token_for
     from tests.kube.platform_env import GCP_KEY, delete_projects, kube_hub_config
 
-    hub = hub_factory(kube_hub_config(tmp_path / "state", DemoSecrets.generate()),
+    hub = hub_factory(kube_hub_config(tmp_path / "state", DemoSecrets.generate(), **MEMBERS),
                       env={"KUBECONFIG": str(hub_kubeconfig(kube_cluster, tmp_path / "hub.kubeconfig"))})
     try:
         tokens = {u: token_for(hub, u) for u in ("alice", "bob", "carol", f"{LONG}-one", f"{LONG}-two")}
@@ -390,6 +394,29 @@ def test_the_hub_api_and_spawn_form_keep_each_user_to_their_own(kube_cluster, hu
         assert hub.api("GET", "/users/alice").json()["servers"] == {}
         for ns in ("vision", "user-bob"):
             assert kube_cluster.items("", "v1", "pods", ns) == []
+
+        # carol leaves the team: after a reconcile round no door of hers reaches vision
+        r = call(hub, "POST", f"{base}/carol/projects/vision/credentials", tokens["carol"], json={**cred, "name": "c-sa"})
+        assert r.status_code == 201, r.text  # her spawner provisioned vision for her: her binding is there
+        carol = asyncio.run(member_kubeconfig(kube_cluster, tmp_path, "carol"))
+        code, _, err = asyncio.run(cli(carol, "jobs", "list", "--project", "vision"))
+        assert code == 0, err  # the control: her own identity works while she is a member
+        assert hub.api("DELETE", "/groups/vision/users", json={"users": ["carol"]}).status_code == 200
+        assert hub.api("POST", "/mlplatform/reconcile").json()["removed_bindings"] == ["vision/mlplatform-member-carol"]
+        for method, path, body in (("POST", "carol/projects/vision/credentials", {**cred, "name": "c-sa2"}),
+                                   ("DELETE", "carol/projects/vision/credentials/c-sa", None)):
+            r = call(hub, method, f"{base}/{path}", tokens["carol"], **({"json": body} if body else {}))
+            tried("hub API", "removed member")
+            assert r.status_code == 403 and r.json()["message"].startswith("project:"), r.text
+        assert "vision" not in call(hub, "GET", f"{base}/carol/projects", tokens["carol"]).text
+        r = hub.api("POST", "/users/carol/server", json={"project": "vision", "profile": "cpu"})
+        tried("spawn form", "removed member")
+        assert r.status_code == 403 and "project" in r.json()["message"], r.text
+        for argv in (("jobs", "list"), (*SUBMIT, "after_leaving", *CODE)):
+            code, out, err = asyncio.run(cli(carol, *argv, "--project", "vision"))
+            tried("CLI", "removed member")
+            assert (code, out) == (1, "") and REFUSED.format(who="oidc:carol", ns="vision") in err, err
+        assert made(kube_cluster, "vision") == NOTHING
     finally:
         hub.stop()
         delete_projects(kube_cluster)
