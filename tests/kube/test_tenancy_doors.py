@@ -15,11 +15,10 @@ identity ``oidc:bob`` is bound in his projects (``member_identity_template``). T
   he is not a member of (``--project user-alice``), and one his runner token does not reach,
   refused by RBAC with ``PERMISSION_DENIED`` and nothing made; an accelerator type his team may
   not use refused naming the field;
-- native Experiments created directly with the runner token (no platform code on the way): the
-  Experiment is accepted (members may create them) but its trials' pods never appear (the Job
-  controller's pods are refused by admission; the Job's FailedCreate event says why), while a clean
-  Experiment's trial gets its pod. Katib is `tests.kube.katib_controller`, which creates each
-  trial's batch Job from the template as Katib does;
+- native Experiments created directly with the runner token: accepted (members may create them),
+  but their trials' pods never appear (admission refuses the Job controller's pods; FailedCreate
+  says why), while a clean trial's does. Katib is `tests.kube.katib_controller` (it creates each
+  trial's batch Job from the template, as Katib does);
 - the hub API and the spawn form on a real hub on Kubernetes (hub tier): a user's token reads,
   adds and deletes no one else's projects or credentials (404), a project the user is not in is
   refused (403), reserved credential names are refused (400), a teammate's credential is not the
@@ -27,7 +26,7 @@ identity ``oidc:bob`` is bound in his projects (``member_identity_template``). T
   crafted ``user_options`` (another project, another accelerator type, an unknown key, a hub token
   as a credential) start nothing.
 
-Every attempt is recorded in `ATTEMPTS` as (door, attempt); the module prints the count.
+Every attempt is recorded in `ATTEMPTS` as (door, attempt); the module prints the counts.
 """
 
 from __future__ import annotations
@@ -67,10 +66,12 @@ def _count(request):
     yield
     counts = collections.Counter(ATTEMPTS)
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter and counts:
-        reporter.write_line(f"\n{__name__}: {len(ATTEMPTS)} attempts, 0 escapes")
-        for (door, attempt), n in sorted(counts.items()):
-            reporter.write_line(f"  {door} × {attempt}: {n}")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter and capture and counts:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(f"\n{__name__}: {len(ATTEMPTS)} attempts, 0 escapes")
+            for (door, attempt), n in sorted(counts.items()):
+                reporter.write_line(f"  {door} × {attempt}: {n}")
 
 
 def container(**extra) -> dict:
@@ -160,7 +161,7 @@ async def test_the_rest_api_refuses_escaping_trial_templates_and_other_projects(
 
         for i, (attempt, (kind, _, field)) in enumerate(TEMPLATE_ESCAPES.items()):
             answer = await asyncio.to_thread(call, "POST", "vision", escaping(f"escape-{i}", attempt))
-            tried("REST", kind)
+            tried("native Experiment via REST", kind)
             assert answer.status_code == 400, (attempt, answer.text)
             error = answer.json()["error"]
             assert error["details"][0]["fieldViolations"][0]["field"] == field, (attempt, error)
@@ -175,7 +176,7 @@ async def test_the_rest_api_refuses_escaping_trial_templates_and_other_projects(
         doc = experiment("moved")
         doc["metadata"]["namespace"] = "user-bob"  # the URL's project is vision; the object says otherwise
         answer = await asyncio.to_thread(call, "POST", "vision", doc)
-        tried("REST", "other project")
+        tried("native Experiment via REST", "other project")
         assert answer.status_code == 400 and "metadata.namespace" in answer.text, answer.text
         assert made(projects, "user-bob") == made(projects, "vision") == NOTHING
 
@@ -212,7 +213,7 @@ async def test_kubectl_ai_platform_refuses_escaping_templates_other_projects_and
         config = tmp_path / f"experiment-{i}.yaml"
         config.write_text(yaml.safe_dump(escaping(f"escape-{i}", attempt)))
         code, out, err = await cli(bob, *SUBMIT, f"escape_{i}", "--config", str(config), "--project", "vision")
-        tried("CLI", TEMPLATE_ESCAPES[attempt][0])
+        tried("native Experiment via CLI", TEMPLATE_ESCAPES[attempt][0])
         assert (code, out) == (2, "") and f"Invalid value for [{TEMPLATE_ESCAPES[attempt][2]}]" in err, err
 
     # a project bob is not a member of: his own identity has no binding there (RBAC, 403)
