@@ -45,7 +45,7 @@ import yaml
 
 from hub_ext.kube import Kube
 from tests.cluster.identities import service_account_kubeconfig
-from tests.cluster.rest import ApiError, Rest
+from tests.cluster.rest import Rest
 from tests.kube.katib_controller import KatibController
 from tests.kube.platform_env import make_spawner, make_user, platform_cluster, until
 from tests.kube.test_widget_watches import KubeNotebookServer
