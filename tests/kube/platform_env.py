@@ -66,6 +66,7 @@ def use_kubeconfig(kubeconfig, monkeypatch) -> pathlib.Path:
     import functools
 
     import kubernetes_asyncio
+    import kubespawner.clients
     import kubespawner.spawner
     from kubespawner.clients import load_config
 
@@ -73,6 +74,7 @@ def use_kubeconfig(kubeconfig, monkeypatch) -> pathlib.Path:
     monkeypatch.setattr(kubernetes_asyncio.config.kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(kubeconfig))
     monkeypatch.setattr(configuration, "_default", configuration._default)  # restored afterwards
     monkeypatch.setattr(kubespawner.spawner, "load_config", functools.lru_cache()(load_config.__wrapped__))
+    monkeypatch.setattr(kubespawner.clients, "_client_cache", {})  # clients made for an earlier identity
     return pathlib.Path(kubeconfig)
 
 

@@ -1,5 +1,6 @@
 """KubeSpawner (the released 7.x) on the real control plane, acting as the hub's ServiceAccount of
-`helm-values/hub-rbac.yaml` (not as admin): in-process, in a separate process using the written
+`helm-values/hub-rbac.yaml` (not as admin; bound to its per-project ClusterRole in the test's
+namespace): in-process, in a separate process using the written
 kubeconfig, and inside a real JupyterHub whose user server really starts through the
 process-mode kubelet and answers through configurable-http-proxy. Each test spawns into its own
 namespace (`kube_target`); the pods are bound by the real scheduler to the test kubelet's node."""
@@ -32,8 +33,17 @@ async def hub(kube_cluster, kube_target, tmp_path, monkeypatch):
     from kubespawner import KubeSpawner
 
     kubeconfig = hub_identity(kube_cluster, tmp_path / "hub.kubeconfig", monkeypatch)
+    bind_hub(kube_cluster, kube_target.namespace)
     yield kubeconfig, kube_target.namespace
     await KubeSpawner._stop_all_reflectors()
+
+
+def bind_hub(cluster, namespace: str) -> None:
+    """The hub holds no cluster-wide pod or Secret rights: in a namespace of its own (as z2jh's Role
+    gives it the release namespace) an admin binds the rights it has in a project."""
+    cluster.create("rbac.authorization.k8s.io", "v1", "rolebindings", namespace, {
+        "metadata": {"name": "hub"}, "subjects": [{"kind": "ServiceAccount", "name": "hub", "namespace": "jhub"}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "mlplatform-hub-project"}})
 
 
 def _spawner(namespace, name, **traits):
@@ -122,6 +132,7 @@ def test_real_jupyterhub_spawns_a_real_server_through_kubespawner(kube_cluster, 
     ns = kube_target.namespace
     kubelet = kube_cluster.kubelet("process", workdir=tmp_path / "pods")
     kubeconfig = hub_kubeconfig(kube_cluster, tmp_path / "hub.kubeconfig")  # the hub process's identity
+    bind_hub(kube_cluster, ns)
     args = ["--ServerApp.allow_root=True"] if os.geteuid() == 0 else []
     config = {
         "JupyterHub": {"spawner_class": "kubespawner.KubeSpawner", "authenticator_class": "dummy",

@@ -35,7 +35,7 @@ async def test_quota_holds_for_servers_and_jobs_alike(cluster):
     await first.start()
     # a training job's pod in the project takes the second slice (created as the operator would)
     job_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-worker-0", "namespace": "vision"},
-               "spec": {"containers": [{"name": "w", "image": "pytorch",
+               "spec": {"serviceAccountName": "mlplatform-runner", "containers": [{"name": "w", "image": "pytorch",
                                         "resources": {"limits": {"nvidia.com/mig-1g.5gb": "1"}}}],
                         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
     wait_default_service_account(cluster, "vision")
@@ -88,7 +88,8 @@ async def test_a_refusal_while_the_quota_catches_up_is_waited_out(cluster):
     ns = sp.namespace
     wait_default_service_account(cluster, ns)
     create(cluster, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "other", "namespace": ns},
-                     "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+                     "spec": {"serviceAccountName": "mlplatform-runner",
+                              "containers": [{"name": "c", "image": "busybox"}]}})
 
     async def quota_status(key="hard"):
         quota = cluster.get("", "v1", "resourcequotas", ns, "mlplatform-accelerators")
@@ -133,9 +134,12 @@ async def test_capacity_from_nodes_and_pods_without_api_requests(cluster):
 async def test_capacity_unknown_when_the_hub_may_not_read_nodes(cluster, tmp_path, monkeypatch):
     """A hub whose ClusterRole is hub-rbac.yaml's without the nodes rule: the API server refuses
     its node list, and capacity is unknown (never a guess)."""
+    from hub_ext.kube_spawner import PlatformSpawner
     from tests.cluster.identities import manifests
 
-    (role,) = [d for d in manifests() if d["kind"] == "ClusterRole"]
+    await make_spawner(make_user("bob", ["research"])).provision()  # by the hub: this identity is not it
+    await PlatformSpawner.stop_shared()
+    (role,) = [d for d in manifests() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "mlplatform-hub"]
     name = "mlplatform-hub-without-nodes"
     rules = [r for r in role["rules"] if "nodes" not in r["resources"]]
     assert len(rules) == len(role["rules"]) - 1
@@ -143,6 +147,11 @@ async def test_capacity_unknown_when_the_hub_may_not_read_nodes(cluster, tmp_pat
     cluster.create(rbac, "v1", "clusterroles", None, {"metadata": {"name": name}, "rules": rules})
     cluster.create(rbac, "v1", "clusterrolebindings", None, {
         "metadata": {"name": name}, "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": name},
+        "subjects": [{"apiGroup": rbac, "kind": "User", "name": name}]})
+    # what the hub holds in its projects (bound there to its ServiceAccount, which this identity is not)
+    cluster.create(rbac, "v1", "clusterrolebindings", None, {
+        "metadata": {"name": f"{name}-projects"},
+        "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": "mlplatform-hub-project"},
         "subjects": [{"apiGroup": rbac, "kind": "User", "name": name}]})
     try:
         use_kubeconfig(cluster.write_kubeconfig(tmp_path / "no-nodes.kubeconfig", user=name, groups=()), monkeypatch)
@@ -154,6 +163,7 @@ async def test_capacity_unknown_when_the_hub_may_not_read_nodes(cluster, tmp_pat
         assert "free capacity unknown" in form
     finally:
         cluster.delete(rbac, "v1", "clusterrolebindings", None, name)
+        cluster.delete(rbac, "v1", "clusterrolebindings", None, f"{name}-projects")
         cluster.delete(rbac, "v1", "clusterroles", None, name)
 
 
