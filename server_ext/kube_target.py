@@ -8,12 +8,11 @@ itself is chosen by `server_ext.config.context_for_region`), and the catalogue i
   ConfigMap (`hub_ext.publish.catalog_json`): its accelerators and the project's accelerator
   ``limits`` (name → at most this many at once; ``None``: no limit, an admin's project), as a
   `Published`. The ConfigMap is written by the hub alone (an admission policy keeps members from
-  changing it), so jobs planned outside a hub take their limits from it. Absent or unreadable: the
-  built-in catalogue and no limits (a cluster without the platform's hub; the cluster's own
-  admission still decides). Present but malformed: `UpstreamError` naming it, never a silent
-  catalogue without limits.
-- `catalog(kube, project)`: the accelerators alone, for a note-taking caller; the built-in
-  catalogue when the ConfigMap is absent, unreadable or malformed (the second value says which).
+  changing it), so jobs planned outside a hub take their limits from it. Absent or unreachable:
+  the built-in catalogue and no limits (a cluster without the platform's hub; the cluster's own
+  admission still decides). Refused (403: every member may read it, so the identity is not a
+  member): `UserInputError` on ``project``, 403. Present but malformed: `UpstreamError` naming it,
+  never a silent catalogue without limits.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.catalog import Accelerator
 from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube, path_of
+from hub_ext.kube import Kube, path_of, reason
 from hub_ext.publish import accelerator_from_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP
 
@@ -94,17 +93,13 @@ async def published(kube: Kube, project: str) -> Published:
     """What the hub published for `project` (see the module docstring)."""
     try:
         cm = await kube.get(path_of("ConfigMap", project, CATALOG_CONFIGMAP))
-    except (ApiException, OSError) as e:
+    except ApiException as e:
+        if e.status == 403:  # every member may read it: this identity is not one
+            raise UserInputError("project", f"your Kubernetes identity may not use the project {project!r} "
+                                            f"({reason(e)})", 403) from None
+        log.info("catalogue of project %s unreadable (%s); using the built-in one", project, type(e).__name__)
+        cm = None
+    except OSError as e:
         log.info("catalogue of project %s unreadable (%s); using the built-in one", project, type(e).__name__)
         cm = None
     return published_of(cm, project)
-
-
-async def catalog(kube: Kube, project: str) -> tuple[dict[str, Accelerator], bool]:
-    """(accelerators, published?)."""
-    try:
-        found = await published(kube, project)
-    except UpstreamError:
-        log.warning("catalogue ConfigMap of project %s is malformed; using the built-in one", project)
-        return dict(DEFAULT_ACCELERATORS), False
-    return found.accelerators, found.published

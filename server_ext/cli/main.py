@@ -224,7 +224,11 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
                                  getattr(args, "context", None))
     kube, namespace = await connect(context, env)
     project = project_of(args, user, env, namespace)
-    found = await published(kube, project)  # the hub's catalogue and the project's limits (hub-only ConfigMap)
+    try:
+        found = await published(kube, project)  # the hub's catalogue and the project's limits (hub-only ConfigMap)
+    except BaseException:
+        await kube.api_client.close()
+        raise
     if not found.published:
         err.write(f"note: project {project!r} has no published catalogue; using the built-in one\n")
     mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)

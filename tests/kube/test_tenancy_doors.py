@@ -200,8 +200,8 @@ async def cli(kubeconfig, *argv: str) -> tuple[int, str, str]:
 
 SUBMIT = ("jobs", "submit", "training")
 # RBAC's refusal, as the CLI passes it on (see test_the_cli_calls_an_rbac_refusal_permission_denied)
-REFUSED = 'Kubernetes answered 403 Forbidden: pytorchjobs.kubeflow.org is forbidden: User "{who}" cannot list ' \
-          'resource "pytorchjobs" in API group "kubeflow.org" in the namespace "{ns}"'
+REFUSED = ('PERMISSION_DENIED: your Kubernetes identity may not use the project \'{ns}\' (Kubernetes answered 403 '
+           'Forbidden: configmaps "mlplatform-catalog" is forbidden: User "{who}" cannot get resource "configmaps"')
 CODE = ("--module-name", "trainer.task", "--packages", "gs://bucket/trainer.tar.gz", "--runtime-version",
         "pytorch-2.3", "--scale-tier", "custom", "--master-machine-type", "n1-standard-4")
 
@@ -241,10 +241,6 @@ async def test_kubectl_ai_platform_refuses_escaping_templates_other_projects_and
 
 
 @pytest.mark.kube
-@pytest.mark.xfail(strict=True, reason="not an escape (refused, nothing made), a message: the CLI reports RBAC's 403 in "
-                                      "a project as 'UNAVAILABLE: could not list the jobs…' after a note that the "
-                                      "project 'has no published catalogue', instead of PERMISSION_DENIED naming the "
-                                      "project (server_ext/kube_target.published and the backend's list)")
 async def test_the_cli_calls_an_rbac_refusal_permission_denied(kube_cluster, kube_target, tmp_path):
     ns = kube_target.namespace
     stranger = kube_cluster.write_kubeconfig(tmp_path / "carol.kubeconfig", ns, user="oidc:carol", groups=())
