@@ -16,20 +16,24 @@ ask for ``nvidia.com/mig-1g.5gb`` and for no whole GPU) is provisioned by the hu
 - the catalogue ConfigMap the jobs API plans from cannot be changed, deleted or re-created by a
   member; other ConfigMaps can (packages);
 - members may read but not create or change Katib trials and suggestions;
-- the hub itself can bind roles, relabel and delete namespaces only in project namespaces.
+- the hub itself can bind roles, relabel and delete namespaces only in project namespaces;
+- `mlplatform render-project` prints exactly the objects the hub made.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import time
 import uuid
 
 import pytest
+import yaml
 
 from tests.cluster.identities import hub_kubeconfig, service_account_kubeconfig
 from tests.cluster.rest import ApiError, Rest
-from tests.kube.platform_env import make_spawner, make_user, platform_cluster, until
+from tests.kube.platform_env import PLATFORM, make_spawner, make_user, platform_cluster, until
 
 pytestmark = pytest.mark.kube
 
@@ -217,3 +221,32 @@ async def test_the_hub_binds_roles_and_changes_namespaces_only_in_projects(visio
         assert (await hub.get("/api/v1/namespaces/vision/secrets"))["items"] is not None
     finally:
         await hub.close()
+
+
+async def test_render_project_prints_exactly_what_the_hub_made(vision, tmp_path):
+    """`mlplatform render-project` (what an operator reviews before deploying) against the objects
+    the hub really made for bob on the API server: the same objects, the same wanted fields."""
+    from hub_ext.cli import main
+
+    config = tmp_path / "jupyterhub_config.py"
+    config.write_text('c.JupyterHub.spawner_class = "platform"\n'
+                      + "".join(f"c.PlatformSpawner.{k} = {v!r}\n" for k, v in PLATFORM.items()))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["render-project", "--config", str(config), "--user", "bob",
+                     "--group", "vision", "--group", "research"]) == 0
+    rendered = [d for d in yaml.safe_load_all(out.getvalue()) if d]
+    assert {d["metadata"].get("namespace") or d["metadata"]["name"] for d in rendered} == {"user-bob", "vision"}
+    for doc in rendered:
+        group, version = doc["apiVersion"].rpartition("/")[::2]
+        plural = {"NetworkPolicy": "networkpolicies", "LimitRange": "limitranges"}.get(
+            doc["kind"], doc["kind"].lower() + "s")
+        meta = doc["metadata"]
+        live = vision.get(group, version, plural, meta.get("namespace"), meta["name"])
+        assert live is not None, (doc["kind"], meta)
+        assert meta["labels"].items() <= live["metadata"]["labels"].items()
+        assert (meta.get("annotations") or {}).items() <= (live["metadata"].get("annotations") or {}).items()
+        for key in set(doc) - {"apiVersion", "kind", "metadata", "spec"}:
+            assert live[key] == doc[key], (doc["kind"], meta["name"], key)
+        if "spec" in doc and doc["kind"] != "NetworkPolicy":  # the API server fills NetworkPolicy defaults
+            assert live["spec"] == doc["spec"] or doc["kind"] == "Namespace", (doc["kind"], meta["name"])
