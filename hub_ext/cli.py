@@ -97,6 +97,14 @@ def describe(runtime: Runtime) -> list[str]:
     return lines
 
 
+def _problems(path: pathlib.Path, e: ConfigError, err) -> int:
+    """Every problem of a file with problems, then their count; exit status 1."""
+    for problem in e.problems:
+        print(f"error: {problem}", file=err)
+    print(f"{path}: {len(e.problems)} problem(s)", file=err)
+    return 1
+
+
 def check_config(path: pathlib.Path, out=None, err=None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     try:
@@ -106,10 +114,7 @@ def check_config(path: pathlib.Path, out=None, err=None) -> int:
         print(f"error: {e}", file=err)
         return 2
     except ConfigError as e:
-        for problem in e.problems:
-            print(f"error: {problem}", file=err)
-        print(f"{path}: {len(e.problems)} problem(s)", file=err)
-        return 1
+        return _problems(path, e, err)
     print(f"{path}: OK, {len(runtime.accelerators)} accelerator(s), {len(runtime.profiles)} profile(s)", file=out)
     for line in describe(runtime):
         print(line, file=out)
@@ -129,10 +134,7 @@ def render_project(path: pathlib.Path, user: str, groups: list[str], admin: bool
         print(f"error: {e}", file=err)
         return 2
     except ConfigError as e:
-        for problem in e.problems:
-            print(f"error: {problem}", file=err)
-        print(f"{path}: {len(e.problems)} problem(s)", file=err)
-        return 1
+        return _problems(path, e, err)
     out.write(text)
     return 0
 
