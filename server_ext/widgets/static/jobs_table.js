@@ -107,6 +107,24 @@ export function matches(row, states, label) {
   return i < 0 || labels[key] === label.slice(i + 1);
 }
 
+// Liveness (protocol.md, "Liveness"): while this view exists and its page is visible, it tells the
+// kernel every ALIVE_MS; a kernel that has heard from no view for a while goes quiet (sends nothing,
+// polls nothing), so an abandoned notebook does not look busy to an idle culler. A page shown
+// again says so at once (the kernel resumes where it stopped). Returns the stop function.
+const ALIVE_MS = 10000;
+function keepAlive(model) {
+  const doc = typeof document === "undefined" ? null : document;
+  const shown = () => !doc || doc.visibilityState !== "hidden";
+  const say = () => { if (shown()) model.send({ type: "alive" }); };
+  const timer = setInterval(say, ALIVE_MS);
+  const onVisibility = () => { if (shown()) say(); };
+  if (doc && doc.addEventListener) doc.addEventListener("visibilitychange", onVisibility);
+  return () => {
+    clearInterval(timer);
+    if (doc && doc.removeEventListener) doc.removeEventListener("visibilitychange", onVisibility);
+  };
+}
+
 function render({ model, el }) {
   injectStyle();
   let skew = 0; // kernel clock − browser clock, seconds
@@ -391,8 +409,10 @@ function render({ model, el }) {
   showStatus();
   reorder();
   model.send({ type: "ready" });
+  const stopAlive = keepAlive(model);
 
   return () => {
+    stopAlive();
     clearInterval(timer);
     clearTimeout(labelTimer);
     for (const [name, fn] of listeners) model.off(name, fn);
