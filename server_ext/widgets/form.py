@@ -1,29 +1,37 @@
 """`SubmitForm`: the job submission form (plain ipywidgets), and its pure parts: `submit_arguments`
-(form values → `Client.submit` arguments), `field_of` (an error's field → the form field that
-shows it) and `error_places` (an error → the messages shown next to each field and above the
-button).
+(form values → `Client.submit` arguments), `check_values` (every mistake of the form's values at
+once), `field_of` (an error's field → the form field that shows it) and `error_places` (an error →
+the messages shown next to each field and above the button).
 
 Guarantees:
 
-- The form calls one service method (`Client.submit`); every check is the server's: each of an
-  error's ``fieldViolations`` (all of them, `server_ext.client.errors`) is shown inline next to
-  the field it names, anything else above the button; nothing is created on an error.
+- Every mistake is shown at once: before sending, `check_values` runs the job model's own pure
+  checks (`server_ext.jobs.model.parse_job`, the sweep spec's `parse_spec`) on each field on its
+  own (job id, module, package, args, scale tier/machine/accelerator, sweep spec) and the form
+  shows every problem next to its field, sending nothing; what only the server can check (the
+  package's place, machine names of the operator's tables, the project) comes back in the
+  server's answer, each of its ``fieldViolations`` (all of them, `server_ext.client.errors`)
+  inline next to the field it names, anything else above the button; nothing is created on an
+  error.
 - The hyperparameter section is one YAML box on purpose: it takes an AI Platform
   ``hptuning_config.yaml``'s ``hyperparameters`` as users already have them, checked by the same
-  server validation as any other field (an error inside it names its place, e.g. ``params[1].minValue``).
+  validation as any other field (an error inside it names its place, e.g. ``params[1].minValue``).
 - On success the new job's widget is shown below the form: a sweep's `SweepMonitor`, else its
-  `JobDetail` (`JobHandle.widget`).
-- The accelerator count goes up to the model's `MAX_ACCELERATORS` per replica (64); an empty job
-  id gets `server_ext.client.notebook.default_job_id`'s name.
-- Accelerators offered: the hub's platform API's free capacity (``/hub/api/mlplatform/users/
-  {user}/capacity``, with the kernel's hub token) when reachable, else the built-in catalogue's
-  names; projects, credentials and datasets from the same API when reachable (names only).
+  `JobDetail` (`JobHandle.widget`), and the scale-tier box shows the job's tier as the server
+  recorded it.
+- The scale-tier box is never stale: choosing a machine type or an accelerator makes it CUSTOM
+  (as the job will be), and choosing another tier clears them (that tier fixes the machines).
+- Accelerators offered: only those the chosen project may use, each up to its limit
+  (`form_choices.accelerator_offers`, from the hub's platform API read with the kernel's hub
+  token: ``catalog``, ``projects`` and, on Kubernetes, ``capacity``); a note under the choice says
+  plainly what a job gets (`form_choices.runtime_note`: on the local runtime, the notebook's own
+  devices). An empty job id gets `server_ext.client.notebook.default_job_id`'s name.
+- Every label is shown whole (one label width for all fields).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shlex
 from typing import Any, Mapping
 
@@ -31,9 +39,9 @@ import ipywidgets as w
 
 from ..errors import PlatformError, UserInputError
 from ..jobs.model import MAX_ACCELERATORS
+from .form_choices import CPU_ONLY, NO_ACCELERATOR, accelerator_offers, is_local, runtime_note
 
 SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1", "CUSTOM")
-NO_ACCELERATOR = ""
 _FIELDS = {  # error field (server or flag spelling) → form field
     "jobId": "job_id", "job_id": "job_id", "JOB": "job_id",
     "trainingInput.pythonModule": "module", "--module-name": "module",
@@ -85,31 +93,55 @@ def error_places(error: PlatformError) -> tuple[dict[str, list[str]], list[str]]
     return inline, above
 
 
-def submit_arguments(values: Mapping[str, Any]) -> tuple[dict, dict]:
-    """(config, keyword arguments) of `Client.submit` for the form's values. Pure."""
+def _several(problems: list[tuple[str, str]]) -> UserInputError:
+    """One `UserInputError` carrying every ``(field, message)`` of `problems` as ``violations``."""
+    error = UserInputError(*problems[0])
+    error.violations = tuple(problems)
+    return error
+
+
+def _scale_tier(values: Mapping[str, Any]) -> str:
+    """The job's tier: CUSTOM once a machine type or an accelerator is chosen (they need it)."""
+    tier = values.get("scale_tier") or "BASIC"
+    return "CUSTOM" if (values.get("accelerator") or (values.get("machine_type") or "").strip()) else tier
+
+
+def _arguments(values: Mapping[str, Any]) -> tuple[list[str], Any, list[tuple[str, str]]]:
+    """(the trainer's args, the sweep spec or None, the problems found reading them)."""
     import yaml
 
-    ti: dict[str, Any] = {"scaleTier": values.get("scale_tier") or "BASIC"}
-    if values.get("module"):
-        ti["pythonModule"] = values["module"].strip()
+    problems: list[tuple[str, str]] = []
     try:
         args = shlex.split(values.get("args") or "")
     except ValueError as e:
-        raise UserInputError("trainingInput.args", f"cannot be split into words: {e}") from None
-    if args:
-        ti["args"] = args
-    if ti["scaleTier"] == "CUSTOM" and values.get("machine_type"):
-        ti["masterType"] = values["machine_type"].strip()
-    if values.get("accelerator"):
-        if ti["scaleTier"] != "CUSTOM":
-            ti["scaleTier"], ti["masterType"] = "CUSTOM", values.get("machine_type") or "n1-standard-4"
-        ti["masterConfig"] = {"acceleratorConfig": {"type": values["accelerator"],
-                                                    "count": str(int(values.get("accelerator_count") or 1))}}
+        args = []
+        problems.append(("trainingInput.args", f"cannot be split into words: {e}"))
+    spec = None
     if values.get("hyperparameters_on") and (values.get("hyperparameters") or "").strip():
         try:
             spec = yaml.safe_load(values["hyperparameters"])
         except yaml.YAMLError:
-            raise UserInputError("trainingInput.hyperparameters", "is not valid YAML") from None
+            problems.append(("trainingInput.hyperparameters", "is not valid YAML"))
+    return args, spec, problems
+
+
+def submit_arguments(values: Mapping[str, Any]) -> tuple[dict, dict]:
+    """(config, keyword arguments) of `Client.submit` for the form's values; a `UserInputError`
+    carrying every problem of the args and the sweep spec (``violations``). Pure."""
+    args, spec, problems = _arguments(values)
+    if problems:
+        raise _several(problems)
+    ti: dict[str, Any] = {"scaleTier": _scale_tier(values)}
+    if values.get("module"):
+        ti["pythonModule"] = values["module"].strip()
+    if args:
+        ti["args"] = args
+    if ti["scaleTier"] == "CUSTOM":
+        ti["masterType"] = (values.get("machine_type") or "").strip() or "n1-standard-4"
+    if values.get("accelerator"):
+        ti["masterConfig"] = {"acceleratorConfig": {"type": values["accelerator"],
+                                                    "count": str(int(values.get("accelerator_count") or 1))}}
+    if spec is not None:
         ti["hyperparameters"] = spec
     kwargs: dict[str, Any] = {"job_id": (values.get("job_id") or "").strip() or None}
     if values.get("package_path"):
@@ -122,28 +154,47 @@ def submit_arguments(values: Mapping[str, Any]) -> tuple[dict, dict]:
     return {"trainingInput": ti}, kwargs
 
 
-def accelerator_choices(capacity: Mapping[str, Mapping] | None) -> list[tuple[str, str]]:
-    """Dropdown (label, value) pairs: free capacity when known, else the built-in catalogue."""
-    from ..jobs.defaults import DEFAULT_ACCELERATORS
-    from ..jobs.machines import Machines, mig_name
+def check_values(values: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every problem of the form's values the job model finds, as ``(field, message)`` pairs in
+    the form's order: each field is checked on its own (`parse_job` of a job whose other fields
+    are sound), so one mistake never hides another. Pure."""
+    from ..jobs.model import parse_job
 
-    out = [("none (CPU only)", NO_ACCELERATOR)]
-    if capacity:
-        for name, c in sorted(capacity.items()):
-            if re.fullmatch(r"\d+g\.\d+gb", name):
-                value = mig_name(name)
-            elif name in DEFAULT_ACCELERATORS:
-                value = min(Machines({name: DEFAULT_ACCELERATORS[name]}).names() or {name.upper()})
-            else:
-                value = name.upper()
-            out.append((f"{value} ({c.get('free', '?')} of {c.get('total', '?')} free)", value))
-        return out
-    return out + [(n, n) for n in sorted(Machines(DEFAULT_ACCELERATORS).names())]
+    problems: list[tuple[str, str]] = []
+
+    def probe(form_field: str, training: dict, job_id: str = "j", shipped: bool = True) -> None:
+        training = {k: v for k, v in {"pythonModule": "trainer.task", **training}.items() if v is not None}
+        try:
+            parse_job({"jobId": job_id, "trainingInput": training}, shipped_package=shipped)
+        except UserInputError as e:
+            if field_of(e.field) == form_field:
+                problems.append((e.field, e.message))
+
+    job_id = (values.get("job_id") or "").strip()
+    if job_id:
+        probe("job_id", {}, job_id=job_id)
+    module = (values.get("module") or "").strip()
+    probe("module", {"pythonModule": module} if module else {"pythonModule": None})
+    probe("package_path", {}, shipped=bool((values.get("package_path") or "").strip()))
+    args, spec, own = _arguments(values)
+    problems += own
+    if args:
+        probe("args", {"args": args})
+    try:
+        config, _ = submit_arguments({k: v for k, v in values.items() if k not in ("args", "hyperparameters")})
+        machines = {k: v for k, v in config["trainingInput"].items() if k not in ("pythonModule", "args")}
+        for field in ("scale_tier", "machine_type", "accelerator"):
+            probe(field, machines)
+    except (UserInputError, ValueError, TypeError):
+        pass
+    if spec is not None:
+        probe("hyperparameters", {"hyperparameters": spec})
+    return problems
 
 
 async def platform_info(env: Mapping[str, str] = os.environ) -> dict:
-    """What the hub's platform API tells this user: ``{"capacity", "projects", "credentials",
-    "datasets"}``, each absent when it could not be read (no hub, no scope, timeout)."""
+    """What the hub's platform API tells this user: ``{"catalog", "projects", "capacity",
+    "credentials", "datasets"}``, each absent when it could not be read (no hub, no scope, timeout)."""
     import aiohttp
 
     api, token, user = env.get("JUPYTERHUB_API_URL"), env.get("JUPYTERHUB_API_TOKEN"), env.get("JUPYTERHUB_USER")
@@ -152,7 +203,7 @@ async def platform_info(env: Mapping[str, str] = os.environ) -> dict:
     out: dict[str, Any] = {}
     timeout = aiohttp.ClientTimeout(total=5)
     async with aiohttp.ClientSession(headers={"Authorization": f"token {token}"}, timeout=timeout) as s:
-        for part in ("capacity", "projects", "credentials", "datasets"):
+        for part in ("catalog", "projects", "capacity", "credentials", "datasets"):
             try:
                 async with s.get(f"{api.rstrip('/')}/mlplatform/users/{user}/{part}") as r:
                     if r.status == 200:
@@ -162,44 +213,65 @@ async def platform_info(env: Mapping[str, str] = os.environ) -> dict:
     return out
 
 
-class SubmitForm(w.VBox):
-    """The form; `client` submits. `info` (platform_info's answer) may be given to skip the hub."""
+LABEL_WIDTH = "150px"  # the longest label ("Package path", "Machine type") whole, with room to spare
+PACKAGE_HINT = "trainer/trainer (after cp -r $MLPLATFORM_EXAMPLES/trainer .)"
 
-    def __init__(self, client, info: Mapping | None = None):
+
+class SubmitForm(w.VBox):
+    """The form; `client` submits. `info` (platform_info's answer) may be given to skip the hub;
+    `env` says the runtime and this server's profile (default: the kernel's environment)."""
+
+    def __init__(self, client, info: Mapping | None = None, env: Mapping[str, str] | None = None):
         self.client = client
+        self._env = os.environ if env is None else env
         if info is None:
             try:
                 info = client.call(platform_info(), timeout=10)
             except Exception:  # the hub is optional here: fall back to the catalogue
                 info = {}
-        capacity = (info.get("capacity") or {}).get("accelerators")
+        self._info = info
         projects = [p.get("name") for p in (info.get("projects") or {}).get("projects", []) if p.get("name")]
         names = {k: sorted({c.get("name") for c in (info.get(k) or {}).get(k, []) if c.get("name")})
                  for k in ("credentials", "datasets")}
+        style = {"description_width": LABEL_WIDTH}
+
+        def field(kind, **kw):
+            return kind(style=style, **kw)
+
         self.fields: dict[str, w.Widget] = {
-            "job_id": w.Text(description="Job id", placeholder="default: <module>_<YYYYmmdd_HHMMSS>"),
-            "module": w.Text(description="Module", placeholder="trainer.task"),
-            "package_path": w.Text(description="Package path", placeholder="trainer/ (inside the server's root)"),
-            "args": w.Text(description="Args", placeholder="--epochs=10 --learning_rate=0.01"),
-            "scale_tier": w.Dropdown(description="Scale tier", options=SCALE_TIERS, value="BASIC"),
-            "machine_type": w.Text(description="Machine type", placeholder="n1-standard-4 (CUSTOM)"),
-            "accelerator": w.Dropdown(description="Accelerator", options=accelerator_choices(capacity)),
-            "accelerator_count": w.BoundedIntText(description="Count", value=1, min=1, max=MAX_ACCELERATORS),
-            "project": (w.Dropdown(description="Project", options=projects, value=client.project
-                                   if client.project in projects else projects[0]) if projects
-                        else w.Text(description="Project", value=client.project)),
-            "credentials": w.SelectMultiple(description="Credentials", options=names["credentials"]),
-            "datasets": w.SelectMultiple(description="Datasets", options=names["datasets"]),
-            "hyperparameters_on": w.Checkbox(description="Hyperparameter sweep", value=False),
-            "hyperparameters": w.Textarea(description="Spec", placeholder="goal: MAXIMIZE\nhyperparameterMetricTag: "
-                                          "accuracy\nmaxTrials: 4\nparams: [...]", layout=w.Layout(display="none")),
+            "job_id": field(w.Text, description="Job id", placeholder="default: <module>_<YYYYmmdd_HHMMSS>"),
+            "module": field(w.Text, description="Module", placeholder="trainer.task"),
+            "package_path": field(w.Text, description="Package path", placeholder=PACKAGE_HINT),
+            "args": field(w.Text, description="Args", placeholder="--epochs=10 --learning_rate=0.01"),
+            "scale_tier": field(w.Dropdown, description="Scale tier", options=SCALE_TIERS, value="BASIC"),
+            "machine_type": field(w.Text, description="Machine type", placeholder="n1-standard-4 (makes it CUSTOM)"),
+            "accelerator": field(w.Dropdown, description="Accelerator", options=[(CPU_ONLY, NO_ACCELERATOR)]),
+            "accelerator_count": field(w.BoundedIntText, description="Count", value=1, min=1, max=MAX_ACCELERATORS),
+            "project": (field(w.Dropdown, description="Project", options=projects, value=client.project
+                              if client.project in projects else projects[0]) if projects
+                        else field(w.Text, description="Project", value=client.project)),
+            "credentials": field(w.SelectMultiple, description="Credentials", options=names["credentials"]),
+            "datasets": field(w.SelectMultiple, description="Datasets", options=names["datasets"]),
+            "hyperparameters_on": field(w.Checkbox, description="Hyperparameter sweep", value=False),
+            "hyperparameters": field(w.Textarea, description="Sweep spec", placeholder="goal: MAXIMIZE\n"
+                                     "hyperparameterMetricTag: accuracy\nmaxTrials: 4\nparams: [...]",
+                                     layout=w.Layout(display="none")),
         }
         self.errors = {name: w.HTML() for name in self.fields}
         for name in self.fields:  # DOM hooks (protocol.md): .mlp-field-<name>, .mlp-error-<name>
             self.fields[name].add_class(f"mlp-field-{name}")
             self.errors[name].add_class(f"mlp-error-{name}")
-        self.fields["hyperparameters_on"].observe(
-            lambda c: setattr(self.fields["hyperparameters"].layout, "display", None if c["new"] else "none"), "value")
+        self.accelerator_note = w.HTML()
+        self.accelerator_note.add_class("mlp-accelerator-note")
+        self._most: dict[str, int] = {}
+        self._offer()
+        f = self.fields
+        f["hyperparameters_on"].observe(
+            lambda c: setattr(f["hyperparameters"].layout, "display", None if c["new"] else "none"), "value")
+        f["project"].observe(lambda _c: self._offer(), "value")
+        f["accelerator"].observe(self._accelerator_set, "value")
+        f["machine_type"].observe(lambda c: self._custom() if (c["new"] or "").strip() else None, "value")
+        f["scale_tier"].observe(self._tier_set, "value")
         self.message = w.HTML()
         self.message.add_class("mlp-form-message")
         self.button = w.Button(description="Submit", button_style="primary")
@@ -209,8 +281,41 @@ class SubmitForm(w.VBox):
         self.result.add_class("mlp-submit-result")
         self.job = None
         rows = [w.HBox([self.fields[n], self.errors[n]]) for n in self.fields]
+        at = list(self.fields).index("accelerator_count") + 1
+        rows.insert(at, self.accelerator_note)
         super().__init__([*rows, self.message, self.button, self.result])
         self.add_class("mlp-submit-form")
+
+    # ---- the accelerator choice and the scale tier follow each other
+    def _offer(self) -> None:
+        """Offer the accelerators the chosen project may use; say what a job gets."""
+        project = self.fields["project"].value or self.client.project
+        offers, note = accelerator_offers(self._info, project, is_local(self._env))
+        self._most = {o.value: o.most for o in offers}
+        choice = self.fields["accelerator"]
+        kept = choice.value if choice.value in self._most else NO_ACCELERATOR
+        choice.options = [(o.label, o.value) for o in offers]
+        choice.value = kept
+        self._accelerator_set({"new": kept})
+        lines = [runtime_note(self._info, self._env)] + ([note] if note else [])
+        self.accelerator_note.value = "<br>".join(f"<span style='color:#616161'>{_escape(t)}</span>" for t in lines)
+
+    def _accelerator_set(self, change: Mapping) -> None:
+        count = self.fields["accelerator_count"]
+        count.disabled = not change["new"]  # a count of nothing
+        if change["new"]:
+            most = self._most.get(change["new"]) or 1
+            count.value = min(count.value, most)
+            count.max = most
+            self._custom()
+
+    def _custom(self) -> None:
+        self.fields["scale_tier"].value = "CUSTOM"
+
+    def _tier_set(self, change: Mapping) -> None:
+        if change["new"] != "CUSTOM":  # that tier fixes the machines
+            self.fields["accelerator"].value = NO_ACCELERATOR
+            self.fields["machine_type"].value = ""
 
     def close(self) -> None:
         for shown in self.result.children:
@@ -228,9 +333,13 @@ class SubmitForm(w.VBox):
         self.message.value = _red(above)
 
     def submit(self):
-        """Submit the form's job; the handle, or None after showing the error inline."""
+        """Submit the form's job; the handle, or None after showing every error inline."""
+        values = self.values()
         try:
-            config, kwargs = submit_arguments(self.values())
+            problems = check_values(values)
+            if problems:
+                raise _several(problems)
+            config, kwargs = submit_arguments(values)
             job = self.client.submit(config, **kwargs)
         except PlatformError as e:
             self.show_error(e)
@@ -238,6 +347,9 @@ class SubmitForm(w.VBox):
         for label in self.errors.values():
             label.value = ""
         self.job = job
+        tier = (job.job.get("trainingInput") or {}).get("scaleTier")
+        if tier in SCALE_TIERS and tier != self.fields["scale_tier"].value:
+            self.fields["scale_tier"].value = tier
         self.message.value = f"Submitted job <b>{_escape(job.id)}</b> ({_escape(job.job.get('state', ''))})"
         for shown in self.result.children:  # the previous job's widget stops following its job
             shown.close()
