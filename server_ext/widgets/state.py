@@ -15,6 +15,11 @@ Guarantees:
 - `trial_rows` flags exactly one trial ``best`` (the best objective for the sweep's goal, ties to
   the lowest trial number) or none when no trial has an objective; `sorted_trials` puts it first
   and trials without an objective last.
+- `hp_axes(job)` gives one axis per hyperparameter of the sweep's spec, in the spec's order, for
+  the plots of the objective against each hyperparameter: the searched range (so an axis shows
+  where a trial lies in the whole space, not only among the trials so far), on a log scale where
+  the spec searches on one (``UNIT_LOG_SCALE`` with a positive range), the categories of a
+  ``CATEGORICAL`` one in the spec's order; a malformed parameter is left out, never guessed.
 """
 
 from __future__ import annotations
@@ -319,3 +324,35 @@ def series(metrics: Iterable[Mapping]) -> list[list]:
             step = _step(m.get("trainingStep"))
             out.append([step if step is not None else i, value])
     return out
+
+
+def _axis(param: Any) -> dict | None:
+    if not isinstance(param, Mapping) or not isinstance(param.get("parameterName"), str):
+        return None
+    name, kind = param["parameterName"], param.get("type")
+    if kind == "CATEGORICAL":
+        values = param.get("categoricalValues")
+        if not isinstance(values, list) or not values:
+            return None
+        return {"name": name, "scale": "category", "categories": [str(v) for v in values]}
+    if kind in ("DOUBLE", "INTEGER"):
+        low, high = _number(param.get("minValue")), _number(param.get("maxValue"))
+    elif kind == "DISCRETE":
+        values = [v for v in map(_number, param.get("discreteValues") or []) if v is not None]
+        low, high = (min(values), max(values)) if values else (None, None)
+    else:
+        return None
+    if low is None or high is None or low > high:
+        return None
+    log = param.get("scaleType") == "UNIT_LOG_SCALE" and low > 0
+    return {"name": name, "scale": "log" if log else "linear", "min": low, "max": high}
+
+
+def hp_axes(job: Mapping) -> list[dict]:
+    """The plot axes of the sweep's hyperparameters: ``{"name", "scale": "linear" | "log", "min",
+    "max"}`` or ``{"name", "scale": "category", "categories": [...]}``, in the spec's order."""
+    hp = (job.get("trainingInput") or {}).get("hyperparameters") or {}
+    params = hp.get("params") if isinstance(hp, Mapping) else None
+    out = [a for a in map(_axis, params if isinstance(params, list) else []) if a is not None]
+    seen: set[str] = set()
+    return [a for a in out if not (a["name"] in seen or seen.add(a["name"]))]

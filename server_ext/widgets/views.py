@@ -222,7 +222,8 @@ class JobDetail(_Widget):
 
 
 class SweepMonitor(_Widget):
-    """A sweep's trials (sortable by objective), its objective per trial and metric curves."""
+    """A sweep's trials (sortable by objective), its objective per trial and against each
+    hyperparameter, and its metric curves."""
 
     _esm = STATIC / "sweep.js"
     job_id = t.Unicode("").tag(sync=True)
@@ -230,6 +231,7 @@ class SweepMonitor(_Widget):
     metric_tag = t.Unicode("").tag(sync=True)
     goal = t.Unicode("MAXIMIZE").tag(sync=True)
     best_trial = t.Unicode("").tag(sync=True)
+    hp_axes = t.List().tag(sync=True)  # state.hp_axes: the objective-by-hyperparameter plots' axes
 
     def __init__(self, client: Client, job_id: str, project: str | None = None, **kwargs: Any):
         self._trials: state.Rows = {}
@@ -274,7 +276,8 @@ class SweepMonitor(_Widget):
             self._trials = trials
             row, tag, goal, best = state.job_row(job), state.metric_tag(job), state.goal(job), state.best_trial(
                 trials, state.goal(job))
-            for name, value in (("job", row), ("metric_tag", tag), ("goal", goal), ("best_trial", best)):
+            for name, value in (("job", row), ("metric_tag", tag), ("goal", goal), ("best_trial", best),
+                                ("hp_axes", state.hp_axes(job))):
                 if getattr(self, name) != value:
                     setattr(self, name, value)
             if self._resend_unasked() or delta is not None or points:

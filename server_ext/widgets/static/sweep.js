@@ -11,6 +11,13 @@
 //                                           .mlp-best on the best one
 //   svg.mlp-plot.mlp-curves-plot            intermediate metric per trial (x = step):
 //     path.mlp-trial-curve[data-trial-id="<id>"]     one per trial with points; .mlp-best on the best
+//     circle.mlp-trial-dot[data-trial-id="<id>"]     a trial with one point only: a dot (a line of
+//                                           one point would not show)
+//   .mlp-legend .mlp-legend-item[data-trial-id="<id>"]  the curves' legend: the trial's colour and
+//                                           "trial N" (.mlp-best on the best); click opens the trial
+//   .mlp-hp-plots svg.mlp-plot.mlp-hp-plot[data-hp="<name>"]   the objective against each
+//                                           hyperparameter (`hp_axes`: linear, log or categories):
+//     circle.mlp-hp-point[data-trial-id="<id>"]      one per trial with an objective; .mlp-best on the best
 //   table.mlp-trials                        the trials; th[data-sort="<column>"] sorts (click again:
 //                                           reverse), aria-sort on the sorted one; columns trialId,
 //                                           state, objective, step, duration, hp:<name> per hyperparameter
@@ -22,7 +29,11 @@ const SVG = "http://www.w3.org/2000/svg";
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"];
 const W = 420;
 const H = 240;
+const DEFAULT_W = W;
+const DEFAULT_H = H;
 const PAD = { left: 56, right: 12, top: 12, bottom: 36 };
+const HP_W = 300; // the objective-by-hyperparameter plots (one per hyperparameter)
+const HP_H = 210;
 
 const CSS = `
 .mlp-sweep [hidden] { display: none !important; }
@@ -42,6 +53,18 @@ const CSS = `
   stroke: var(--jp-ui-font-color1, #212121); stroke-width: 1.5; }
 .mlp-plot path.mlp-trial-curve { fill: none; stroke-width: 1.2; stroke-opacity: 0.55; cursor: pointer; }
 .mlp-plot path.mlp-trial-curve.mlp-best { stroke-width: 3; stroke-opacity: 1; }
+.mlp-plot circle.mlp-trial-dot { cursor: pointer; fill-opacity: 0.8; }
+.mlp-plot circle.mlp-hp-point { fill: var(--jp-brand-color1, #1976d2); fill-opacity: 0.6; cursor: pointer; }
+.mlp-plot circle.mlp-hp-point.mlp-best { fill: var(--jp-success-color1, #388e3c); fill-opacity: 1;
+  stroke: var(--jp-ui-font-color1, #212121); stroke-width: 1.5; }
+.mlp-plot.mlp-hp-plot { width: ${HP_W}px; }
+.mlp-sweep .mlp-curves-box { display: flex; flex-direction: column; max-width: ${W}px; }
+.mlp-sweep .mlp-legend { display: flex; flex-wrap: wrap; gap: 2px 10px; margin: 3px 0 0 4px; font-size: 0.9em; }
+.mlp-sweep .mlp-legend-item { cursor: pointer; white-space: nowrap; color: var(--jp-ui-font-color2, #616161); }
+.mlp-sweep .mlp-legend-item.mlp-best { font-weight: 600; color: var(--jp-ui-font-color1, #212121); }
+.mlp-sweep .mlp-swatch { display: inline-block; width: 14px; height: 3px; margin-right: 4px; vertical-align: middle; }
+.mlp-sweep .mlp-hp-title { margin: 8px 0 2px; color: var(--jp-ui-font-color2, #616161); }
+.mlp-sweep .mlp-hp-plots { display: flex; gap: 8px; flex-wrap: wrap; }
 .mlp-trials { border-collapse: collapse; margin-top: 6px; }
 .mlp-trials th { text-align: left; cursor: pointer; user-select: none; white-space: nowrap;
   border-bottom: 1px solid var(--jp-border-color1, #bdbdbd); padding: 3px 8px; }
@@ -119,8 +142,11 @@ export function ticks(lo, hi, count = 5) {
   return out;
 }
 
-/** A frame (axes, grid, labels) for data ranges; returns {svg-group, x(), y()}. */
-function frame(svg, xs, ys, xLabel, yLabel, integerX) {
+/** A frame (axes, grid, labels) for data ranges; returns {x(), y()}. `opt`: `w`, `h` (the
+ * viewBox, default W × H) and `xTicks(x0, x1)` → [[value, label], …] in place of numeric ticks. */
+function frame(svg, xs, ys, xLabel, yLabel, integerX, opt = {}) {
+  const W = opt.w || DEFAULT_W;
+  const H = opt.h || DEFAULT_H;
   let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
   let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
   if (x0 === x1) { x0 -= 1; x1 += 1; }
@@ -138,10 +164,11 @@ function frame(svg, xs, ys, xLabel, yLabel, integerX) {
     label.textContent = formatNumber(t);
     svg.appendChild(label);
   }
-  for (const t of ticks(x0, x1, 6)) {
-    if (integerX && !Number.isInteger(t)) continue;
+  const xTicks = opt.xTicks ? opt.xTicks(x0, x1)
+    : ticks(x0, x1, 6).filter((t) => !integerX || Number.isInteger(t)).map((t) => [t, formatNumber(t)]);
+  for (const [t, text] of xTicks) {
     const label = s("text", { x: x(t), y: H - PAD.bottom + 14, "text-anchor": "middle" });
-    label.textContent = formatNumber(t);
+    label.textContent = text;
     svg.appendChild(label);
   }
   svg.appendChild(s("line", { x1: PAD.left, x2: PAD.left, y1: PAD.top, y2: H - PAD.bottom }, "mlp-axis"));
@@ -155,8 +182,45 @@ function frame(svg, xs, ys, xLabel, yLabel, integerX) {
   return { x, y };
 }
 
-function emptyPlot(svg, text) {
-  const t = s("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "mlp-plot-empty");
+/** An axis of a hyperparameter seen only in the trials (no `hp_axes` entry): numbers on a linear
+ * scale over the values seen, anything else as categories in sorted order. */
+export function inferAxis(name, values) {
+  const seen = values.filter((v) => v !== undefined && v !== null && v !== "");
+  if (seen.length && seen.every((v) => isFinite(Number(v)))) {
+    const nums = seen.map(Number);
+    return { name, scale: "linear", min: Math.min(...nums), max: Math.max(...nums) };
+  }
+  return { name, scale: "category", categories: [...new Set(seen.map(String))].sort() };
+}
+
+/** Where an axis (`hp_axes`' shape) puts a value: `pos(v)` (null: not on this axis), `range` (the
+ * positions the axis must cover: the searched space) and `ticks(x0, x1)` (null: numeric ticks). */
+export function placement(axis) {
+  if (axis.scale === "category") {
+    const cats = (axis.categories || []).map(String);
+    return { pos: (v) => { const i = cats.indexOf(String(v)); return i < 0 ? null : i; },
+      range: [-0.5, cats.length - 0.5],
+      ticks: () => cats.map((c, i) => [i, c.length > 12 ? c.slice(0, 11) + "…" : c]) };
+  }
+  const log = axis.scale === "log";
+  const pos = (v) => {
+    const n = Number(v);
+    if (v === undefined || v === null || v === "" || !isFinite(n)) return null;
+    return log ? (n > 0 ? Math.log10(n) : null) : n;
+  };
+  const range = [pos(axis.min), pos(axis.max)].filter((x) => x !== null);
+  const logTicks = (x0, x1) => {
+    let t = ticks(x0, x1, 5);
+    const whole = t.filter((v) => Number.isInteger(v));
+    if (whole.length >= 2) t = whole; // decades where the range spans them
+    const decade = (v) => (Number.isInteger(v) && (v < -3 || v > 4) ? "1e" + v : formatNumber(Math.pow(10, v)));
+    return t.map((v) => [v, decade(v)]);
+  };
+  return { pos, range, ticks: log ? logTicks : null };
+}
+
+function emptyPlot(svg, text, w = W, h = H) {
+  const t = s("text", { x: w / 2, y: h / 2, "text-anchor": "middle" }, "mlp-plot-empty");
   t.textContent = text;
   svg.appendChild(t);
 }
@@ -202,12 +266,17 @@ function render({ model, el }) {
   const plots = h("div", "mlp-plots");
   const objectivePlot = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" }, "mlp-plot mlp-objective-plot");
   const curvesPlot = s("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" }, "mlp-plot mlp-curves-plot");
-  plots.append(objectivePlot, curvesPlot);
+  const legend = h("div", "mlp-legend");
+  const curvesBox = h("div", "mlp-curves-box");
+  curvesBox.append(curvesPlot, legend);
+  plots.append(objectivePlot, curvesBox);
+  const hpTitle = h("div", "mlp-hp-title");
+  const hpBox = h("div", "mlp-hp-plots");
   const table = h("table", "mlp-trials");
   const thead = h("thead");
   const tbody = h("tbody");
   table.append(thead, tbody);
-  root.append(status, header, plots, table);
+  root.append(status, header, plots, hpTitle, hpBox, table);
   el.appendChild(root);
 
   const best = () => model.get("best_trial") || ([...trials.values()].find((t) => t.row.best) || {}).row?.trialId || "";
@@ -347,6 +416,7 @@ function render({ model, el }) {
     const lines = [...series.entries()].filter(([id, pts]) => trials.has(id) && pts.length)
       .sort((a, b) => compareIds(a[0], b[0]));
     const tag = model.get("metric_tag") || "objective";
+    legend.replaceChildren();
     if (!lines.length) { emptyPlot(curvesPlot, "no intermediate " + tag + " yet"); return; }
     const all = lines.flatMap(([, pts]) => pts);
     const { x, y } = frame(curvesPlot, all.map((p) => p[0]), all.map((p) => p[1]), "step", tag, true);
@@ -364,7 +434,65 @@ function render({ model, el }) {
       path.appendChild(t);
       path.addEventListener("click", () => open(trial));
       curvesPlot.appendChild(path);
+      if (sorted.length === 1) { // one report: a line of one point would not show
+        const dot = s("circle", { cx: x(sorted[0][0]).toFixed(1), cy: y(sorted[0][1]).toFixed(1),
+          r: trial === id ? 5 : 3.5, fill: color(trial) }, "mlp-trial-dot" + (trial === id ? " mlp-best" : ""));
+        dot.setAttribute("data-trial-id", trial);
+        const dt = s("title");
+        dt.textContent = t.textContent;
+        dot.appendChild(dt);
+        dot.addEventListener("click", () => open(trial));
+        curvesPlot.appendChild(dot);
+      }
     }
+    legend.replaceChildren(...lines.map(([trial]) => trial).sort(compareIds).map((trial) => {
+      const item = h("span", "mlp-legend-item" + (trial === id ? " mlp-best" : ""));
+      item.setAttribute("data-trial-id", trial);
+      const swatch = h("span", "mlp-swatch");
+      swatch.style.background = color(trial);
+      item.append(swatch, "trial " + trial + (trial === id ? " (best)" : ""));
+      item.addEventListener("click", () => open(trial));
+      return item;
+    }));
+  }
+  function hpAxes() {
+    const given = (model.get("hp_axes") || []).filter((a) => a && typeof a.name === "string");
+    const named = new Set(given.map((a) => a.name));
+    const values = (n) => [...trials.values()].map((e) => (e.row.hyperparameters || {})[n]);
+    return [...given, ...hpNames.filter((n) => !named.has(n)).map((n) => inferAxis(n, values(n)))];
+  }
+  function drawHp() {
+    const axes = hpAxes();
+    const tag = model.get("metric_tag") || "objective";
+    hpTitle.textContent = tag + " by hyperparameter";
+    hpTitle.hidden = !axes.length;
+    hpBox.hidden = !axes.length;
+    const id = best();
+    const scored = [...trials.values()].map((e) => e.row)
+      .filter((r) => typeof r.objective === "number" && isFinite(r.objective))
+      .sort((a, b) => (a.trialId === id) - (b.trialId === id) || compareIds(a.trialId, b.trialId)); // best on top
+    hpBox.replaceChildren(...axes.map((axis) => {
+      const svg = s("svg", { viewBox: `0 0 ${HP_W} ${HP_H}`, role: "img" }, "mlp-plot mlp-hp-plot");
+      svg.setAttribute("data-hp", axis.name);
+      const place = placement(axis);
+      const points = scored.map((r) => [r, place.pos((r.hyperparameters || {})[axis.name])]).filter(([, v]) => v !== null);
+      if (!points.length) { emptyPlot(svg, axis.name + ": no " + tag + " yet", HP_W, HP_H); return svg; }
+      const label = axis.name + (axis.scale === "log" ? " (log scale)" : "");
+      const { x, y } = frame(svg, [...points.map(([, v]) => v), ...place.range], points.map(([r]) => r.objective),
+        label, tag, false, { w: HP_W, h: HP_H, xTicks: place.ticks });
+      for (const [r, v] of points) {
+        const c = s("circle", { cx: x(v).toFixed(1), cy: y(r.objective).toFixed(1), r: r.trialId === id ? 6 : 4 },
+          "mlp-hp-point" + (r.trialId === id ? " mlp-best" : ""));
+        c.setAttribute("data-trial-id", r.trialId);
+        const t = s("title");
+        t.textContent = "trial " + r.trialId + ": " + axis.name + " " + (r.hyperparameters || {})[axis.name] + ", "
+          + tag + " " + formatNumber(r.objective);
+        c.appendChild(t);
+        c.addEventListener("click", () => open(r.trialId));
+        svg.appendChild(c);
+      }
+      return svg;
+    }));
   }
 
   // ---- state
@@ -406,6 +534,7 @@ function render({ model, el }) {
     markBest();
     drawObjective();
     drawCurves();
+    drawHp();
   }
   function showJob() {
     const job = model.get("job") || {};
@@ -449,7 +578,8 @@ function render({ model, el }) {
   const listeners = [
     ["msg:custom", onMessage], ["change:job", showJob], ["change:job_id", showJob], ["change:status", showStatus],
     ["change:goal", () => { showJob(); redraw(); }], ["change:metric_tag", () => { showJob(); redraw(); }],
-    ["change:best_trial", () => { markBest(); drawObjective(); drawCurves(); }],
+    ["change:best_trial", () => { markBest(); drawObjective(); drawCurves(); drawHp(); }],
+    ["change:hp_axes", drawHp],
   ];
   for (const [name, fn] of listeners) model.on(name, fn);
   const timer = setInterval(() => { for (const e of trials.values()) if (e.row.endTime == null) tick(e); }, 1000);
