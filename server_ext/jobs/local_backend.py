@@ -18,8 +18,10 @@ Guarantees:
   started → SUCCEEDED when the master exits 0, FAILED when any replica exits non-zero (AI
   Platform's message: "The replica worker 1 exited with a non-zero status of 1.") or the code
   could not be installed; cancel → CANCELLING → CANCELLED once every process group ended
-  (SIGTERM, SIGKILL after `grace_s`). When a job ends, the replicas still running are stopped the
-  same way before the final state is written, so a final state means no process is left.
+  (SIGTERM, SIGKILL after `grace_s`), unless the replicas' exits recorded before the cancel was
+  acted on already decide the job (a master that had exited 0: SUCCEEDED). When a job ends, the
+  replicas still running are stopped the same way before the final state is written, so a final
+  state means no process is left.
 - Submit is all or nothing: a taken jobId (`JobExists`), a bad package URI, a shipped package whose
   bytes are not the plan's (sha256), a container image, a credential/dataset the project lacks or
   more processes than `max_processes` is refused before anything is created or started.
@@ -452,8 +454,13 @@ class LocalBackend:
                 rec.procs[task] = r.state()
                 log.info("job %s/%s: %s ended with status %s", rec.project, rec.job_id, task, r.code)
             if live.cancel.is_set():
+                # a program that ended before the cancel was acted on (its wrapper still recording
+                # it) keeps its outcome: a finished trial is not "stopped early"
+                ended = [(t, c) for t, r in live.procs.items() if not r.ended
+                         and (c := await asyncio.to_thread(r.ended_by_itself)) is not None]
+                decision = decide(events + ended)
                 await self._stop(rec, live)
-                await self._finish(rec, "CANCELLED")
+                await self._finish(rec, *(decision or ("CANCELLED",)))
                 return
             decision = decide(events)
             if decision is None and all(r.ended for r in live.procs.values()):

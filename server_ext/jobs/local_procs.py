@@ -4,9 +4,16 @@
 - `start_replica`: runs an argv in a new session (its own process group, so the whole tree can
   be signalled) with umask ``077`` (what it writes is its OS user's only), stdout and stderr
   appended to the log (created ``0600``), under a ``/bin/sh`` wrapper that writes
-  the exit status to the exit file atomically when the program ends — so the status is known
-  even to a server that started later. The recorded pid is the wrapper's; its group holds the
-  program.
+  the exit status to the exit file when the program ends — so the status is known even to a
+  server that started later. The write is atomic (``<task>.exit.tmp``, then a rename) and always
+  completed: the wrapper catches SIGTERM/SIGINT/SIGHUP while the program runs (the program, in
+  the same process group, still gets them, with their default action) and ignores them while it
+  writes the marker, so stopping a job as its program ends cannot leave the marker half written
+  (only SIGKILL can, and the reader copes). The recorded pid is the wrapper's; its group holds
+  the program.
+- `read_exit` reads the marker, or a ``.exit.tmp`` left complete by a wrapper killed (SIGKILL)
+  before its rename; an empty or partial file is no status. `Replica.ended_by_itself` says
+  whether the program has ended (its marker exists) while the wrapper may still be finishing.
 - `Replica.alive` is true only for the very process that was started: same pid, same start time
   (``/proc/<pid>/stat``), same boot, not a zombie. A reused pid is therefore never taken for a
   replica, and `Replica.signal` never signals a process group that is not the replica's.
@@ -34,8 +41,14 @@ from hub_ext.local_files import PRIVATE_UMASK, private_opener
 from .backend import LogLine
 from .local_env import HOST
 
-# $0 is the exit file, "$@" the replica's argv: run it, then record its status atomically.
-_WRAP = '"$@"; c=$?; echo "$c" > "$0.tmp" && mv -f "$0.tmp" "$0"; exit "$c"'
+# $0 is the exit file, "$@" the replica's argv: run it, then record its status atomically. The trap keeps
+# the wrapper alive through a stop's SIGTERM until the marker is in place: caught while the program runs (the
+# shell runs the handler only after the foreground program ended; the program gets the signal from its
+# process group, with its default action), then ignored while the marker is written (by `mv` too). The
+# program runs in a subshell with the log as stderr while the wrapper's own stderr is /dev/null: the shell's
+# "Terminated" for a program stopped by a signal never reaches the log.
+_WRAP = ('trap : TERM INT HUP; exec 3>&2 2>/dev/null; (exec 2>&3 3>&-; exec "$@"); c=$?; trap "" TERM INT HUP; '
+         'printf "%s\\n" "$c" > "$0.tmp" && mv -f "$0.tmp" "$0"; exit "$c"')
 _CHUNK = 1 << 16
 
 
@@ -78,11 +91,27 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _read_exit(path: pathlib.Path) -> int | None:
+def _status(path: pathlib.Path) -> int | None:
     try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except OSError:
         return None
+    if not text.endswith("\n"):  # being written
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        return None
+
+
+def tmp_path(path: pathlib.Path) -> pathlib.Path:
+    return path.with_name(path.name + ".tmp")
+
+
+def read_exit(path: pathlib.Path) -> int | None:
+    """The exit status in the marker `path` (or its complete ``.tmp``); None where there is none."""
+    code = _status(path)
+    return code if code is not None else _status(tmp_path(path))
 
 
 @dataclass
@@ -137,8 +166,15 @@ class Replica:
         if self.process is not None:
             self.code = self.process.returncode
         else:
-            self.code = await asyncio.to_thread(_read_exit, self.exit_path)
+            self.code = await asyncio.to_thread(read_exit, self.exit_path)
         return self.code
+
+    def ended_by_itself(self) -> int | None:
+        """The program's exit status once its wrapper recorded it (the wrapper itself may still be
+        finishing); None while it runs. Blocking (a file read)."""
+        if self.ended:
+            return self.code
+        return read_exit(self.exit_path)
 
 
 async def start_replica(task: str, argv: Sequence[str], env: Mapping[str, str], cwd: pathlib.Path,

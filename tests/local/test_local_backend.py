@@ -22,6 +22,7 @@ from hub_ext.mounts import Credential
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import FINAL
 from server_ext.jobs.local_backend import LocalBackend
+from server_ext.jobs.local_procs import Replica, read_exit
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.package import digest
@@ -440,3 +441,45 @@ async def test_restart_keeps_finished_adopts_running_and_fails_orphans(tmp_path)
         assert [j["jobId"] for j in await second.list("alice")] == [done, adopted, killed, cancelled]
     finally:
         await second.close()
+
+
+async def test_a_job_that_ends_as_it_is_cancelled_keeps_its_outcome_and_a_complete_exit_marker(tmp_path):
+    """The program exits 0 while its wrapper is still recording the status (its `mv` is slow here) and
+    the job is cancelled then (an early-stopping sweep's pruner deciding on the last report): the
+    marker is completed, not left as ``*.exit.tmp``, and the job SUCCEEDED, not CANCELLED."""
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    (slow / "mv").write_text('#!/bin/sh\nsleep 1\nexec /bin/mv "$@"\n')
+    (slow / "mv").chmod(0o755)
+    env = {**os.environ, "PATH": f"{slow}:{os.environ['PATH']}"}
+    b = await LocalBackend.create(tmp_path / "state", env=env, grace_s=2.0, poll_s=0.05)
+    try:
+        job_id = uid("ends")
+        await b.submit(make_plan(job_id, ["--epochs=1", "--sleep=0"]))
+        marker = b.job_dir("alice", job_id) / "master-replica-0.exit"
+        deadline = time.monotonic() + 30
+        while not pathlib.Path(f"{marker}.tmp").exists():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        assert (await b.cancel("alice", job_id))["state"] == "CANCELLING"
+        job = await wait_for(b, "alice", job_id)
+        assert job["state"] == "SUCCEEDED", job
+        assert marker.read_text() == "0\n" and not pathlib.Path(f"{marker}.tmp").exists()
+    finally:
+        await b.close()
+
+
+async def test_the_exit_marker_is_read_from_a_complete_tmp_and_never_from_a_partial_one(tmp_path):
+    """A wrapper killed (SIGKILL) between writing ``.exit.tmp`` and its rename: a restarted server still
+    knows the status; an empty or unterminated file is no status."""
+    marker = tmp_path / "master-replica-0.exit"
+    tmp = tmp_path / "master-replica-0.exit.tmp"
+    replica = Replica.adopt("master-replica-0", {"pid": 0}, marker)
+    replica.ended = False
+    tmp.write_text("0\n")
+    assert await replica.finish() == 0
+    for partial in ("", "1"):
+        tmp.write_text(partial)
+        assert read_exit(marker) is None
+    marker.write_text("3\n")
+    assert read_exit(marker) == 3
