@@ -7,8 +7,11 @@ numbers, enums upper-case) and returns a `Spec`, or raises `UserInputError` nami
 
 - an empty spec (``hyperparameters: {}``) is refused, not read as "no sweep";
 - ``goal`` MAXIMIZE or MINIMIZE (required); ``hyperparameterMetricTag`` required (the metric the
-  trainer reports; AI Platform's default ``training/hptuning/metric`` is not assumed), at most
-  `MAX_TAG` characters, no whitespace or control characters;
+  trainer reports; AI Platform's default ``training/hptuning/metric`` is not assumed): a free
+  string as AI Platform takes it (spaces, ``/``, ``.``, any letters: ``Taxi Model Accuracy``), at
+  most `MAX_TAG` characters, no control, format or line-separator characters (a tab, a newline, a
+  zero-width space: never part of a tag a trainer reports). The Katib backend maps it to a name
+  Katib's collectors can read (`katib.metric_name`); the user's tag is what every answer shows;
 - ``maxTrials`` ≥ 1 (default 1), ``maxParallelTrials`` ≥ 1 (default 1, at most ``maxTrials``),
   ``maxFailedTrials`` ≥ 0 (default: as AI Platform, the sweep fails once enough trials failed
   that it cannot go on: 0 here means "not set"); all three at most `MAX_COUNT` (int32, as Katib's
@@ -40,7 +43,8 @@ FIELD = "trainingInput.hyperparameters"
 MAX_VALUES = 1000
 MAX_COUNT = 2**31 - 1
 MAX_INTEGER = 2**31 - 1  # an INTEGER parameter's bounds
-MAX_TAG = 256
+MAX_TAG = 256  # AI Platform documents no limit; Katib's metric names are derived from it (`katib.metric_name`)
+_BAD_IN_TAG = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")  # control, format, surrogate, private, unassigned, separators
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 ALGORITHMS = ("ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH")
 SCALES = ("NONE", "UNIT_LINEAR_SCALE", "UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
@@ -152,9 +156,12 @@ def _check_tag(metric: Any) -> str:
     tag = str(metric)
     if len(tag) > MAX_TAG:
         raise UserInputError(where, f"at most {MAX_TAG} characters (has {len(tag)})")
-    bad = next((c for c in tag if c.isspace() or unicodedata.category(c).startswith("C")), None)
+    bad = next((c for c in tag if unicodedata.category(c) in _BAD_IN_TAG), None)
     if bad is not None:
-        raise UserInputError(where, f"must not contain whitespace or control characters (has {bad!r})")
+        raise UserInputError(where, f"must not contain control, format or line-separator characters (has {bad!r}); "
+                                    "spaces are fine")
+    if not tag.strip():
+        raise UserInputError(where, "is required: the name of the metric the trainer reports (not only spaces)")
     return tag
 
 

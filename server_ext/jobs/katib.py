@@ -9,8 +9,9 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
   ``mlplatform.io/job-spec``, managed-by, ``mlplatform.io/job``), so
   `server_ext.jobs.status.submitted` and `spec_of` rebuild the ``ml.v1`` Job and its `Spec`;
 - the spec (`hptuning.Spec`, AI Platform's defaults already applied) maps to: ``objective`` (goal →
-  ``maximize``/``minimize``, ``objectiveMetricName`` = ``hyperparameterMetricTag``, metric strategy
-  ``latest``: AI Platform's finalMetric is the last value reported); ``algorithm`` (`ALGORITHMS`);
+  ``maximize``/``minimize``, ``objectiveMetricName`` = `metric_name` of ``hyperparameterMetricTag``
+  (the tag itself where Katib's collectors can read it, else a slug and a hash of it), metric
+  strategy ``latest``: AI Platform's finalMetric is the last value reported); ``algorithm`` (`ALGORITHMS`);
   ``earlyStopping`` ``medianstop`` when enabled; ``maxTrialCount``, ``parallelTrialCount``,
   ``maxFailedTrialCount`` (unset: `default_max_failed`); one parameter per AI Platform parameter
   (`katib_parameters`), a log scale as ``feasibleSpace.distribution: logUniform``;
@@ -29,7 +30,10 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
   trial program (`WATCH_PY`) also copies each ``<tag>=<number>`` found in the trainer's output (Katib's
   StdOut convention) into that file as one JSON line, passing the output on unchanged, and echoes
   every line something else writes to that file to stdout, once, so the trial's log holds its whole
-  metric series either way (`metric_reports`);
+  metric series either way (`metric_reports`). Where `metric_name` is not the tag, the trainer's
+  file is `HYPERTUNE_FILE` and the trial program appends every report of the tag (from that file
+  or the output) to `METRICS_FILE` under the mapped name: Katib reads only the mapped name, the log
+  only the user's tag;
 - ``UNIT_REVERSE_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``y`` log-uniformly in
   ``[min, max]`` as parameter ``<name>-reversed``; the trial passes ``x = min + (max − y)`` (exactly
   ``max`` at ``y = min``, ``min`` at ``y = max``, clamped to ``[min, max]``), computed by the trainer image's Python exactly as `reverse_value` computes it,
@@ -47,10 +51,12 @@ the `Spec` an Experiment was made from.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import shlex
+import unicodedata
 from typing import Any, Mapping
 
 from hub_ext.errors import UserInputError
@@ -69,8 +75,12 @@ EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"  # on every Trial of an Exper
 TRIAL_LABEL = "katib.kubeflow.org/trial"  # on the trial's primary pods (Katib's webhook)
 MASTER_POD_LABELS = {"training.kubeflow.org/job-role": "master"}  # the operator's label of the master pod
 METRICS_FILE = "/var/log/katib/metrics.json"
+HYPERTUNE_FILE = "/var/log/katib/hypertune.json"  # the trainer's own file where the tag is not Katib's name
 HP_ENV = "MLPLATFORM_HP_"  # + index of the parameter in the spec
 METRIC_TAG_ENV = "MLPLATFORM_HP_METRIC_TAG"
+METRIC_NAME_ENV = "MLPLATFORM_HP_METRIC_NAME"
+KATIB_FILE_ENV = "MLPLATFORM_KATIB_METRICS_FILE"
+METRIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what Katib's File (JSON) and StdOut collectors both read
 REVERSED_SUFFIX = "-reversed"
 MAX_NAME = 40
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "bayesianoptimization", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
@@ -87,18 +97,24 @@ REVERSE_PY = ('import sys; k, a, b, y = sys.argv[1:]; a, b, y = (int(a), int(b),
               'print(x if k == "INTEGER" else repr(x))')
 
 # Runs the trainer (argv[1:]) and passes its output (stderr merged) through unchanged, plus:
-# - for every "<tag>=<number>" in it, appends one JSON line {"<tag>": "<value>", "timestamp": <seconds>}
-#   (cloudml-hypertune's shape, which Katib's File collector reads) to the metrics file;
+# - for every "<tag>=<number>" in it, appends one JSON line {"<name>": "<value>", "timestamp": <seconds>}
+#   (cloudml-hypertune's shape, which Katib's File collector reads) to Katib's metrics file, <name> being
+#   Katib's name for the tag (`metric_name`; $MLPLATFORM_HP_METRIC_NAME, else the tag itself);
 # - echoes to stdout every line that something else (cloudml-hypertune) writes to the metrics file, once,
 #   so the pod log carries the trial's metric series too (`metric_reports.series`). The file is polled
 #   (4 times a second and once more after the trainer ended) and read from where the last read stopped
 #   while it only grows; when it was rewritten (cloudml-hypertune rewrites it whole, keeping its last 100
 #   reports) it is read whole and only lines not seen before are echoed. Lines already there when the
 #   trial started (a restarted container) and the lines it appended itself are not echoed.
+# - where Katib's name is not the tag, the trainer's file ($CLOUD_ML_HP_METRIC_FILE) is not Katib's
+#   ($MLPLATFORM_KATIB_METRICS_FILE): each line echoed that reports the tag is also appended to Katib's
+#   file under Katib's name (with its timestamp), so Katib reads only that file, which only grows.
 # Exits with the trainer's status (128 + signal when killed).
 WATCH_PY = r"""import json, os, re, signal, subprocess, sys, threading, time
 tag = os.environ["MLPLATFORM_HP_METRIC_TAG"]
+name = os.environ.get("MLPLATFORM_HP_METRIC_NAME") or tag
 path = os.environ["CLOUD_ML_HP_METRIC_FILE"]
+katib = os.environ.get("MLPLATFORM_KATIB_METRICS_FILE") or path
 found = re.compile(r"(?<![\w./-])" + re.escape(tag) + r"\s*=\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)")
 lock, own, seen, read, at_start = threading.Lock(), set(), {}, [None, 0, b""], [True]
 def emit(data, line=False):
@@ -108,6 +124,21 @@ def emit(data, line=False):
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
         at_start[0] = data.endswith(b"\n")
+def to_katib(value, when):
+    report = json.dumps({name: value, "timestamp": when})
+    if katib == path:
+        with lock:
+            own.add(report.encode())
+    with open(katib, "a") as f:
+        f.write(report + "\n")
+def translate(line):
+    try:
+        doc = json.loads(line)
+        value = doc[tag]
+    except (ValueError, TypeError, KeyError):
+        return
+    when = doc.get("timestamp")
+    to_katib(value, when if isinstance(when, (int, float)) and not isinstance(when, bool) else time.time())
 def echo(show=True):
     try:
         with open(path, "rb") as f:
@@ -135,6 +166,8 @@ def echo(show=True):
             own.discard(line)
         if show and not mine and line.strip():
             emit(line + b"\n", line=True)
+            if katib != path:
+                translate(line)
     read[:] = [key, start + done, data[max(0, done - 256):done]] if done else [key, at, last]
 def poll(stop):
     while not stop.wait(0.25):
@@ -149,17 +182,26 @@ poller.start()
 for raw in child.stdout:
     emit(raw)
     for m in found.finditer(raw.decode("utf-8", "replace")):
-        report = json.dumps({tag: m.group(1), "timestamp": time.time()})
-        with lock:
-            own.add(report.encode())
-        with open(path, "a") as f:
-            f.write(report + "\n")
+        to_katib(m.group(1), time.time())
 code = child.wait()
 stop.set()
 poller.join()
 echo()
 sys.exit(128 - code if code < 0 else code)
 """
+
+
+def metric_name(tag: str) -> str:
+    """The name Katib collects for ``hyperparameterMetricTag``: the tag itself when it is one
+    (`METRIC_NAME`: letters, digits, ``_``, ``-``, at most 64: ``accuracy``, ``val_loss``); else a
+    slug of it and 12 hex digits of its sha256 (``Taxi Model Accuracy`` →
+    ``taxi-model-accuracy-<hash>``), so two different tags never share a name (short of a 48-bit
+    hash collision) and the same tag always gets the same one."""
+    if METRIC_NAME.fullmatch(tag):
+        return tag
+    folded = unicodedata.normalize("NFKD", tag).encode("ascii", "ignore").decode().lower()
+    slug = re.sub(r"[^a-z0-9_]+", "-", folded).strip("-")[:40].rstrip("-") or "metric"
+    return f"{slug}-{hashlib.sha256(tag.encode()).hexdigest()[:12]}"
 
 
 def _q(word: str) -> str:
@@ -267,6 +309,9 @@ def trial_program(spec: Spec, argv: list[str]) -> str:
     if spec.params:
         lines.append('set -- "$@" ' + " ".join(f'{_q("--" + p.name + "=")}"${HP_ENV}{i}"'
                                                for i, p in enumerate(spec.params)))
+    if metric_name(spec.metric) != spec.metric:
+        lines.append('[ -n "$py" ] || { echo "mlplatform: hyperparameterMetricTag is not a Katib metric name: '
+                     'translating it needs python in the trainer image" >&2; exit 2; }')
     lines += ['mkdir -p "${CLOUD_ML_HP_METRIC_FILE%/*}"',
               f'if [ -n "$py" ]; then exec "$py" -u -c {_q(WATCH_PY)} "$@"; fi',
               'echo "mlplatform: no python in the image: only cloudml-hypertune metrics are collected" >&2',
@@ -287,6 +332,17 @@ def _pod_templates(manifest: dict, plan: JobPlan) -> list[tuple[Replica, dict]]:
     return [(r, specs[replica_type(kind, r.role)]["template"]) for r in plan.replicas]
 
 
+def _metric_env(spec: Spec) -> list[dict]:
+    """Where the trainer reports and what Katib collects: one file (Katib's) when the tag is Katib's
+    name; else the trainer's own file (`HYPERTUNE_FILE`), translated by `WATCH_PY` into Katib's."""
+    name = metric_name(spec.metric)
+    env = [{"name": METRIC_TAG_ENV, "value": literal([spec.metric])[0]}]
+    if name == spec.metric:
+        return [{"name": "CLOUD_ML_HP_METRIC_FILE", "value": METRICS_FILE}, *env]
+    return [{"name": "CLOUD_ML_HP_METRIC_FILE", "value": HYPERTUNE_FILE}, *env,
+            {"name": METRIC_NAME_ENV, "value": name}, {"name": KATIB_FILE_ENV, "value": METRICS_FILE}]
+
+
 def trial_spec(plan: JobPlan, settings: KubeSettings) -> dict:
     """The trial template: the plan's job object running `trial_command` in every main container."""
     spec = plan.sweep
@@ -300,8 +356,7 @@ def trial_spec(plan: JobPlan, settings: KubeSettings) -> dict:
         main["env"] = [*main["env"],
                        *({"name": f"{HP_ENV}{i}", "value": f"${{trialParameters.{p.name}}}"}
                          for i, p in enumerate(spec.params)),
-                       {"name": "CLOUD_ML_HP_METRIC_FILE", "value": METRICS_FILE},
-                       {"name": METRIC_TAG_ENV, "value": literal([spec.metric])[0]}]
+                       *_metric_env(spec)]
     return job
 
 
@@ -325,8 +380,8 @@ def experiment_manifest(plan: JobPlan, settings: KubeSettings) -> dict:
     if kind != "Job":
         template = {"primaryPodLabels": dict(MASTER_POD_LABELS), **template}
     body: dict[str, Any] = {
-        "objective": {"type": spec.goal.lower(), "objectiveMetricName": spec.metric,
-                      "metricStrategies": [{"name": spec.metric, "value": "latest"}]},
+        "objective": {"type": spec.goal.lower(), "objectiveMetricName": metric_name(spec.metric),
+                      "metricStrategies": [{"name": metric_name(spec.metric), "value": "latest"}]},
         "algorithm": {"algorithmName": ALGORITHMS[spec.algorithm]},
     }
     if spec.early_stopping:

@@ -39,7 +39,9 @@ Guarantees:
   numbering, follow and resume rules); it ends when the Trial has completed or is gone.
 - **Trial metrics** (`trial_metrics`): read from the log of the trial's master pod
   (``timestamps=true``) as `metric_reports.series` parses it: the reports of
-  ``hyperparameterMetricTag`` (the Experiment's ``objectiveMetricName``), oldest first. The log
+  ``hyperparameterMetricTag`` as the user wrote it (the Experiment's ``objectiveMetricName`` for
+  a user's own Experiment; Katib's name for a tag it cannot collect as it is, `katib.metric_name`,
+  is never shown), oldest first. The log
   has them whether the trainer prints ``<tag>=<number>`` or reports through ``cloudml-hypertune``:
   the trial program echoes each line written to the metrics file (`katib.WATCH_PY`). A trial
   whose pods are gone has an empty series (Katib's DB keeps them on a real cluster; it is not
@@ -65,7 +67,7 @@ from hub_ext.kube import Kube, reason
 from hub_ext.watchcache import WatchCache
 
 from ..errors import JobFinished, JobNotFound
-from . import kube_pods, metric_reports, sweep_status
+from . import katib as katib_mapping, kube_pods, metric_reports, sweep_status
 from .backend import FINAL
 from .kubeflow import CANCEL_ANNOTATION, CONTAINER, pod_selector
 from .model import JOB_ID_ANNOTATION
@@ -331,7 +333,9 @@ async def trial_metrics(kube: Kube, sweeps: Sweeps, project: str, job_id: str, e
     if not str(trial_id).isdigit() or sweeps.trial(experiment, str(trial_id)) is None:
         raise JobNotFound(project, f"{job_id}/trials/{trial_id}")
     trial, task = trial_task(sweeps, project, job_id, experiment, f"trial-{trial_id}")
-    tag = ((experiment.get("spec") or {}).get("objective") or {}).get("objectiveMetricName") or ""
+    spec = katib_mapping.spec_of(experiment)  # the user's tag, which the log's reports carry
+    tag = spec.metric if spec else ((experiment.get("spec") or {}).get("objective") or {}).get(
+        "objectiveMetricName") or ""
     found = await kube_pods.task_pod(kube, project, job_id, pod_selector(trial.kind, trial.name, task))
     if found is None:
         return []

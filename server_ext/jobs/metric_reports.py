@@ -11,7 +11,10 @@ A log read with ``timestamps=true`` gives, oldest first, the reports of ``hyperp
   step is ``0``: hypertune writes ``"0"`` for a trainer that gives none). The same line twice (a
   trainer that prints what it reports, echoed again) is one report (lines with a ``timestamp``);
 - Katib's StdOut collector form ``<tag>=<number>`` (several per line allowed; ``global_step=``/
-  ``step=``/``epoch=`` on the same line is the ``trainingStep``, else the report's ordinal).
+  ``step=``/``epoch=`` on the same line is the ``trainingStep``, else the report's ordinal). The
+  tag is matched as the trial program (`katib.WATCH_PY`) matches it: whole (a tag with spaces,
+  ``Taxi Model Accuracy=0.9``, included), not as the end of a longer name (``val_auc``,
+  ``my.auc`` are not ``auc``).
 
 When the log has JSON reports of the tag, they are the series and ``<tag>=<number>`` lines are not
 counted: the JSON lines are what Katib's File collector reads, and a trainer that both prints its
@@ -27,7 +30,8 @@ import datetime as dt
 import json
 import re
 
-_STDOUT = re.compile(r"([\w|-]+)\s*=\s*([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[Ee][+-]?\d+)?)")
+_NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[Ee][+-]?\d+)?)"
+_STDOUT = re.compile(r"([\w|-]+)\s*=\s*" + _NUMBER)
 _STEP_KEYS = ("global_step", "step", "epoch")
 _STAMP = re.compile(r"(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?P<fraction>\.\d+)?(?P<zone>Z|[+-]\d\d:\d\d)")
 
@@ -38,6 +42,7 @@ def series(text: str, tag: str) -> list[dict]:
     reports: list[dict] = []  # JSON reports
     printed: list[dict] = []  # <tag>=<number> reports
     seen: set[str] = set()
+    printed_tag = re.compile(r"(?<![\w./-])" + re.escape(tag) + r"\s*=\s*" + _NUMBER)
     for raw in text.splitlines():
         stamp, _, line = raw.partition(" ")
         when = _rfc3339(stamp)
@@ -62,10 +67,10 @@ def series(text: str, tag: str) -> list[dict]:
                 continue
         if reports:  # JSON reports win (module docstring): no need to parse the rest as StdOut
             continue
-        pairs = _STDOUT.findall(body)
-        values = [float(v) for k, v in pairs if k == tag]
+        values = [float(v) for v in printed_tag.findall(body)]
         if not values:
             continue
+        pairs = _STDOUT.findall(body)
         step = next((v for k in _STEP_KEYS for key, v in pairs if key == k), None)
         for value in values:
             printed.append(_point(step if step is not None else len(printed) + 1, value, when))

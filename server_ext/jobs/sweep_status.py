@@ -23,13 +23,15 @@ Guarantees of `sweep_json`:
   nothing                                                     QUEUED
   ========================================================  ==========
 
-- ``trainingOutput``: ``isHyperparameterTuningJob`` true, ``hyperparameterMetricTag``,
+- ``trainingOutput``: ``isHyperparameterTuningJob`` true, ``hyperparameterMetricTag`` (the user's
+  tag as submitted, also where Katib collects it under another name: `katib.metric_name`),
   ``completedTrialCount`` (trials that SUCCEEDED, early-stopped ones included, as AI Platform
   counted them), and ``trials[]`` ordered by creation (creationTimestamp, then name) with
   ``trialId`` "1", "2", … in that order; each with ``hyperparameters`` (strings, as the trainer got
   them: `katib.trial_hyperparameters`), ``state`` (`trial_state`), ``isTrialStoppedEarly`` when
   Katib stopped it early, ``startTime``/``endTime``, and ``finalMetric`` once the objective has a
-  numeric value: ``objectiveValue`` = the metric's ``latest`` in ``status.observation.metrics``,
+  numeric value: ``objectiveValue`` = the ``latest`` of the Experiment's ``objectiveMetricName`` in
+  ``status.observation.metrics``,
   ``trainingStep`` when the caller knows it (`final_steps`, by trial name);
 - `trial_ids(trials)` gives the same trial name → trialId mapping the backend uses for task names
   (``trial-<id>``);
@@ -154,7 +156,7 @@ def objective_value(trial: Mapping, metric: str) -> float | None:
     return None
 
 
-def _trial_json(trial: Mapping, trial_id: str, spec: Spec | None, metric: str, state_of_sweep: str,
+def _trial_json(trial: Mapping, trial_id: str, spec: Spec | None, objective: str, state_of_sweep: str,
                 step: int | None) -> dict[str, Any]:
     meta = trial.get("metadata") or {}
     status = trial.get("status") or {}
@@ -166,7 +168,7 @@ def _trial_json(trial: Mapping, trial_id: str, spec: Spec | None, metric: str, s
     out.update({k: v for k, v in (("startTime", start), ("endTime", end)) if v})
     if "EarlyStopped" in true_conditions(dict(trial)):
         out["isTrialStoppedEarly"] = True
-    value = objective_value(trial, metric)
+    value = objective_value(trial, objective)
     if value is not None:
         final: dict[str, Any] = {"objectiveValue": value}
         if step is not None:
@@ -181,8 +183,8 @@ def sweep_json(experiment: Mapping, trials: Sequence[Mapping],
     meta = experiment.get("metadata") or {}
     status = experiment.get("status") or {}
     spec = katib.spec_of(experiment)
-    metric = spec.metric if spec else str(((experiment.get("spec") or {}).get("objective") or {})
-                                          .get("objectiveMetricName", ""))
+    objective = str(((experiment.get("spec") or {}).get("objective") or {}).get("objectiveMetricName", ""))
+    metric = spec.metric if spec else objective  # the user's tag; Katib's name for it is the objective's
     state, error = sweep_state(experiment, trials)
     out = submitted(dict(experiment))
     times = {"createTime": rfc3339(meta.get("creationTimestamp")), "startTime": rfc3339(status.get("startTime")),
@@ -192,7 +194,7 @@ def sweep_json(experiment: Mapping, trials: Sequence[Mapping],
     if error:
         out["errorMessage"] = error
     steps = final_steps or {}
-    rows = [_trial_json(t, str(i), spec, metric, state, steps.get(str((t.get("metadata") or {}).get("name"))))
+    rows = [_trial_json(t, str(i), spec, objective, state, steps.get(str((t.get("metadata") or {}).get("name"))))
             for i, t in enumerate(ordered(trials), 1)]
     output: dict[str, Any] = {"isHyperparameterTuningJob": True,
                               "completedTrialCount": str(sum(r["state"] == "SUCCEEDED" for r in rows))}

@@ -275,3 +275,22 @@ async def test_parallel_trials_are_counted_up_to_max_trials(tmp_path):
         assert "at most 2 trials at once here" in e.value.message
     finally:
         await b.close()
+
+
+async def test_a_sweep_with_a_spaced_metric_tag_runs_and_reports_the_users_tag(backend):
+    """``hyperparameterMetricTag: Taxi Model Accuracy`` (AI Platform takes any string): the trainer
+    reports under that tag (CLOUD_ML_HP_METRIC_TAG, as cloudml-hypertune writes it) and every answer
+    shows it."""
+    job_id, tag = uid("spaced"), "Taxi Model Accuracy"
+    plan = sweep_plan(job_id, [LR], ["--epochs=2", "--sleep=0"], maxTrials=2, maxParallelTrials=2,
+                      hyperparameterMetricTag=tag)
+    assert (await backend.submit(plan))["trainingOutput"]["hyperparameterMetricTag"] == tag
+    job = await wait_for(backend, job_id)
+    assert job["state"] == "SUCCEEDED", job
+    assert job["trainingOutput"]["hyperparameterMetricTag"] == tag
+    assert PLATFORM_JOB_SCHEMA.is_valid(job), list(PLATFORM_JOB_SCHEMA.iter_errors(job))
+    for t in trials(job):
+        reports = metrics_file(backend, job_id, t["trialId"])
+        assert t["state"] == "SUCCEEDED" and t["finalMetric"]["objectiveValue"] == float(reports[-1][tag])
+        series = await backend.trial_metrics("alice", job_id, t["trialId"])
+        assert [p["objectiveValue"] for p in series] == [float(r[tag]) for r in reports] and len(series) == 2

@@ -119,10 +119,11 @@ def test_trial_args_are_flags_in_the_specs_order():
 
 @pytest.mark.parametrize("doc, field, message", [
     ({}, F, "is empty"),
-    ({**BASE, "hyperparameterMetricTag": "a\nb"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
-    ({**BASE, "hyperparameterMetricTag": " accuracy"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
-    ({**BASE, "hyperparameterMetricTag": "acc\turacy"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
-    ({**BASE, "hyperparameterMetricTag": "acc\u200buracy"}, f"{F}.hyperparameterMetricTag", "whitespace or control"),
+    ({**BASE, "hyperparameterMetricTag": "a\nb"}, f"{F}.hyperparameterMetricTag", "control, format or line"),
+    ({**BASE, "hyperparameterMetricTag": "acc\turacy"}, f"{F}.hyperparameterMetricTag", "control, format or line"),
+    ({**BASE, "hyperparameterMetricTag": "acc\u200buracy"}, f"{F}.hyperparameterMetricTag", "control, format"),
+    ({**BASE, "hyperparameterMetricTag": "acc\u2028"}, f"{F}.hyperparameterMetricTag", "line-separator"),
+    ({**BASE, "hyperparameterMetricTag": "   "}, f"{F}.hyperparameterMetricTag", "not only spaces"),
     ({**BASE, "hyperparameterMetricTag": "a" * 257}, f"{F}.hyperparameterMetricTag", "at most 256"),
 ])
 def test_an_empty_spec_and_a_tag_that_is_not_one_token_are_refused(doc, field, message):
@@ -131,6 +132,8 @@ def test_an_empty_spec_and_a_tag_that_is_not_one_token_are_refused(doc, field, m
     assert e.value.field == field and message in e.value.message, str(e.value)
 
 
-@pytest.mark.parametrize("tag", ["accuracy", "training/hptuning/metric", "val_loss", "top-5.acc", "précision"])
+@pytest.mark.parametrize("tag", ["accuracy", "training/hptuning/metric", "val_loss", "top-5.acc", "précision",
+                                 "Taxi Model Accuracy", " accuracy", "mean average precision (mAP@0.5)",
+                                 "eval/Loss: cross entropy", "精度", "a" * 256])
 def test_metric_tags_as_trainers_report_them(tag):
     assert parse_spec({**BASE, "hyperparameterMetricTag": tag}).metric == tag
