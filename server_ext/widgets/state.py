@@ -19,7 +19,10 @@ Guarantees:
   the plots of the objective against each hyperparameter: the searched range (so an axis shows
   where a trial lies in the whole space, not only among the trials so far), on a log scale where
   the spec searches on one (``UNIT_LOG_SCALE`` with a positive range), the categories of a
-  ``CATEGORICAL`` one in the spec's order; a malformed parameter is left out, never guessed.
+  ``CATEGORICAL`` one in the spec's order; a malformed parameter is left out, never guessed. A
+  hyperparameter the trials have and the spec lacks (a native Katib Experiment's, a malformed
+  one) follows, inferred from the values seen: numbers on a linear scale over them, anything else
+  as sorted categories.
 """
 
 from __future__ import annotations
@@ -348,11 +351,27 @@ def _axis(param: Any) -> dict | None:
     return {"name": name, "scale": "log" if log else "linear", "min": low, "max": high}
 
 
-def hp_axes(job: Mapping) -> list[dict]:
+def _inferred(name: str, values: list[Any]) -> dict:
+    numbers = [_number(v) for v in values]
+    if values and all(n is not None for n in numbers):
+        return {"name": name, "scale": "linear", "min": min(numbers), "max": max(numbers)}
+    return {"name": name, "scale": "category", "categories": sorted({str(v) for v in values})}
+
+
+def hp_axes(job: Mapping, trials: Mapping[str, Mapping] | None = None) -> list[dict]:
     """The plot axes of the sweep's hyperparameters: ``{"name", "scale": "linear" | "log", "min",
-    "max"}`` or ``{"name", "scale": "category", "categories": [...]}``, in the spec's order."""
+    "max"}`` or ``{"name", "scale": "category", "categories": [...]}``, the spec's in its order,
+    then those only `trials` (`trial_rows`) have, by name."""
     hp = (job.get("trainingInput") or {}).get("hyperparameters") or {}
     params = hp.get("params") if isinstance(hp, Mapping) else None
-    out = [a for a in map(_axis, params if isinstance(params, list) else []) if a is not None]
-    seen: set[str] = set()
-    return [a for a in out if not (a["name"] in seen or seen.add(a["name"]))]
+    out: list[dict] = []
+    for axis in filter(None, map(_axis, params if isinstance(params, list) else [])):
+        if all(a["name"] != axis["name"] for a in out):
+            out.append(axis)
+    values: dict[str, list] = {}
+    for row in (trials or {}).values():
+        for name, value in (row.get("hyperparameters") or {}).items():
+            if value is not None and value != "":
+                values.setdefault(str(name), []).append(value)
+    known = {a["name"] for a in out}
+    return out + [_inferred(name, values[name]) for name in sorted(values) if name not in known]

@@ -225,7 +225,8 @@ class SweepMonitor(_Widget):
     """A sweep's trials (sortable by objective), its objective per trial and against each
     hyperparameter, and its metric curves."""
 
-    _esm = STATIC / "sweep.js"
+    # one ES module (anywidget takes one): the plotting kit, then the view, which uses its names
+    _esm = (STATIC / "plot.js").read_text() + "\n" + (STATIC / "sweep.js").read_text()
     job_id = t.Unicode("").tag(sync=True)
     job = t.Dict().tag(sync=True)
     metric_tag = t.Unicode("").tag(sync=True)
@@ -277,7 +278,7 @@ class SweepMonitor(_Widget):
             row, tag, goal, best = state.job_row(job), state.metric_tag(job), state.goal(job), state.best_trial(
                 trials, state.goal(job))
             for name, value in (("job", row), ("metric_tag", tag), ("goal", goal), ("best_trial", best),
-                                ("hp_axes", state.hp_axes(job))):
+                                ("hp_axes", state.hp_axes(job, trials))):
                 if getattr(self, name) != value:
                     setattr(self, name, value)
             if self._resend_unasked() or delta is not None or points:

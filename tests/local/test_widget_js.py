@@ -24,25 +24,32 @@ pytestmark = pytest.mark.local
 WIDGETS = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "widgets"
 STATIC = WIDGETS / "static"
 MODULES = ("jobs_table.js", "job_detail.js", "sweep.js")
+PARTS = {"sweep.js": ("plot.js", "sweep.js")}  # a view served as several files joined (views.SweepMonitor._esm)
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="needs Node.js")
 
 
 def as_mjs(tmp_path: pathlib.Path) -> pathlib.Path:
-    """The modules copied as ``.mjs`` (the repository's package.json does not say "module")."""
+    """The modules as ``.mjs`` (the repository's package.json does not say "module"), each as the
+    view serves it (`PARTS`: its files joined)."""
     out = tmp_path / "static"
     out.mkdir()
     for name in MODULES:
-        shutil.copy(STATIC / name, out / (name[:-3] + ".mjs"))
+        text = "\n".join((STATIC / part).read_text() for part in PARTS.get(name, (name,)))
+        (out / (name[:-3] + ".mjs")).write_text(text)
     return out
 
 
 def test_views_name_these_modules():
     text = (WIDGETS / "views.py").read_text()
-    assert sorted(re.findall(r'STATIC / "([\w.]+)"', text)) == sorted(MODULES)
-    for name in MODULES:
+    parts = sorted({part for name in MODULES for part in PARTS.get(name, (name,))})
+    assert sorted(re.findall(r'STATIC / "([\w.]+)"', text)) == parts
+    from server_ext.widgets.views import SweepMonitor
+
+    assert SweepMonitor._esm == "\n".join((STATIC / part).read_text() for part in PARTS["sweep.js"])
+    for name in parts:
         source = (STATIC / name).read_text()
-        assert "export default { render }" in source
+        assert ("export default { render }" in source) == (name in MODULES)
         assert "Placeholder" not in source
         assert not re.search(r"https?://(?!www\.w3\.org/)", source), "no URL may be fetched (air-gapped)"
         assert not re.search(r"^\s*import\b|\bimport\(", source, re.M), "no imports: nothing to vendor"

@@ -90,14 +90,13 @@ assert.equal(dot.getAttribute("fill"), $(el, 'path.mlp-trial-curve[data-trial-id
 model.receive({ type: "delta", rev: 2, now: T0, added: {}, changed: {}, removed: [], series: { 3: [[2, 0.45]] } });
 assert.equal($$(el, "circle.mlp-trial-dot").length, 0);
 
-// 4. a trial's hyperparameter outside the spec (no axis for it): inferred from the values seen
+// 4. an axis Python inferred for a hyperparameter the spec lacks (state.hp_axes with trials)
 model.receive({ type: "delta", rev: 3, now: T0, added: { 4: trial("4", 0.8, { learning_rate: "0.002", optimizer: "sgd",
   layers: "1", batch: "16", seed: "7" }) }, changed: {}, removed: [], series: {} });
+model.python("hp_axes", [...AXES, { name: "seed", scale: "linear", min: 7, max: 7 }]);
 assert.deepEqual($$(el, "svg.mlp-hp-plot").map((p) => p.getAttribute("data-hp")),
   ["learning_rate", "optimizer", "layers", "batch", "seed"]);
 assert.equal($$(el, 'svg.mlp-hp-plot[data-hp="seed"] circle.mlp-hp-point').length, 1);
-assert.deepEqual(sweep.inferAxis("o", ["b", "a", "b"]), { name: "o", scale: "category", categories: ["a", "b"] });
-assert.deepEqual(sweep.inferAxis("n", ["3", "1.5"]), { name: "n", scale: "linear", min: 1.5, max: 3 });
 
 // 5. no objective yet: each plot says so; no hyperparameters at all: no section
 model.receive({ type: "snapshot", rev: 4, now: T0, trials: { 1: trial("1", null, { learning_rate: "0.01" }) }, series: {} });
@@ -126,6 +125,14 @@ def test_hp_axes_follow_the_spec():
         {"parameterName": "c", "type": "CATEGORICAL", "categoricalValues": []}, {"parameterName": "a", "type": "DISCRETE"}]}}}
     assert state.hp_axes(broken) == [{"name": "a", "scale": "linear", "min": 0.0, "max": 1.0}]  # log of 0: linear
     assert state.hp_axes({"trainingInput": {}}) == [] and state.hp_axes({}) == []
+    # a hyperparameter the trials have and the spec lacks (a native Katib Experiment's): inferred
+    trials = {"1": {"hyperparameters": {"learning_rate": "0.01", "seed": "7", "opt": "adam"}},
+              "2": {"hyperparameters": {"learning_rate": "0.02", "seed": "3.5", "opt": "sgd"}},
+              "3": {"hyperparameters": {"seed": "", "opt": None}}}
+    assert state.hp_axes(job, trials)[4:] == [
+        {"name": "opt", "scale": "category", "categories": ["adam", "sgd"]},
+        {"name": "seed", "scale": "linear", "min": 3.5, "max": 7.0}]
+    assert state.hp_axes({}, trials)[0]["name"] == "learning_rate"
 
 
 @needs_node

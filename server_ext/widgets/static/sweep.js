@@ -1,37 +1,21 @@
 // SweepMonitor view (anywidget ES module). Protocol: ../protocol.md, "SweepMonitor".
-// Plain ES2020, no dependencies (clusters are air-gapped): a small hand-written SVG plot.
+// Plain ES2020, no dependencies (clusters are air-gapped): small hand-written SVG plots, drawn with
+// plot.js's kit (frame, placement, ticks, s, formatNumber), which views.SweepMonitor serves before
+// this file as one module.
 //
-// DOM hooks (stable; browser tests rely on them):
-//   .mlp-sweep[data-job-id="<id>"]          the widget root
-//   .mlp-status                             the `status` trait's problem line (hidden when "")
-//   .mlp-header .mlp-state.mlp-state-<S>    the sweep's state badge; .mlp-progress "3/10";
-//                                           .mlp-best-summary "best: trial 3, accuracy 0.913"
-//   svg.mlp-plot.mlp-objective-plot         objective per trial (x = trial, y = objective):
-//     circle.mlp-trial-point[data-trial-id="<id>"]   one per trial with an objective;
-//                                           .mlp-best on the best one
-//   svg.mlp-plot.mlp-curves-plot            intermediate metric per trial (x = step):
-//     path.mlp-trial-curve[data-trial-id="<id>"]     one per trial with points; .mlp-best on the best
-//     circle.mlp-trial-dot[data-trial-id="<id>"]     a trial with one point only: a dot (a line of
-//                                           one point would not show)
-//   .mlp-legend .mlp-legend-item[data-trial-id="<id>"]  the curves' legend: the trial's colour and
-//                                           "trial N" (.mlp-best on the best); click opens the trial
-//   .mlp-hp-plots svg.mlp-plot.mlp-hp-plot[data-hp="<name>"]   the objective against each
-//                                           hyperparameter (`hp_axes`: linear, log or categories):
-//     circle.mlp-hp-point[data-trial-id="<id>"]      one per trial with an objective; .mlp-best on the best
-//   table.mlp-trials                        the trials; th[data-sort="<column>"] sorts (click again:
-//                                           reverse), aria-sort on the sorted one; columns trialId,
-//                                           state, objective, step, duration, hp:<name> per hyperparameter
-//   tr.mlp-trial[data-trial-id="<id>"]      one trial; .mlp-best on the best; click/Enter opens its
-//                                           log (sends open_trial); .mlp-open on the last opened
-//   td.mlp-objective, .mlp-step, .mlp-duration, .mlp-hp   cells; .mlp-state badge in each row
+// DOM hooks (stable; browser tests rely on them): protocol.md's "DOM hooks" table, in short:
+//   .mlp-sweep[data-job-id] root; .mlp-status; .mlp-header (.mlp-state badge, .mlp-progress,
+//   .mlp-best-summary); svg.mlp-objective-plot circle.mlp-trial-point (x = trial); svg.mlp-curves-plot
+//   path.mlp-trial-curve (x = step), circle.mlp-trial-dot (a trial with one point), .mlp-legend
+//   .mlp-legend-item; .mlp-hp-plots svg.mlp-hp-plot[data-hp] circle.mlp-hp-point (the objective
+//   against each hyperparameter, axes from `hp_axes`); table.mlp-trials (th[data-sort], tr.mlp-trial
+//   with td.mlp-objective, .mlp-step, .mlp-duration, .mlp-hp). Every mark of a trial carries
+//   data-trial-id, .mlp-best on the best; a click opens the trial's log (open_trial), .mlp-open on
+//   the row last opened.
 
-const SVG = "http://www.w3.org/2000/svg";
 const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22"];
-const W = 420;
-const H = 240;
-const DEFAULT_W = W;
-const DEFAULT_H = H;
-const PAD = { left: 56, right: 12, top: 12, bottom: 36 };
+const W = PLOT_W; // plot.js (prepended to this module by views.SweepMonitor)
+const H = PLOT_H;
 const HP_W = 300; // the objective-by-hyperparameter plots (one per hyperparameter)
 const HP_H = 210;
 
@@ -40,31 +24,28 @@ const CSS = `
 .mlp-sweep { font-family: var(--jp-ui-font-family, system-ui, sans-serif);
   font-size: var(--jp-ui-font-size1, 13px); color: var(--jp-ui-font-color1, #212121); }
 .mlp-sweep .mlp-header { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 4px 0; }
-.mlp-sweep .mlp-sweep-title { font-weight: 600; }
+.mlp-sweep .mlp-sweep-title, .mlp-sweep .mlp-legend-item.mlp-best { font-weight: 600; }
 .mlp-sweep .mlp-status { color: var(--jp-error-color1, #d32f2f); }
-.mlp-sweep .mlp-plots { display: flex; gap: 12px; flex-wrap: wrap; }
+.mlp-sweep .mlp-plots, .mlp-sweep .mlp-hp-plots { display: flex; gap: 12px; flex-wrap: wrap; }
 .mlp-plot { width: ${W}px; max-width: 100%; height: auto; background: var(--jp-layout-color1, #fff);
   border: 1px solid var(--jp-border-color2, #e0e0e0); }
-.mlp-plot text { fill: var(--jp-ui-font-color2, #616161); font-size: 10px; }
+.mlp-plot.mlp-hp-plot { width: ${HP_W}px; }
+.mlp-plot text, .mlp-sweep .mlp-hp-title, .mlp-sweep .mlp-legend { fill: var(--jp-ui-font-color2, #616161);
+  color: var(--jp-ui-font-color2, #616161); }
+.mlp-plot text { font-size: 10px; }
 .mlp-plot .mlp-axis { stroke: var(--jp-border-color1, #9e9e9e); }
 .mlp-plot .mlp-grid { stroke: var(--jp-border-color3, #eeeeee); }
-.mlp-plot circle.mlp-trial-point { fill: var(--jp-brand-color1, #1976d2); fill-opacity: 0.7; cursor: pointer; }
-.mlp-plot circle.mlp-trial-point.mlp-best { fill: var(--jp-success-color1, #388e3c); fill-opacity: 1;
-  stroke: var(--jp-ui-font-color1, #212121); stroke-width: 1.5; }
+.mlp-plot circle { cursor: pointer; }
+.mlp-plot .mlp-trial-point, .mlp-plot .mlp-hp-point { fill: var(--jp-brand-color1, #1976d2); fill-opacity: 0.7; }
+.mlp-plot .mlp-trial-point.mlp-best, .mlp-plot .mlp-hp-point.mlp-best { fill: var(--jp-success-color1, #388e3c);
+  fill-opacity: 1; stroke: var(--jp-ui-font-color1, #212121); stroke-width: 1.5; }
 .mlp-plot path.mlp-trial-curve { fill: none; stroke-width: 1.2; stroke-opacity: 0.55; cursor: pointer; }
 .mlp-plot path.mlp-trial-curve.mlp-best { stroke-width: 3; stroke-opacity: 1; }
-.mlp-plot circle.mlp-trial-dot { cursor: pointer; fill-opacity: 0.8; }
-.mlp-plot circle.mlp-hp-point { fill: var(--jp-brand-color1, #1976d2); fill-opacity: 0.6; cursor: pointer; }
-.mlp-plot circle.mlp-hp-point.mlp-best { fill: var(--jp-success-color1, #388e3c); fill-opacity: 1;
-  stroke: var(--jp-ui-font-color1, #212121); stroke-width: 1.5; }
-.mlp-plot.mlp-hp-plot { width: ${HP_W}px; }
 .mlp-sweep .mlp-curves-box { display: flex; flex-direction: column; max-width: ${W}px; }
 .mlp-sweep .mlp-legend { display: flex; flex-wrap: wrap; gap: 2px 10px; margin: 3px 0 0 4px; font-size: 0.9em; }
-.mlp-sweep .mlp-legend-item { cursor: pointer; white-space: nowrap; color: var(--jp-ui-font-color2, #616161); }
-.mlp-sweep .mlp-legend-item.mlp-best { font-weight: 600; color: var(--jp-ui-font-color1, #212121); }
+.mlp-sweep .mlp-legend-item { cursor: pointer; white-space: nowrap; }
 .mlp-sweep .mlp-swatch { display: inline-block; width: 14px; height: 3px; margin-right: 4px; vertical-align: middle; }
-.mlp-sweep .mlp-hp-title { margin: 8px 0 2px; color: var(--jp-ui-font-color2, #616161); }
-.mlp-sweep .mlp-hp-plots { display: flex; gap: 8px; flex-wrap: wrap; }
+.mlp-sweep .mlp-hp-title { margin: 8px 0 2px; }
 .mlp-trials { border-collapse: collapse; margin-top: 6px; }
 .mlp-trials th { text-align: left; cursor: pointer; user-select: none; white-space: nowrap;
   border-bottom: 1px solid var(--jp-border-color1, #bdbdbd); padding: 3px 8px; }
@@ -98,13 +79,6 @@ function h(tag, cls, text) {
   return node;
 }
 
-function s(tag, attrs, cls) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  if (cls) node.setAttribute("class", cls);
-  return node;
-}
-
 function badge(state) {
   return h("span", "mlp-state mlp-state-" + (state || "UNKNOWN"), state || "?");
 }
@@ -117,112 +91,11 @@ function formatSeconds(t) {
   return Math.floor(t / 3600) + "h " + String(Math.floor((t % 3600) / 60)).padStart(2, "0") + "m";
 }
 
-function formatNumber(v) {
-  if (v === null || v === undefined || !isFinite(v)) return "";
-  const a = Math.abs(v);
-  return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(3) : String(Number(v.toPrecision(5)));
-}
-
 /** Trial ids in their natural order: numbers by value, others after, by text. */
 function compareIds(a, b) {
   const x = /^\d+$/.test(a) ? Number(a) : Infinity;
   const y = /^\d+$/.test(b) ? Number(b) : Infinity;
   return x !== y ? x - y : a < b ? -1 : a > b ? 1 : 0;
-}
-
-/** About `count` round tick values covering [lo, hi]. */
-export function ticks(lo, hi, count = 5) {
-  if (!isFinite(lo) || !isFinite(hi)) return [];
-  if (lo === hi) return [lo];
-  const raw = (hi - lo) / count;
-  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map((m) => m * mag).find((m) => m >= raw) || 10 * mag;
-  const out = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(Number(v.toPrecision(12)));
-  return out;
-}
-
-/** A frame (axes, grid, labels) for data ranges; returns {x(), y()}. `opt`: `w`, `h` (the
- * viewBox, default W × H) and `xTicks(x0, x1)` → [[value, label], …] in place of numeric ticks. */
-function frame(svg, xs, ys, xLabel, yLabel, integerX, opt = {}) {
-  const W = opt.w || DEFAULT_W;
-  const H = opt.h || DEFAULT_H;
-  let [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-  let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-  if (x0 === x1) { x0 -= 1; x1 += 1; }
-  if (y0 === y1) { const d = Math.abs(y0) * 0.1 || 1; y0 -= d; y1 += d; }
-  const yPad = (y1 - y0) * 0.06;
-  const xPad = (x1 - x0) * 0.04;
-  y0 -= yPad; y1 += yPad; x0 -= xPad; x1 += xPad; // points stay off the frame's edges
-  const iw = W - PAD.left - PAD.right;
-  const ih = H - PAD.top - PAD.bottom;
-  const x = (v) => PAD.left + ((v - x0) / (x1 - x0)) * iw;
-  const y = (v) => PAD.top + ih - ((v - y0) / (y1 - y0)) * ih;
-  for (const t of ticks(y0, y1, 5)) {
-    svg.appendChild(s("line", { x1: PAD.left, x2: W - PAD.right, y1: y(t), y2: y(t) }, "mlp-grid"));
-    const label = s("text", { x: PAD.left - 4, y: y(t) + 3, "text-anchor": "end" });
-    label.textContent = formatNumber(t);
-    svg.appendChild(label);
-  }
-  const xTicks = opt.xTicks ? opt.xTicks(x0, x1)
-    : ticks(x0, x1, 6).filter((t) => !integerX || Number.isInteger(t)).map((t) => [t, formatNumber(t)]);
-  for (const [t, text] of xTicks) {
-    const label = s("text", { x: x(t), y: H - PAD.bottom + 14, "text-anchor": "middle" });
-    label.textContent = text;
-    svg.appendChild(label);
-  }
-  svg.appendChild(s("line", { x1: PAD.left, x2: PAD.left, y1: PAD.top, y2: H - PAD.bottom }, "mlp-axis"));
-  svg.appendChild(s("line", { x1: PAD.left, x2: W - PAD.right, y1: H - PAD.bottom, y2: H - PAD.bottom }, "mlp-axis"));
-  const xl = s("text", { x: PAD.left + iw / 2, y: H - 6, "text-anchor": "middle" });
-  xl.textContent = xLabel;
-  const yl = s("text", { x: 12, y: PAD.top + ih / 2, "text-anchor": "middle",
-    transform: `rotate(-90 12 ${PAD.top + ih / 2})` });
-  yl.textContent = yLabel;
-  svg.append(xl, yl);
-  return { x, y };
-}
-
-/** An axis of a hyperparameter seen only in the trials (no `hp_axes` entry): numbers on a linear
- * scale over the values seen, anything else as categories in sorted order. */
-export function inferAxis(name, values) {
-  const seen = values.filter((v) => v !== undefined && v !== null && v !== "");
-  if (seen.length && seen.every((v) => isFinite(Number(v)))) {
-    const nums = seen.map(Number);
-    return { name, scale: "linear", min: Math.min(...nums), max: Math.max(...nums) };
-  }
-  return { name, scale: "category", categories: [...new Set(seen.map(String))].sort() };
-}
-
-/** Where an axis (`hp_axes`' shape) puts a value: `pos(v)` (null: not on this axis), `range` (the
- * positions the axis must cover: the searched space) and `ticks(x0, x1)` (null: numeric ticks). */
-export function placement(axis) {
-  if (axis.scale === "category") {
-    const cats = (axis.categories || []).map(String);
-    return { pos: (v) => { const i = cats.indexOf(String(v)); return i < 0 ? null : i; },
-      range: [-0.5, cats.length - 0.5],
-      ticks: () => cats.map((c, i) => [i, c.length > 12 ? c.slice(0, 11) + "…" : c]) };
-  }
-  const log = axis.scale === "log";
-  const pos = (v) => {
-    const n = Number(v);
-    if (v === undefined || v === null || v === "" || !isFinite(n)) return null;
-    return log ? (n > 0 ? Math.log10(n) : null) : n;
-  };
-  const range = [pos(axis.min), pos(axis.max)].filter((x) => x !== null);
-  const logTicks = (x0, x1) => {
-    let t = ticks(x0, x1, 5);
-    const whole = t.filter((v) => Number.isInteger(v));
-    if (whole.length >= 2) t = whole; // decades where the range spans them
-    const decade = (v) => (Number.isInteger(v) && (v < -3 || v > 4) ? "1e" + v : formatNumber(Math.pow(10, v)));
-    return t.map((v) => [v, decade(v)]);
-  };
-  return { pos, range, ticks: log ? logTicks : null };
-}
-
-function emptyPlot(svg, text, w = W, h = H) {
-  const t = s("text", { x: w / 2, y: h / 2, "text-anchor": "middle" }, "mlp-plot-empty");
-  t.textContent = text;
-  svg.appendChild(t);
 }
 
 // Liveness (protocol.md, "Liveness"): while this view exists and its page is visible, it tells the
@@ -389,107 +262,87 @@ function render({ model, el }) {
   }
 
   // ---- plots (small: redrawn whole after each message)
+  const tag = () => model.get("metric_tag") || "objective";
+  const scored = () => [...trials.values()].map((e) => e.row) // the best one last: drawn on top
+    .filter((r) => typeof r.objective === "number" && isFinite(r.objective))
+    .sort((a, b) => (a.trialId === best()) - (b.trialId === best()) || compareIds(a.trialId, b.trialId));
+  /** One point per trial, [row, x] (y = its objective); `opt` as frame's, plus `range` to cover. */
+  function scatter(svg, points, xLabel, cls, describe, opt) {
+    const { x, y } = frame(svg, [...points.map((p) => p[1]), ...(opt.range || [])], points.map(([r]) => r.objective),
+      xLabel, tag(), !!opt.integerX, opt);
+    for (const [r, v] of points) {
+      const top = r.trialId === best();
+      svg.appendChild(hook(s("circle", { cx: x(v).toFixed(1), cy: y(r.objective).toFixed(1), r: top ? 6 : 4 },
+        cls + (top ? " mlp-best" : "")), r.trialId, describe(r)));
+    }
+  }
+  /** `node` as trial `trial`'s mark: its id, a tooltip, a click opens the trial. */
+  function hook(node, trial, text) {
+    node.setAttribute("data-trial-id", trial);
+    if (text) {
+      const t = s("title");
+      t.textContent = text;
+      node.appendChild(t);
+    }
+    node.addEventListener("click", () => open(trial));
+    return node;
+  }
   function drawObjective() {
     objectivePlot.replaceChildren();
-    const points = [...trials.values()].map((e) => e.row)
-      .filter((r) => typeof r.objective === "number" && isFinite(r.objective))
-      .sort((a, b) => compareIds(a.trialId, b.trialId));
-    const tag = model.get("metric_tag") || "objective";
-    if (!points.length) { emptyPlot(objectivePlot, "no trial has reported " + tag + " yet"); return; }
-    const numeric = points.every((r) => /^\d+$/.test(r.trialId));
-    const xOf = (r, i) => (numeric ? Number(r.trialId) : i + 1);
-    const { x, y } = frame(objectivePlot, points.map(xOf), points.map((r) => r.objective), "trial", tag, true);
-    const id = best();
-    points.forEach((r, i) => {
-      const c = s("circle", { cx: x(xOf(r, i)), cy: y(r.objective), r: r.trialId === id ? 6 : 4 },
-        "mlp-trial-point" + (r.trialId === id ? " mlp-best" : ""));
-      c.setAttribute("data-trial-id", r.trialId);
-      const t = s("title");
-      t.textContent = "trial " + r.trialId + ": " + formatNumber(r.objective) + " (" + r.state + ")";
-      c.appendChild(t);
-      c.addEventListener("click", () => open(r.trialId));
-      objectivePlot.appendChild(c);
-    });
+    const rows = scored();
+    if (!rows.length) { emptyPlot(objectivePlot, "no trial has reported " + tag() + " yet"); return; }
+    const ids = rows.map((r) => r.trialId).sort(compareIds);
+    const numeric = ids.every((id) => /^\d+$/.test(id));
+    scatter(objectivePlot, rows.map((r) => [r, numeric ? Number(r.trialId) : ids.indexOf(r.trialId) + 1]), "trial",
+      "mlp-trial-point", (r) => "trial " + r.trialId + ": " + formatNumber(r.objective) + " (" + r.state + ")",
+      { integerX: true });
   }
   function drawCurves() {
     curvesPlot.replaceChildren();
     const lines = [...series.entries()].filter(([id, pts]) => trials.has(id) && pts.length)
       .sort((a, b) => compareIds(a[0], b[0]));
-    const tag = model.get("metric_tag") || "objective";
     legend.replaceChildren();
-    if (!lines.length) { emptyPlot(curvesPlot, "no intermediate " + tag + " yet"); return; }
+    if (!lines.length) { emptyPlot(curvesPlot, "no intermediate " + tag() + " yet"); return; }
     const all = lines.flatMap(([, pts]) => pts);
-    const { x, y } = frame(curvesPlot, all.map((p) => p[0]), all.map((p) => p[1]), "step", tag, true);
+    const { x, y } = frame(curvesPlot, all.map((p) => p[0]), all.map((p) => p[1]), "step", tag(), true);
     const id = best();
     lines.sort((a, b) => (a[0] === id) - (b[0] === id)); // the best one drawn last, on top
     for (const [trial, pts] of lines) {
       const sorted = [...pts].sort((a, b) => a[0] - b[0]);
-      let d = sorted.map((p, i) => (i ? "L" : "M") + x(p[0]).toFixed(1) + " " + y(p[1]).toFixed(1)).join(" ");
-      if (sorted.length === 1) d += " h 0.01"; // a dot still shows with round caps
-      const path = s("path", { d, stroke: color(trial), "stroke-linecap": "round" },
-        "mlp-trial-curve" + (trial === id ? " mlp-best" : ""));
-      path.setAttribute("data-trial-id", trial);
-      const t = s("title");
-      t.textContent = "trial " + trial + " (" + sorted.length + " point" + (sorted.length === 1 ? "" : "s") + ")";
-      path.appendChild(t);
-      path.addEventListener("click", () => open(trial));
-      curvesPlot.appendChild(path);
-      if (sorted.length === 1) { // one report: a line of one point would not show
-        const dot = s("circle", { cx: x(sorted[0][0]).toFixed(1), cy: y(sorted[0][1]).toFixed(1),
-          r: trial === id ? 5 : 3.5, fill: color(trial) }, "mlp-trial-dot" + (trial === id ? " mlp-best" : ""));
-        dot.setAttribute("data-trial-id", trial);
-        const dt = s("title");
-        dt.textContent = t.textContent;
-        dot.appendChild(dt);
-        dot.addEventListener("click", () => open(trial));
-        curvesPlot.appendChild(dot);
+      const d = sorted.map((p, i) => (i ? "L" : "M") + x(p[0]).toFixed(1) + " " + y(p[1]).toFixed(1)).join(" ");
+      const text = "trial " + trial + " (" + sorted.length + " point" + (sorted.length === 1 ? "" : "s") + ")";
+      const top = trial === id ? " mlp-best" : "";
+      curvesPlot.appendChild(hook(s("path", { d, stroke: color(trial), "stroke-linecap": "round" },
+        "mlp-trial-curve" + top), trial, text));
+      if (sorted.length === 1) { // one report: a line of one point would not show, a dot does
+        curvesPlot.appendChild(hook(s("circle", { cx: x(sorted[0][0]).toFixed(1), cy: y(sorted[0][1]).toFixed(1),
+          r: top ? 5 : 3.5, fill: color(trial) }, "mlp-trial-dot" + top), trial, text));
       }
     }
     legend.replaceChildren(...lines.map(([trial]) => trial).sort(compareIds).map((trial) => {
-      const item = h("span", "mlp-legend-item" + (trial === id ? " mlp-best" : ""));
-      item.setAttribute("data-trial-id", trial);
       const swatch = h("span", "mlp-swatch");
       swatch.style.background = color(trial);
+      const item = hook(h("span", "mlp-legend-item" + (trial === id ? " mlp-best" : "")), trial);
       item.append(swatch, "trial " + trial + (trial === id ? " (best)" : ""));
-      item.addEventListener("click", () => open(trial));
       return item;
     }));
   }
-  function hpAxes() {
-    const given = (model.get("hp_axes") || []).filter((a) => a && typeof a.name === "string");
-    const named = new Set(given.map((a) => a.name));
-    const values = (n) => [...trials.values()].map((e) => (e.row.hyperparameters || {})[n]);
-    return [...given, ...hpNames.filter((n) => !named.has(n)).map((n) => inferAxis(n, values(n)))];
-  }
   function drawHp() {
-    const axes = hpAxes();
-    const tag = model.get("metric_tag") || "objective";
-    hpTitle.textContent = tag + " by hyperparameter";
-    hpTitle.hidden = !axes.length;
-    hpBox.hidden = !axes.length;
-    const id = best();
-    const scored = [...trials.values()].map((e) => e.row)
-      .filter((r) => typeof r.objective === "number" && isFinite(r.objective))
-      .sort((a, b) => (a.trialId === id) - (b.trialId === id) || compareIds(a.trialId, b.trialId)); // best on top
+    const axes = (model.get("hp_axes") || []).filter((a) => a && typeof a.name === "string");
+    hpTitle.textContent = tag() + " by hyperparameter";
+    hpTitle.hidden = hpBox.hidden = !axes.length;
+    const rows = scored();
     hpBox.replaceChildren(...axes.map((axis) => {
       const svg = s("svg", { viewBox: `0 0 ${HP_W} ${HP_H}`, role: "img" }, "mlp-plot mlp-hp-plot");
       svg.setAttribute("data-hp", axis.name);
       const place = placement(axis);
-      const points = scored.map((r) => [r, place.pos((r.hyperparameters || {})[axis.name])]).filter(([, v]) => v !== null);
-      if (!points.length) { emptyPlot(svg, axis.name + ": no " + tag + " yet", HP_W, HP_H); return svg; }
-      const label = axis.name + (axis.scale === "log" ? " (log scale)" : "");
-      const { x, y } = frame(svg, [...points.map(([, v]) => v), ...place.range], points.map(([r]) => r.objective),
-        label, tag, false, { w: HP_W, h: HP_H, xTicks: place.ticks });
-      for (const [r, v] of points) {
-        const c = s("circle", { cx: x(v).toFixed(1), cy: y(r.objective).toFixed(1), r: r.trialId === id ? 6 : 4 },
-          "mlp-hp-point" + (r.trialId === id ? " mlp-best" : ""));
-        c.setAttribute("data-trial-id", r.trialId);
-        const t = s("title");
-        t.textContent = "trial " + r.trialId + ": " + axis.name + " " + (r.hyperparameters || {})[axis.name] + ", "
-          + tag + " " + formatNumber(r.objective);
-        c.appendChild(t);
-        c.addEventListener("click", () => open(r.trialId));
-        svg.appendChild(c);
+      const of = (r) => (r.hyperparameters || {})[axis.name];
+      const points = rows.map((r) => [r, place.pos(of(r))]).filter(([, v]) => v !== null);
+      if (!points.length) emptyPlot(svg, axis.name + ": no " + tag() + " yet", HP_W, HP_H);
+      else {
+        scatter(svg, points, axis.name + (axis.scale === "log" ? " (log scale)" : ""), "mlp-hp-point",
+          (r) => "trial " + r.trialId + ": " + axis.name + " " + of(r) + ", " + tag() + " " + formatNumber(r.objective),
+          { w: HP_W, h: HP_H, xTicks: place.ticks, range: place.range });
       }
       return svg;
     }));
