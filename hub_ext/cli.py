@@ -1,15 +1,24 @@
 """`mlplatform`, the operator's command line.
 
-    mlplatform check-config FILE     validate a jupyterhub_config.py or z2jh Helm values file
+    mlplatform check-config FILE [FILE ...]
+                                     validate a jupyterhub_config.py, or z2jh Helm values files
+                                     merged as ``helm -f a.yaml -f b.yaml`` merges them
     mlplatform render-project --config FILE --user NAME [--group G ...] [--admin]
                                      the Kubernetes objects of that user's projects, as YAML
     mlplatform demo [--port N]       start the local platform (what `make demo` runs)
 
 `check-config` reads ``c.PlatformConfig`` / ``c.LocalPlatformSpawner`` / ``c.PlatformSpawner``
-settings and a plain ``c.KubeSpawner.profile_list``; from Helm values it reads
-``singleuser.profileList`` and ``hub.config`` (also under a parent chart key such as
-``jupyterhub:``). It prints each resolved profile with what it would request and exits 0, or
-prints every problem with its field path and exits 1 (2 when the file cannot be read at all).
+settings and a plain ``c.KubeSpawner.profile_list`` (without ``spawner_class``, profiles on
+KubeSpawner or PlatformSpawner mean the Kubernetes spawner, as `hub_ext.setup.configure` decides);
+from Helm values it reads ``singleuser.profileList`` and ``hub.config`` (also under a parent chart
+key such as ``jupyterhub:``) of the files merged as Helm merges ``-f`` files (maps merged key by
+key, anything else replaced, later files win, ``null`` removes a key). A file of several YAML
+documents is refused, saying what it holds. It prints each resolved profile with what it would
+request and exits 0, or prints every problem with its path as written in the file
+(``singleuser.profileList[0].slug``, ``PlatformConfig.groups['vision']``) and exits 1 (2 when a
+file cannot be read at all). Warnings (keys KubeSpawner or the platform's spawner would ignore,
+with a did-you-mean) are printed either way and do not change the exit status. A callable
+``profile_list`` is reported as such: it is checked at each spawn.
 
 `render-project` (`hub_ext.render`) prints, like ``helm template``, every object the hub would
 create or keep in the user's project namespaces (personal project first, then team projects):
@@ -27,11 +36,10 @@ from typing import Any
 import yaml
 from traitlets.config import Config, PyFileConfigLoader
 
-from .errors import ConfigError
+from .errors import ConfigError, Problem
 from .platform import Runtime, kubespawner_traits
 from .profiles import resolve
-from .setup import settings_from_config, spawner_section
-
+from .setup import inferred_spawner, locate, located_settings, spawner_section, unread_keys
 
 
 class Unreadable(Exception):
@@ -49,36 +57,81 @@ def _z2jh_root(values: Any) -> dict | None:
     return None
 
 
-def load_config(path: pathlib.Path) -> tuple[Config, str]:
-    """The hub configuration in a config or values file, and which spawner section applies to it
-    (``PlatformSpawner`` for a values file: z2jh's spawner is KubeSpawner)."""
-    if path.suffix in (".yaml", ".yml"):
-        try:
-            values = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as e:
-            raise Unreadable(f"cannot read {path}: {e}") from None
+def is_values(path: pathlib.Path) -> bool:
+    return path.suffix in (".yaml", ".yml")
+
+
+def read_values(path: pathlib.Path) -> dict:
+    """One Helm values file: one YAML document, a mapping (empty: ``{}``)."""
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except (OSError, yaml.YAMLError) as e:
+        raise Unreadable(f"cannot read {path}: {e}") from None
+    if len(docs) > 1:
+        manifest = any(isinstance(d, dict) and "apiVersion" in d and "kind" in d for d in docs)
+        kinds = ", ".join(sorted({str(d.get("kind")) for d in docs if isinstance(d, dict) and "kind" in d}))
+        raise Unreadable(f"{path} holds {len(docs)} YAML documents: a values file is one document" + (
+            f" (is this a Kubernetes manifest? it holds {kinds}: apply it with kubectl, do not pass it to helm -f)"
+            if manifest else " (separate them into files and give each, in order)"))
+    values = docs[0] if docs else {}
+    if not isinstance(values, dict):
+        raise Unreadable(f"{path}: a values file is a mapping of keys to values, not {type(values).__name__}")
+    return values
+
+
+def merge_values(base: dict, overlay: dict) -> dict:
+    """Helm's merge of a later ``-f`` file: maps merged key by key, anything else replaced, ``null``
+    removes the key."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_values(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_config(path: pathlib.Path, *more: pathlib.Path) -> tuple[Config, str]:
+    """The hub configuration in a config file, or in values files merged as Helm merges them, and
+    which spawner section applies to it (``PlatformSpawner`` for values: z2jh's spawner is KubeSpawner)."""
+    return load_located(path, *more)[:2]
+
+
+def load_located(path: pathlib.Path, *more: pathlib.Path) -> tuple[Config, str, str, str]:
+    """`load_config`, and where its sections are written: (config, section, prefix of the
+    ``hub.config`` sections, path of the profile list from ``singleuser.profileList``)."""
+    if is_values(path) or more:
+        if not all(is_values(p) for p in (path, *more)):
+            raise Unreadable("several files are merged as Helm values files (.yaml); a jupyterhub_config.py "
+                             "is checked alone")
+        values: dict = {}
+        for each in (path, *more):
+            values = merge_values(values, read_values(each))
         root = _z2jh_root(values)
         if root is None:
-            raise Unreadable(f"{path}: no z2jh 'singleuser' or 'hub' section found (also not under a parent key)")
+            names = " + ".join(str(p) for p in (path, *more))
+            raise Unreadable(f"{names}: no z2jh 'singleuser' or 'hub' section found (also not under a parent key)")
+        parent = next((f"{k}." for k, v in values.items() if v is root), "")
         c = Config((root.get("hub") or {}).get("config") or {})
         profile_list = (root.get("singleuser") or {}).get("profileList")
         if profile_list:
             c.KubeSpawner.profile_list = profile_list
-        return c, "PlatformSpawner"
+        return c, "PlatformSpawner", f"{parent}hub.config.", f"{parent}singleuser.profileList"
     try:
         c = PyFileConfigLoader(path.name, path=str(path.parent.resolve())).load_config()
     except ConfigError:
         raise
     except Exception as e:  # the operator's file: show what Python said, not a traceback
         raise Unreadable(f"cannot load {path}: {type(e).__name__}: {e}") from None
-    spawner = str(c.JupyterHub.get("spawner_class", "")) if "JupyterHub" in c else ""
-    return c, spawner_section(spawner)
+    return c, spawner_section(inferred_spawner(c) or ""), "", ""
 
 
-def load(path: pathlib.Path) -> dict[str, Any]:
-    """The platform settings in a config or values file, as the configured spawner would see them."""
-    c, section = load_config(path)
-    return settings_from_config(c, section)
+def load(path: pathlib.Path, *more: pathlib.Path) -> dict[str, Any]:
+    """The platform settings in a config file or values files, as the configured spawner would see them."""
+    c, section = load_config(path, *more)
+    return located_settings(c, section)[0]
 
 
 def describe(runtime: Runtime) -> list[str]:
@@ -105,17 +158,43 @@ def _problems(path: pathlib.Path, e: ConfigError, err) -> int:
     return 1
 
 
-def check_config(path: pathlib.Path, out=None, err=None) -> int:
+def _no_profiles(problem: Problem, profile_list_path: str, path: pathlib.Path, more) -> Problem:
+    """"No profiles" of values files: at ``singleuser.profileList``, and for a lone file, the hint
+    that an overlay is checked after the values it overlays."""
+    if problem.message != "no profiles are configured" or not profile_list_path:
+        return problem
+    hint = "" if more else (f" ({path.name} holds none; if it is an overlay, give the base values file first, as "
+                            f"to helm -f: mlplatform check-config values.yaml {path.name})")
+    return Problem(profile_list_path, problem.message + hint)
+
+
+def check_config(path: pathlib.Path, out=None, err=None, more: tuple[pathlib.Path, ...] = ()) -> int:
+    """`path` (then the values files `more`, merged over it) checked; the exit status."""
     out, err = out or sys.stdout, err or sys.stderr
+    name = " + ".join(str(p) for p in (path, *more))
     try:
-        settings = load(path)
-        runtime = Runtime.parse(settings, kubespawner_traits())
+        c, section, prefix, profile_list_path = load_located(path, *more)
     except Unreadable as e:
         print(f"error: {e}", file=err)
         return 2
+    settings, origins = located_settings(c, section)
+    origins = {key: prefix + origin for key, origin in origins.items()}
+    if profile_list_path and "profile_list" in origins and origins["profile_list"].endswith("KubeSpawner.profile_list"):
+        origins["profile_list"] = profile_list_path
+    warnings = [Problem(prefix + w.path, w.message) for w in unread_keys(c, section)]
+    try:
+        runtime = Runtime.parse(settings, kubespawner_traits())
     except ConfigError as e:
-        return _problems(path, e, err)
-    print(f"{path}: OK, {len(runtime.accelerators)} accelerator(s), {len(runtime.profiles)} profile(s)", file=out)
+        problems = [_no_profiles(locate(p, origins), profile_list_path, path, more) for p in e.problems]
+        for w in warnings:
+            print(f"warning: {w}", file=err)
+        return _problems(pathlib.Path(name), ConfigError(problems), err)
+    for w in [*warnings, *(locate(w, origins) for w in runtime.warnings)]:
+        print(f"warning: {w}", file=err)
+    print(f"{name}: OK, {len(runtime.accelerators)} accelerator(s), {len(runtime.profiles)} profile(s)", file=out)
+    if runtime.dynamic is not None:
+        print(f"  {origins.get('profile_list', 'profile_list')} is a function of the spawner: its profiles are "
+              "checked each time it is called (each spawn form and spawn)", file=out)
     for line in describe(runtime):
         print(line, file=out)
     return 0
@@ -142,8 +221,10 @@ def render_project(path: pathlib.Path, user: str, groups: list[str], admin: bool
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mlplatform", description="jupyterhub-mlplatform operator tools")
     sub = parser.add_subparsers(dest="command", required=True)
-    check = sub.add_parser("check-config", help="validate a jupyterhub_config.py or Helm values file")
-    check.add_argument("file", type=pathlib.Path)
+    check = sub.add_parser("check-config", help="validate a jupyterhub_config.py or Helm values files",
+                           description="Validate a jupyterhub_config.py, or z2jh values files merged in order as "
+                                       "helm -f a.yaml -f b.yaml merges them.")
+    check.add_argument("file", type=pathlib.Path, nargs="+")
     render = sub.add_parser(
         "render-project", help="print the Kubernetes objects of a user's projects (like helm template)",
         description="Print, as multi-document YAML, every object the hub would create or keep for the user's "
@@ -160,10 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--state-dir", type=pathlib.Path, default=None)
     args = parser.parse_args(argv)
     if args.command == "check-config":
-        if not args.file.exists():
-            print(f"error: {args.file}: no such file", file=sys.stderr)
-            return 2
-        return check_config(args.file)
+        for f in args.file:
+            if not f.exists():
+                print(f"error: {f}: no such file", file=sys.stderr)
+                return 2
+        return check_config(args.file[0], more=tuple(args.file[1:]))
     if args.command == "render-project":
         if not args.config.exists():
             print(f"error: {args.config}: no such file", file=sys.stderr)

@@ -2,7 +2,9 @@
 
 `render_form` is pure: projects, profiles and free capacity in, HTML out (Jinja2, autoescaped);
 it lists the profiles usable in at least one of the user's projects, with their resources,
-"N of M free" for accelerators, and a marker when none is free. `options_from_form` keeps only
+"N of M free" for accelerators, and a marker when none is free; each option's choices with their
+descriptions (jupyterhub-fancy-profiles' ``description``, tied to the select by
+``aria-describedby``, and the free-form entry's ``description_in_choices``). `options_from_form` keeps only
 the chosen profile's fields and returns the flat `user_options` the REST API also accepts:
 ``{"project": ..., "profile": ..., "<option>": ..., "<option>--unlisted-choice": ...,
 "credentials": [...], "datasets": [...]}`` (credentials and datasets of the chosen project).

@@ -3,19 +3,30 @@
 `PlatformConfig` is a mixin of the platform's spawners: its traits are set as
 ``c.PlatformConfig.accelerators = {...}`` (shared by every platform spawner) or on a spawner class
 (``c.LocalPlatformSpawner.profiles = {...}``). `Runtime.for_config(...)` parses them once into
-frozen objects (a `ConfigError` lists every problem with its path) and holds what must be shared
-by all servers of the hub process: the reservation `Ledger`. The same settings give the same
-Runtime object, so every spawner of a hub counts against one ledger.
+frozen objects (a `ConfigError` lists every problem with its path; `Runtime.warnings` what
+KubeSpawner would ignore) and holds what must be shared by all servers of the hub process: the
+reservation `Ledger`. The same settings give the same Runtime object, so every spawner of a hub
+counts against one ledger.
+
+A callable ``profile_list`` (KubeSpawner's ``f(spawner)``, maybe async; `hub_ext.profile_source`)
+is called for each spawn form and each spawn (`PlatformConfig.load_profiles`, run by
+`get_options_form` and `run_pre_spawn_hook`): that spawner's Runtime is the hub's with the
+profiles of the result, checked by the same parser, and entitlements naming a profile the result
+lacks simply do not offer it; it shares the hub's ledger.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import json
+import logging
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Container, Mapping
+from typing import Any, Callable, ClassVar, Container, Mapping
 
 from traitlets import Any as AnyTrait
+from traitlets import Callable as CallableTrait
 from traitlets import Dict, Enum, List, Union, default
 from traitlets.config import Configurable
 
@@ -23,7 +34,11 @@ from .catalog import Accelerator, parse_accelerators
 from .entitlements import Entitlements, Ledger, Project, choose, parse_entitlements, projects_for
 from .errors import ConfigError, Problem, UserInputError
 from .form import options_from_form
+from .logs import LOGGER
+from .profile_source import WHERE, call, is_callable, refusal
 from .profiles import Profile, read_profile_list, read_profiles, resolve
+
+log = logging.getLogger(f"{LOGGER}.platform")
 
 
 class PlatformConfig(Configurable):
@@ -46,9 +61,11 @@ class PlatformConfig(Configurable):
     ).tag(config=True)
 
     profile_list = Union(
-        [List(), Dict()],
+        [List(), Dict(), CallableTrait()],
         default_value=[],
-        help="""KubeSpawner / z2jh `profile_list`, accepted as it is (used when `profiles` is empty).
+        help="""KubeSpawner / z2jh `profile_list`, accepted as it is (used when `profiles` is empty); or,
+        as in KubeSpawner, a function of the spawner returning it (maybe async), called for each
+        spawn form and spawn.
 
         c.PlatformConfig.profile_list = [{"display_name": "GPU", "kubespawner_override": {
             "extra_resource_limits": {"nvidia.com/gpu": "1"}}}]""",
@@ -90,9 +107,48 @@ class PlatformConfig(Configurable):
     # ---- what every platform spawner (it has `self.user`) asks of the parsed settings ------------
     @property
     def runtime(self) -> "Runtime":
+        """The hub's Runtime; with a callable profile_list, this spawner's once `load_profiles` ran."""
         if getattr(self, "_runtime", None) is None:
             self._runtime = Runtime.for_config(self.platform_settings())
         return self._runtime
+
+    async def load_profiles(self) -> "Runtime":
+        """With a callable profile_list: call it for this spawner and make its Runtime from the result
+        (a `ConfigError` naming the path when it raises or gives a list with problems)."""
+        base = Runtime.for_config(self.platform_settings())
+        if base.dynamic is None:
+            self._runtime = base
+            return base
+        runtime = base.for_profile_list(await call(base.dynamic, self))
+        for warning in runtime.warnings:
+            if warning not in _warned:
+                _warned.add(warning)
+                log.warning("profile list for %s: %s", getattr(self, "_log_name", "?"), warning)
+        self._runtime = runtime
+        return runtime
+
+    async def _profiles_or_refusal(self) -> None:
+        try:
+            await self.load_profiles()
+        except ConfigError as e:
+            log.error("the profile list for %s is invalid: %s", getattr(self, "_log_name", "?"), e)
+            raise refusal(e, self.user.name) from None
+
+    async def get_options_form(self):
+        """The spawn form, from this user's profiles (a callable profile_list is called first)."""
+        await self._profiles_or_refusal()
+        return await super().get_options_form()
+
+    def run_pre_spawn_hook(self):
+        """Before each start: this user's profiles (a callable profile_list is called), then the
+        configured pre_spawn_hook."""
+        return self._before_spawn()
+
+    async def _before_spawn(self) -> None:
+        await self._profiles_or_refusal()
+        result = super().run_pre_spawn_hook()
+        if inspect.isawaitable(result):
+            await result
 
     def user_projects(self) -> list[Project]:
         """The projects this spawner's user may use."""
@@ -140,39 +196,59 @@ class Plan:
         return self.profile.accelerator_count
 
 
+_warned: set[Problem] = set()  # warnings about a callable's result already logged (once each per hub)
+
+
 @dataclass
 class Runtime:
     accelerators: Mapping[str, Accelerator]
     profiles: tuple[Profile, ...]
     entitlements: Entitlements
     ledger: Ledger = field(default_factory=Ledger)
+    warnings: tuple[Problem, ...] = ()  # what KubeSpawner would ignore: logged, not refused
+    settings: Mapping[str, Any] = field(default_factory=dict, repr=False)  # as parsed
+    dynamic: Callable | None = None  # a callable profile_list, called per spawn
 
     _cache: ClassVar[dict[str, "Runtime"]] = {}
 
     @classmethod
-    def parse(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None) -> "Runtime":
+    def parse(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None, *,
+              where: str = "profile_list", offered_only: bool = False) -> "Runtime":
         """The settings parsed, or a ConfigError with every problem of every section: the catalogue,
         the profiles and the entitlements are each checked even when an earlier one has problems,
         and a reference to an entry that failed to parse (an accelerator, a profile) is not
-        reported again as unknown."""
+        reported again as unknown. A callable profile_list is kept to be called per spawn (the
+        entitlements' profile names are then checked against each result). `offered_only`: a
+        profile an entitlement names but the list lacks is not offered (a callable's result for
+        one user), rather than a problem; `where` starts the profile list's paths."""
         problems: list[Problem] = []
+        warnings: list[Problem] = []
         raw_accelerators = settings.get("accelerators") or {}
         try:
             accelerators, unparsed_accelerators = parse_accelerators(raw_accelerators), frozenset()
         except ConfigError as e:
             problems += e.problems
             accelerators, unparsed_accelerators = _parsed_accelerators(raw_accelerators)
+        raw_list = settings.get("profile_list")
+        dynamic = raw_list if is_callable(raw_list) and not settings.get("profiles") else None
         if settings.get("profiles"):
             parsed = read_profiles(settings["profiles"], accelerators, kubespawner_traits, unparsed_accelerators)
+            if raw_list:
+                warnings.append(Problem("profile_list", "is ignored: 'profiles' is set too (configure one of them)"))
+        elif dynamic is not None:
+            parsed = read_profile_list([], accelerators)  # called per spawn, checked then
         else:
-            parsed = read_profile_list(settings.get("profile_list") or [], accelerators, kubespawner_traits,
-                                       unparsed_accelerators)
+            parsed = read_profile_list(raw_list or [], accelerators, kubespawner_traits, unparsed_accelerators, where)
         problems += parsed.problems
+        warnings += parsed.warnings
         profiles, unparsed_profiles = parsed.profiles, parsed.broken
-        if not parsed.problems and not profiles:
-            problems.append(Problem("profiles", "no profiles are configured"))
-        if not profiles and not unparsed_profiles:
+        if not parsed.problems and not profiles and dynamic is None:
+            problems.append(Problem(where if offered_only else "profiles",
+                                    "gave no profiles" if offered_only else "no profiles are configured"))
+        if (not profiles and not unparsed_profiles) or dynamic is not None:
             unparsed_profiles = _EVERY  # nothing to check the entitlements' profile names against
+        elif offered_only:
+            unparsed_profiles = _Offered({p.slug for p in profiles})
         everyone, groups = settings.get("everyone"), settings.get("groups") or {}
         known_profiles = [*profiles, *(Profile(name, name) for name in
                                        _referenced(everyone, groups, "profiles", unparsed_profiles))]
@@ -184,7 +260,16 @@ class Runtime:
             problems += e.problems
         if problems:
             raise ConfigError(problems)
-        return cls(accelerators, profiles, ent)
+        return cls(accelerators, profiles, ent, warnings=tuple(warnings), settings=dict(settings), dynamic=dynamic)
+
+    def for_profile_list(self, raw: Any) -> "Runtime":
+        """This Runtime with the profiles of a callable profile_list's result (same checks, paths
+        from `hub_ext.profile_source.WHERE`), sharing its ledger; a `ConfigError` when it has problems."""
+        settings = {**self.settings, "profiles": None, "profile_list": raw if raw is not None else []}
+        if is_callable(raw):
+            raise ConfigError([Problem(WHERE, "returned a function, not a list (or a dict keyed by slug) of profiles")])
+        runtime = Runtime.parse(settings, kubespawner_traits(), where=WHERE, offered_only=True)
+        return dataclasses.replace(runtime, ledger=self.ledger, dynamic=self.dynamic)
 
     @classmethod
     def for_config(cls, settings: Mapping[str, Any]) -> "Runtime":
@@ -220,6 +305,17 @@ class _Every:
 
 
 _EVERY = _Every()
+
+
+class _Offered:
+    """Contains every name but the given ones: entitlements naming a profile a callable's result
+    lacks get a stand-in for it (not offered, not a problem)."""
+
+    def __init__(self, offered: set[str]):
+        self.offered = offered
+
+    def __contains__(self, item) -> bool:
+        return item not in self.offered
 
 
 def _parsed_accelerators(raw: Any) -> tuple[dict[str, Accelerator], Container[str]]:

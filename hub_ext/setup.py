@@ -7,11 +7,15 @@ At the end of ``jupyterhub_config.py`` (or in z2jh's ``hub.extraConfig``)::
 
 It parses the platform settings found in `c` right away, so an invalid catalogue, profile list
 or entitlement stops the hub before it starts, with every problem and its field path
-(`ConfigError`); registers the platform API handlers and their custom scope; grants every user
+(`ConfigError`, paths as written in the config: ``KubeSpawner.profile_list[2].slug``); logs a
+warning, with its path and a did-you-mean, for each key KubeSpawner would ignore and each key of
+the platform's config sections no platform spawner reads (traitlets would report
+``c.PlatformConfig.acelerators`` only when a server starts, as a key of the spawner class);
+registers the platform API handlers and their custom scope; grants every user
 ``custom:mlplatform:read`` and ``custom:mlplatform:credentials`` for themselves, and each notebook
 server ``custom:mlplatform:read`` for its owner (its jobs API checks projects with it); adds the
 credentials page's template; and makes `platform-local` the spawner unless one
-is set.
+is set (or profiles are set on ``c.KubeSpawner``/``c.PlatformSpawner``: then ``platform``).
 
 On Kubernetes (`PlatformSpawner`) it also adds the membership reconciler (`hub_ext.reconcile`):
 the endpoint ``POST /hub/api/mlplatform/reconcile`` and its scope, and, unless
@@ -22,9 +26,10 @@ that many seconds (default 300).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from traitlets.config import Config
 
@@ -32,7 +37,8 @@ from .api import CUSTOM_SCOPES, SCOPE, handlers, kubernetes_handlers
 from .credentials_page import SCOPES as CREDENTIAL_SCOPES
 from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
 from .errors import ConfigError, Problem
-from .logs import use_hub_format
+from .logs import LOGGER, use_hub_format
+from .profile_keys import did_you_mean
 from .platform import Runtime, kubespawner_traits
 from .reconcile import DEFAULT_INTERVAL, SERVICE_NAME
 from .reconcile import SCOPE as RECONCILE_SCOPE
@@ -48,6 +54,18 @@ KUBERNETES_SPAWNERS = ("kubespawner.KubeSpawner", "kubespawner.spawner.KubeSpawn
                        "hub_ext.kube_spawner.PlatformSpawner")
 
 
+def inferred_spawner(c: Config) -> str | None:
+    """`c.JupyterHub.spawner_class`; when unset, ``"platform"`` if the config gives profiles to
+    KubeSpawner or PlatformSpawner (``c.KubeSpawner.profile_list``: the Kubernetes spawner is
+    meant), else None."""
+    spawner = c.JupyterHub.get("spawner_class", None) if "JupyterHub" in c else None
+    if spawner:
+        return spawner
+    if any(name in c and any(key in c[name] for key in _KEYS) for name in ("KubeSpawner", "PlatformSpawner")):
+        return "platform"
+    return None
+
+
 def spawner_section(spawner_class: Any) -> str:
     """Which spawner's config section applies for a `JupyterHub.spawner_class` value."""
     return "PlatformSpawner" if str(spawner_class) in KUBERNETES_SPAWNERS else "LocalPlatformSpawner"
@@ -56,7 +74,14 @@ def spawner_section(spawner_class: Any) -> str:
 def settings_from_config(c: Config, section: str = "LocalPlatformSpawner") -> dict[str, Any]:
     """The platform settings as a spawner of config `section` would see them (class config wins
     over `PlatformConfig`; a plain `c.KubeSpawner.profile_list` counts for the Kubernetes spawner)."""
+    return located_settings(c, section)[0]
+
+
+def located_settings(c: Config, section: str = "LocalPlatformSpawner") -> tuple[dict[str, Any], dict[str, str]]:
+    """`settings_from_config`, and for each setting the config path it came from
+    (``{"profile_list": "KubeSpawner.profile_list"}``)."""
     out: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     sections = ["PlatformConfig"]
     if section == "PlatformSpawner":
         sections.insert(0, "KubeSpawner")
@@ -67,6 +92,40 @@ def settings_from_config(c: Config, section: str = "LocalPlatformSpawner") -> di
         for key in _KEYS:
             if key in c[name]:
                 out[key] = c[name][key]
+                origins[key] = f"{name}.{key}"
+    return out, origins
+
+
+def locate(problem: Problem, origins: Mapping[str, str]) -> Problem:
+    """`problem` with its settings path (``profile_list[0].slug``) made the config's
+    (``KubeSpawner.profile_list[0].slug``)."""
+    for key, origin in origins.items():
+        if problem.path == key or problem.path.startswith((f"{key}[", f"{key}.")):
+            return Problem(origin + problem.path[len(key):], problem.message)
+    return problem
+
+
+def spawner_class_for(section: str):
+    """The platform spawner class whose config `section` is."""
+    if section == "PlatformSpawner":
+        from .kube_spawner import PlatformSpawner
+
+        return PlatformSpawner
+    from .local_spawner import LocalPlatformSpawner
+
+    return LocalPlatformSpawner
+
+
+def unread_keys(c: Config, section: str) -> list[Problem]:
+    """A warning for each key of ``PlatformConfig`` or the spawner's own section that the spawner
+    has no setting for (traitlets ignores it), named where it is written, with a did-you-mean."""
+    known = set(spawner_class_for(section).class_trait_names())
+    out = []
+    for name in dict.fromkeys(["PlatformConfig", section]):
+        if name in c:
+            for key in sorted(set(c[name]) - known, key=str):
+                out.append(Problem(f"{name}.{key}", f"not a setting of the platform's spawner, ignored"
+                                                    f"{did_you_mean(key, known)}"))
     return out
 
 
@@ -98,12 +157,24 @@ def add_reconciler(c: Config, roles: list[dict]) -> None:
 
 def configure(c: Config) -> Runtime:
     use_hub_format()
-    spawner = c.JupyterHub.get("spawner_class", None) if "JupyterHub" in c else None
+    spawner = inferred_spawner(c)
+    if spawner == "platform" and not c.JupyterHub.get("spawner_class", None):
+        logging.getLogger(f"{LOGGER}.setup").warning(
+            "c.JupyterHub.spawner_class is not set and profiles are configured for KubeSpawner: using the "
+            "platform's Kubernetes spawner ('platform')")
     if not spawner:
-        c.JupyterHub.spawner_class = "platform-local"
         spawner = "platform-local"
-    kubernetes = spawner_section(spawner) == "PlatformSpawner"
-    runtime = Runtime.parse(settings_from_config(c, spawner_section(spawner)), kubespawner_traits())
+    c.JupyterHub.spawner_class = spawner
+    section = spawner_section(spawner)
+    kubernetes = section == "PlatformSpawner"
+    settings, origins = located_settings(c, section)
+    try:
+        runtime = Runtime.parse(settings, kubespawner_traits())
+    except ConfigError as e:
+        raise ConfigError([locate(p, origins) for p in e.problems]) from None
+    log = logging.getLogger(f"{LOGGER}.setup")
+    for warning in [*unread_keys(c, section), *(locate(w, origins) for w in runtime.warnings)]:
+        log.warning("c.%s", warning)
     if kubernetes:
         reconcile_interval(c)  # checked before anything is changed
     c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers + api_handlers + \

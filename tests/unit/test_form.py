@@ -70,3 +70,25 @@ def test_options_from_form_keeps_only_the_chosen_profile_and_project():
             "credential--user-alice": ["other"], "_xsrf": ["x"]}
     assert options_from_form(form) == {"project": "vision", "profile": "mig", "image": "tf",
                                        "credentials": ["sa"], "datasets": ["coco"]}
+
+
+def test_choice_descriptions_are_shown_and_tied_to_their_select():
+    """Production lists (jupyterhub-fancy-profiles) describe each choice: the form shows them,
+    escaped, next to the option, and the free-form entry's description too."""
+    from hub_ext.profiles import parse_profile_list
+
+    profiles = parse_profile_list([{"display_name": "Lab", "slug": "lab", "profile_options": {"image": {
+        "display_name": "Image", "choices": {
+            "scipy": {"display_name": "SciPy", "description": "NumPy, SciPy & <pandas>", "slug": "scipy"},
+            "r": {"display_name": "R"}},
+        "unlisted_choice": {"enabled": True, "display_name": "Custom image",
+                            "description_in_choices": "Any public image"}}}}], ACC)
+    ent = parse_entitlements(None, {}, profiles, ACC)
+    html = render_form(projects_for(ent, "carol", []), profiles, {}, {})
+    p = parse(html)
+    select = next(i for i in p.inputs if i.get("id") == "profile-option-lab--image")
+    assert select["aria-describedby"] == "profile-option-lab--image-choices"
+    assert 'id="profile-option-lab--image-choices"' in html
+    assert "<li><strong>SciPy</strong>: NumPy, SciPy &amp; &lt;pandas&gt;</li>" in html
+    assert 'title="NumPy, SciPy &amp; &lt;pandas&gt;"' in html and "Any public image" in html
+    assert "<li><strong>R</strong>" not in html  # no description, no line

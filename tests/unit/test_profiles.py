@@ -93,8 +93,9 @@ def test_z2jh_dict_form_uses_keys_as_slugs():
     ({"p": {"memory": {"limit": "lots"}}},
      ["profiles['p'].memory.limit: must be a size such as '512M', '4G' or '8Gi', not 'lots'"]),
     ({"p": {"kubespawner_override": {"cpu_limt": 2}}}, ["profiles['p'].kubespawner_override.cpu_limt: is not a "
-                                                        "KubeSpawner trait"]),
+                                                        "KubeSpawner trait; did you mean 'cpu_limit'?"]),
     ({"p": {"colour": "blue"}}, ["profiles['p'].colour: unknown key"]),
+    ({"p": {"descripton": "x"}}, ["profiles['p'].descripton: unknown key; did you mean 'description'?"]),
     ({"p": {"images": {"x": {"display_name": "no image"}}}},
      ["profiles['p'].images.x.image: is required (an image reference such as "
       "'quay.io/jupyter/pytorch-notebook:2024.10')"]),
@@ -110,7 +111,7 @@ def test_native_errors(raw, problems):
 
 
 @pytest.mark.parametrize("raw, problems", [
-    ([{"slug": "x"}], ["profile_list[0].display_name: is required"]),
+    ([{"slug": "x"}], ["profile_list[0].display_name: is required (KubeSpawner shows it, and makes the slug from it)"]),
     ([{"display_name": "A"}, {"display_name": "a"}], ["profile_list: more than one profile has the slug 'a'"]),
     ([{"display_name": "G", "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": 1,
                                                                                "amd.com/gpu": 1}}}],
@@ -123,11 +124,9 @@ def test_native_errors(raw, problems):
                                                                               "validation_regex": "("}}}}],
      ["profile_list[0].profile_options.image.unlisted_choice.validation_regex: is not a valid regular expression: "
       "missing ), unterminated subpattern at position 0"]),
-    ([{"display_name": "C", "profile_options": {"image": {"choices": {"a": {"default": True}, "b": {"default": True}}}}}],
-     ["profile_list[0].profile_options.image.choices: more than one choice is marked default"]),
     ([{"display_name": "K", "kubespawner_override": {"cpu_guarentee": 1}}],
-     ["profile_list[0].kubespawner_override.cpu_guarentee: is not a KubeSpawner trait"]),
-    ("nope", ["profile_list: must be a list (or a dict keyed by slug) of profiles"]),
+     ["profile_list[0].kubespawner_override.cpu_guarentee: is not a KubeSpawner trait; did you mean 'cpu_guarantee'?"]),
+    ("nope", ["profile_list: must be a list (or a dict keyed by slug) of profiles, not str"]),
 ])
 def test_z2jh_errors(raw, problems):
     with pytest.raises(ConfigError) as e:
@@ -184,3 +183,28 @@ def test_validation_regex_must_match_the_whole_value():
     assert resolve(p, {"tag--unlisted-choice": "abc"})["image"] == "img:abc"
     with pytest.raises(UserInputError):
         resolve(p, {"tag--unlisted-choice": "abc123"})
+
+
+def test_what_kubespawner_ignores_is_a_warning_not_a_problem():
+    """Two default choices, two default profiles, unknown keys: KubeSpawner goes on (the first
+    default counts), so the hub does too, with a warning naming the path."""
+    parsed = read_profile_list([
+        {"display_name": "A", "default": True, "colour": "red", "profile_options": {"image": {"choices": {
+            "a": {"default": True}, "b": {"default": True}}}}},
+        {"display_name": "B", "default": True}], ACC, TRAITS)
+    assert parsed.problems == ()
+    assert [str(w) for w in parsed.warnings] == [
+        "profile_list[0].colour: unknown key, ignored by KubeSpawner",
+        "profile_list[0].profile_options.image.choices: more than one choice is marked default (a, b): "
+        "KubeSpawner uses the first, 'a'",
+        "profile_list: more than one profile is marked default (a, b): KubeSpawner uses the first, 'a'",
+    ]
+    a, b = parsed.profiles
+    assert a.default and not b.default and a.options[0].default_choice.slug == "a"
+    assert [c.default for c in a.options[0].choices] == [True, False]
+
+
+def test_choice_keys_of_production_lists():
+    (p,) = parse_profile_list([{"display_name": "P", "profile_options": {"image": {"choices": {
+        "torch": {"display_name": "PyTorch", "description": "CUDA 12", "slug": "torch"}}}}}], ACC, TRAITS)
+    assert p.options[0].choices == (Choice("torch", "PyTorch", description="CUDA 12"),)
