@@ -12,7 +12,12 @@ catalogue is `server_ext.jobs.defaults`):
 
 - `context_for_region(region, regions, context)`: ``--context`` wins; else ``--region`` through
   the region → context table (a region the table lacks is refused, naming ``--region`` and the
-  regions it has); else ``None``, the current context.
+  regions it has); else ``None``, the current context. With no region table (a platform of one
+  cluster) every region is accepted and is that cluster: ``None``, the current context, and
+  `region_note` says so (every ``gcloud ai-platform jobs submit training`` script passes
+  ``--region``, since gcloud asks for one).
+- `region_note(region, regions, context)`: the one-line note (for stderr, once per command) when
+  ``--region`` is accepted without a table to map it; None otherwise.
 """
 
 from __future__ import annotations
@@ -68,8 +73,15 @@ def cli_config(env: Mapping[str, str] = os.environ) -> dict:
     return doc
 
 
+def region_note(region: str | None, regions: Mapping[str, str], context: str | None) -> str | None:
+    if context or not region or regions:
+        return None
+    return (f"note: --region {region} is accepted: no region table is configured, so this platform's one cluster "
+            "serves every region")
+
+
 def context_for_region(region: str | None, regions: Mapping[str, str], context: str | None) -> str | None:
-    if context or not region:
+    if context or not region or not regions:
         return context
     if region not in regions:
         offered = ", ".join(sorted(regions)) or "none configured"

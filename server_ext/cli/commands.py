@@ -13,7 +13,9 @@ failed). Errors are raised, never printed here: `main` translates them once.
   service, then ``--sort-by``, ``--limit``; "Listed 0 items." on stderr when there are none.
 - ``jobs describe``/``get``, ``jobs stream-logs`` (all tasks, or ``--task-name``; follows until the
   job ends; each line's time is the one the server sent with it, and left empty where the runtime
-  keeps none, as gcloud prints a record without a timestamp: never the time it was read),
+  keeps none, as gcloud prints a record without a timestamp: never the time it was read; its
+  severity, `severity_of`: ERROR for the trainer's stderr, INFO for its stdout, as gcloud shows
+  Cloud Logging's records of an AI Platform trainer),
   ``jobs cancel`` (silent, like gcloud; a job that already ended is not an error: gcloud's
   "If the job is already finished, the command will not perform an operation and exit
   successfully", with a status line on stderr saying so; with `Context.settle`, it returns once
@@ -89,6 +91,16 @@ def _when(line: object) -> datetime.datetime | None:
     return None
 
 
+def severity_of(line: object) -> str:
+    """A line's severity as Cloud Logging gives an AI Platform trainer's: the runtime's ``severity``
+    when it has one; else ERROR for a line the trainer wrote to stderr (``stream``), INFO otherwise
+    (a runtime that keeps the two streams apart says which; one that merges them gives INFO)."""
+    severity = getattr(line, "severity", None)
+    if severity:
+        return str(severity)
+    return "ERROR" if getattr(line, "stream", None) == "stderr" else "INFO"
+
+
 async def stream_logs(ctx: Context, job_id: str, tasks: list[str], dest: TextIO, *, raw: bool = False,
                       allow_multiline: bool = False) -> None:
     """Follow the tasks' logs until the job ends, printing lines as they come (gcloud's records, or
@@ -101,8 +113,8 @@ async def stream_logs(ctx: Context, job_id: str, tasks: list[str], dest: TextIO,
                 dest.write(line.text + "\n")
             else:
                 for text in output.split_multiline(line.text, allow_multiline):
-                    dest.write(output.log_record(line.task, text, _when(line),
-                                                 getattr(line, "severity", None) or "INFO", tz=ctx.tz) + "\n")
+                    dest.write(output.log_record(line.task, text, _when(line), severity_of(line), tz=ctx.tz)
+                               + "\n")
             dest.flush()
 
     async with asyncio.TaskGroup() as group:

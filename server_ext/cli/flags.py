@@ -7,10 +7,12 @@ Guarantees:
 - `build_parser()` accepts exactly gcloud's flags of each command (plus the platform's own:
   ``--credentials``, ``--datasets``, ``--project``/``--namespace``/``-n``, ``--context``,
   ``--local``, ``--dry-run``; ``--region`` on every ``jobs`` command, which picks the cluster
-  through the settings file's region table as ``--context`` does, and on ``submit training`` is
+  through the settings file's region table as ``--context`` does (no table: any region, the one
+  cluster), and on ``submit training`` is
   also the job's ``trainingInput.region``), anywhere on the line, with no abbreviations; a bad
-  flag or value raises `UsageError` naming the flag (the caller exits 2). ``--`` ends the flags: everything after
-  it is the trainer's arguments (`split_user_args`).
+  flag or value raises `UsageError` naming the flag (the caller exits 2); an unknown flag close to one
+  of the command's own gets gcloud's "(did you mean '--module-name'?)" (`unrecognized`). ``--``
+  ends the flags: everything after it is the trainer's arguments (`split_user_args`).
 - `flags_to_job(args)` returns ``(job, package_path)``: the Job in Google's canonical JSON shape
   (int64 as strings, upper-case enums, as `server_ext.jobs.model.parse_job` makes it) and the
   ``--package-path`` directory (or None), which the caller hands to `JobService.create`
@@ -24,7 +26,9 @@ Guarantees:
   item of a list flag is also named by its field, ``--packages`` … ``trainingInput.packageUris[1]``),
   else ``<field> in --config`` for any field that came from the file (list items included, e.g.
   ``trainingInput.hyperparameters.params[0].minValue in --config``). A ``--config`` file that
-  cannot be read, or is not UTF-8 text, is refused naming ``--config``.
+  cannot be read, or is not UTF-8 text, is refused naming ``--config``. A ``--config`` that is a
+  Katib Experiment is taken as it is, named by JOB (`native_experiment_of`); what was replaced is
+  said in the `notes` list the caller passes (for stderr).
 - `local_train_job(args, job_id, cwd)`: the Job that ``local train`` runs through the local backend.
 """
 
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import difflib
 import os
 import pathlib
 import re
@@ -226,12 +231,36 @@ def split_user_args(argv: list[str]) -> tuple[list[str], list[str] | None]:
     return list(argv[:i]), list(argv[i + 1:])
 
 
+def _command_parser(root: argparse.ArgumentParser, words: list[str]) -> argparse.ArgumentParser:
+    """The parser of the command `words` names (``["jobs", "submit", "training"]``)."""
+    parser = root
+    for word in words:
+        subparsers = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if subparsers is None or word not in subparsers.choices:
+            break
+        parser = subparsers.choices[word]
+    return parser
+
+
+def unrecognized(extra: list[str], parser: argparse.ArgumentParser) -> str:
+    """argparse's "unrecognized arguments" with gcloud's "(did you mean '--module-name'?)" after
+    each unknown flag close to one of the command's own flags (difflib)."""
+    known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    words = []
+    for word in extra:
+        flag = word.split("=", 1)[0]
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6) if flag.startswith("--") else []
+        words.append(f"{word} (did you mean {close[0]!r}?)" if close else word)
+    return "unrecognized arguments: " + " ".join(words)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     flags, user_args = split_user_args(argv)
-    args, extra = build_parser().parse_known_args(flags)
+    root = build_parser()
+    args, extra = root.parse_known_args(flags)
     words = [w for w in (args.group, getattr(args, "verb", None), getattr(args, "kind", None)) if w]
     if extra:
-        raise UsageError(command_path(" ".join([PROG, *words])), f"unrecognized arguments: {' '.join(extra)}")
+        raise UsageError(command_path(" ".join([PROG, *words])), unrecognized(extra, _command_parser(root, words)))
     if user_args is not None and args.command not in ("submit", "local-train"):
         raise UsageError(command_path(" ".join([PROG, *words])),
                          f"unrecognized arguments: -- {' '.join(user_args)}".rstrip())
@@ -349,25 +378,24 @@ def _read(path: str) -> str:
         raise UserInputError("--config", f"cannot read {path}: it is not UTF-8 text (byte {e.start})") from None
 
 
-def native_experiment_of(args: argparse.Namespace, config: dict) -> dict:
-    """A ``--config`` file that is a Katib Experiment, taken as it is: no job flag may change it, and
-    JOB must be its jobId (``metadata.name`` with ``-`` read as ``_``; set from JOB when absent)."""
-    from server_ext.jobs.model import kubernetes_name
-    from server_ext.jobs.native_experiment import job_id_of
+def native_experiment_of(args: argparse.Namespace, config: dict, notes: list[str] | None = None) -> dict:
+    """A ``--config`` file that is a Katib Experiment, taken as it is: no job flag may change it
+    (``--region`` picks the cluster, as for any job), and JOB names it as gcloud's names any job
+    (`native_experiment.named`: ``metadata.name`` becomes JOB with ``_`` read as ``-``; a note in
+    `notes` names the name it replaced)."""
+    from server_ext.jobs.native_experiment import named
 
-    given = [flag for attr, (flag, _) in FLAG_FIELDS.items() if attr != "job" and getattr(args, attr, None)]
+    given = [flag for attr, (flag, _) in FLAG_FIELDS.items()
+             if attr not in ("job", "region") and getattr(args, attr, None)]
     given += ["--package-path"] if args.package_path else []
     if given:
         raise UserInputError(given[0], "cannot be combined with a Katib Experiment in --config: it is submitted "
                                        "as it is")
-    doc = copy.deepcopy(config)
-    meta = doc.setdefault("metadata", {}) if isinstance(doc.get("metadata", {}), dict) else None
-    if meta is None:
+    if not isinstance(config.get("metadata") or {}, dict):
         raise UserInputError("metadata in --config", "must be a mapping")
-    meta.setdefault("name", kubernetes_name(args.job))
-    if job_id_of(str(meta["name"])) != args.job:
-        raise UserInputError("JOB", f"must be {job_id_of(str(meta['name']))!r}, the jobId of the Experiment's "
-                                    f"metadata.name {meta['name']!r}")
+    doc, said = named(config, args.job)
+    if notes is not None:
+        notes.extend(said)
     return doc
 
 
@@ -375,11 +403,12 @@ def is_experiment(doc: Any) -> bool:
     return isinstance(doc, dict) and doc.get("kind") == "Experiment"
 
 
-def flags_to_job(args: argparse.Namespace, read: Callable[[str], str] = _read) -> tuple[dict, str | None]:
+def flags_to_job(args: argparse.Namespace, read: Callable[[str], str] = _read,
+                 notes: list[str] | None = None) -> tuple[dict, str | None]:
     _check_groups(args)
     config = load_config(read(args.config), "--config") if args.config else {}
     if is_experiment(config):
-        return native_experiment_of(args, config), None
+        return native_experiment_of(args, config, notes), None
     doc = copy.deepcopy(config)
     if not isinstance(doc.get("trainingInput", {}), dict):
         raise UserInputError("trainingInput in --config", "must be a mapping of fields")

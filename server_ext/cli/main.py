@@ -40,12 +40,19 @@ Guarantees:
     backend supervises its jobs; ``--local`` and plain commands see the same jobs); elsewhere
     `LocalBackend` on ``$MLPLATFORM_STATE_DIR`` (default ``~/.local/share/mlplatform``);
   - else, inside a notebook server (a terminal of a JupyterHub single-user server) with neither
-    ``--context`` nor ``--region``, that server's ml/v1 API (`server_ext.client.RemoteService`:
+    ``--context`` nor a ``--region`` the region table maps (with no table, every region is the
+    platform's one cluster: gcloud scripts' ``--region`` keeps them here), that server's ml/v1
+    API (`server_ext.client.RemoteService`:
     its backend and watch cache, its user's projects; ``--package-path`` is sent as the
     directory's absolute path, which must lie inside the server's root directory);
   - otherwise `KubeBackend` on the kubeconfig context of ``--context``, else of ``--region`` (the
     settings file's region table; every ``jobs`` command takes it), else the current context,
     planning with the catalogue the hub published in the project.
+
+- ``--region`` with no region table configured (a platform of one cluster) is accepted whatever
+  it names, with one note on stderr per command (`server_ext.config.region_note`), ``--dry-run``
+  and a Katib Experiment included; with a table, a region it lacks is refused naming
+  ``--region`` and the regions it has.
 
   The commands a submit suggests (``$ kubectl ai-platform jobs describe JOB``) repeat the flags
   that chose the target (``--local`` outside a server, ``--context``, ``--region``,
@@ -85,7 +92,7 @@ from server_ext.jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TY
 from server_ext.jobs.plan import JobPlan, PlanSettings, plan_job, with_package
 from server_ext.jobs.service import LOCAL_EXPERIMENT, Files, JobService
 from server_ext.jobs.tables import JobTables
-from server_ext.config import cli_config, context_for_region
+from server_ext.config import cli_config, context_for_region, region_note
 
 from . import commands, output
 from .flags import (PROG, UsageError, command_path, flag_for, flags_to_job, is_experiment, local_train_job,
@@ -115,7 +122,8 @@ def target_of(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> 
     in_server = server_from_environment(env) is not None
     if is_local(args, env):
         return "server" if in_server and env.get("MLPLATFORM_BACKEND") != "kubernetes" else "local"
-    if in_server and not getattr(args, "context", None) and not getattr(args, "region", None):
+    mapped = getattr(args, "region", None) and cli_config(env).get("regions")  # no table: every region is here
+    if in_server and not getattr(args, "context", None) and not mapped:
         return "server"
     return "kubernetes"
 
@@ -329,9 +337,11 @@ async def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None,
     if is_experiment(doc):
         if local:
             raise UserInputError("kind", LOCAL_EXPERIMENT)
-        from server_ext.jobs.native_experiment import native_experiment
+        from server_ext.jobs.native_experiment import native_experiment, notes
 
-        out.write(yaml.safe_dump(native_experiment(doc, project, user), default_flow_style=False, sort_keys=False))
+        manifest = native_experiment(doc, project, user)
+        err.write("".join(n + "\n" for n in notes(doc, project)))
+        out.write(yaml.safe_dump(manifest, default_flow_style=False, sort_keys=False))
         return 0
     job = parse_job(doc, shipped_package=package_path is not None)
     try:
@@ -376,9 +386,15 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
     """Everything that can be checked without a backend is checked first (exit 2 before any
     connection); then the command runs against `open_target(args)`'s jobs service."""
     user = user_name(env)
+    regions = cli_config(env).get("regions", {})
+    note = region_note(getattr(args, "region", None), regions, getattr(args, "context", None))
+    if note:
+        err.write(note + "\n")
     doc, package_path, run_dir = None, None, None
     if args.command == "submit":
-        doc, package_path = flags_to_job(args)
+        said: list[str] = []
+        doc, package_path = flags_to_job(args, notes=said)
+        err.write("".join(n + "\n" for n in said))
         if args.dry_run:
             return await dry_run(args, doc, package_path, user, project_of(args, user, env), out, err, env)
     elif args.command == "local-train":
@@ -391,6 +407,11 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
     target = target_of(args, env)
     service, project, close = await open_target(args, user, err, env, run_dir=run_dir)
     try:
+        if is_experiment(doc) and target in ("kubernetes", "server"):
+            from server_ext.jobs.native_experiment import native_experiment, notes
+
+            native_experiment(doc, project, user)  # its refusal first, alone: the notes are for what is submitted
+            err.write("".join(n + "\n" for n in notes(doc, project)))
         # settle: a LocalBackend of this process is the jobs' only supervisor while it runs
         ctx = commands.Context(service, user, project, out, err, scope=follow_up_scope(args, target),
                                settle=target in ("local", "local-train"))

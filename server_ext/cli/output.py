@@ -12,8 +12,9 @@ local zone, as gcloud's ``date(tz=LOCAL)``).
   ``value(f1,f2)`` (tab-separated) and ``table(f1,f2:label=X)``. An unknown format raises
   `UserInputError("--format", …)`. `sort_jobs(jobs, keys)` applies ``--sort-by`` (``~`` descending).
 - `log_record(...)`: one log line as gcloud's ``value(severity, timestamp, task_name, trial_id,
-  message)``: tab-separated, time as ``%Y-%m-%d %H:%M:%S %z``; an empty field for a line the
-  runtime gave no time (as gcloud prints a record without one).
+  message)``: tab-separated, time as gcloud's ``timestamp.date("%Y-%m-%d %H:%M:%S %z", tz=LOCAL)``
+  (``2026-12-04 02:48:40 +0000`` where local time is UTC: an offset, not ``Z``; no fraction); an
+  empty field for a line the runtime gave no time (as gcloud prints a record without one).
 - Times: `describe` prints the API's values unchanged (RFC 3339, UTC with ``Z``); the tables,
   `job_status` and `summary` show them as gcloud's ``date(tz=LOCAL)``: ``%Y-%m-%dT%H:%M:%S`` in
   `tz` (this machine's local zone by default), no offset.

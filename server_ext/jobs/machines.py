@@ -5,7 +5,8 @@
   family's largest published vCPU count (`MAX_CPUS`: n1 96, n2 128, n2d 224, e2 32, c2 60), and
   AI Platform's legacy names (``standard``, ``large_model``, ``complex_model_m``, ``standard_gpu``,
   ``complex_model_m_p100``, ``standard_v100``…) with the GPUs they implied. An operator's table
-  (`Machines(extra=…)`) adds or overrides names.
+  (`Machines(extra=…)`) adds or overrides names. An unknown name is refused with the closest known
+  one (``n1-standrd-8`` → did you mean ``n1-standard-8``: its vCPU count is kept).
 - Accelerators: Google's spellings (``NVIDIA_TESLA_V100``; gcloud's ``nvidia-tesla-v100`` is
   normalised by the job model) and the platform's MIG names (``NVIDIA_A100_1G_5GB``), mapped to
   the platform catalogue: a MIG accelerator of profile ``1g.5gb`` is ``NVIDIA_A100_1G_5GB``; a
@@ -73,6 +74,16 @@ TIERS = {
 }
 
 
+def _gce_names(name: str) -> list[str]:
+    """The Compute Engine names a misspelt `name` may have meant: every family and shape with its
+    vCPU count (``n1-standrd-8`` → ``n1-standard-8``…; common counts when it has none) and the
+    ``a2-highgpu-*g`` names."""
+    digits = re.search(r"(\d+)\D*$", name)
+    counts = [int(digits[1])] if digits and len(digits[1]) <= 4 else [4, 8, 16]
+    return [f"{family}-{shape}-{n}" for (family, shape) in _GIB_PER_CPU for n in counts
+            if 1 <= n <= MAX_CPUS[family]] + [f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)]
+
+
 def _tokens(text: str) -> list[str]:
     tokens = [t for t in re.split(r"[^A-Z0-9]+", text.upper()) if t]
     while tokens and tokens[0] in _BRANDS + _SERIES:  # NVIDIA-RTX-A6000 is model A6000
@@ -118,8 +129,7 @@ class Machines:
         if m:
             gpus = int(m["gpus"])
             return Machine(12 * gpus, 85 * gpus, "NVIDIA_TESLA_A100", gpus)
-        known = [*self.extra, *LEGACY, "n1-standard-4", "n1-highmem-8", "a2-highgpu-1g"]
-        close = difflib.get_close_matches(name, known, n=1)
+        close = difflib.get_close_matches(name, [*self.extra, *LEGACY, *_gce_names(name)], n=1)
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UserInputError(where, f"unknown machine type {name!r}{hint}")
 

@@ -9,7 +9,14 @@
   ``creationTimestamp``, ``generation``, ``managedFields``, ``ownerReferences``, ``finalizers``,
   ``deletionTimestamp``, ``selfLink``) and ``status`` are dropped, so an exported object
   (``kubectl get -o yaml``) can be submitted again;
-- ``metadata.namespace`` is the project: set when absent, refused when it names another namespace;
+- ``metadata.namespace`` is the project: set when absent; replaced when it is a Kubeflow
+  installation's (`KUBEFLOW_NAMESPACE` ``kubeflow``, which every one of Katib's own examples
+  carries, or a Kubeflow user profile's ``kubeflow-user-…``, as Kubeflow names them: not projects
+  of this platform), and
+  `notes(doc, project)` says so in one line, for the face to show (the CLI's stderr); any other
+  namespace is refused, as kubectl refuses an object whose namespace differs from ``-n``: it may
+  name another project, and moving the Experiment silently would put it where the user did not
+  mean (the message says to leave it out or choose that project);
 - the platform's labels (``app.kubernetes.io/managed-by``, ``mlplatform.io/job``,
   ``mlplatform.io/owner``) and annotations (``mlplatform.io/job-id``, ``mlplatform.io/owner``) are
   added, as `kubeflow.job_manifest` gives a job (a user's own ``mlplatform.io/*`` keys are
@@ -18,7 +25,11 @@
   at most 40 characters so that Katib's trial names ``<name>-<8 characters>`` stay DNS labels);
   its jobId is the name with ``-`` read as ``_`` (``mnist-lr-1`` → ``mnist_lr_1``), which is a
   valid ``ml.v1`` jobId and maps back to the same name through `model.kubernetes_name`, as the
-  platform's own sweeps do. ``generateName`` alone is refused (a sweep needs its jobId up front);
+  platform's own sweeps do. ``generateName`` alone is refused (a sweep needs its jobId up front).
+  `named(doc, job_id)`: the Experiment named after a jobId given beside it (gcloud's JOB argument
+  names the job, as it does every job: a script submits one file under many JOBs), its
+  ``metadata.name`` replaced by the jobId with ``_`` read as ``-`` (a note says which name it
+  replaced); a JOB that cannot be such a name is refused naming ``JOB``;
 - checked as Katib's validating webhook and the v1beta1 API types do: the top-level and ``spec``
   fields are those of the v1beta1 ``Experiment``/``ExperimentSpec`` (an unknown field is refused
   with its path, so a typo is not silently pruned); ``objective.type`` ``maximize``/``minimize``
@@ -58,6 +69,7 @@ from .model import JOB_ID_ANNOTATION
 from .pod_guard import workload_findings
 
 API_VERSION = "kubeflow.org/v1beta1"
+KUBEFLOW_NAMESPACE = "kubeflow"  # Katib's examples' namespace (Kubeflow's own); user profiles are kubeflow-user-*
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME = 40
 TRIAL_KINDS = ("PyTorchJob", "TFJob", "Job")
@@ -77,6 +89,49 @@ _META_REF = re.compile(r"\$\{trialSpec\.(Name|Namespace|Kind|APIVersion|Labels\[
 def job_id_of(name: str) -> str:
     """The jobId of a native Experiment's name (see the module docstring)."""
     return name.replace("-", "_")
+
+
+def _name_problem(name: Any) -> str | None:
+    if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.fullmatch(name):
+        return (f"must be lower-case letters, digits and '-', start with a letter, end with a letter or digit, at "
+                f"most {MAX_NAME} characters")
+    return None
+
+
+def named(doc: Any, job_id: str) -> tuple[dict, list[str]]:
+    """(`doc` with ``metadata.name`` from `job_id`, the notes to show): the jobId (``mnist_lr_2``) or
+    the name itself (``mnist-lr-2``) names the Experiment ``mnist-lr-2``."""
+    doc = copy.deepcopy(_mapping(doc, "experiment"))
+    meta = doc.setdefault("metadata", {})
+    if meta is None:
+        meta = doc["metadata"] = {}
+    meta = _mapping(meta, "metadata")
+    name = job_id.replace("_", "-")
+    problem = _name_problem(name)
+    if problem:
+        raise UserInputError("JOB", f"names the Katib Experiment ({name!r}), so it {problem}; '_' is read as '-'")
+    old = meta.get("name")
+    meta["name"] = name
+    meta.pop("generateName", None)
+    if old not in (None, name):
+        return doc, [f"note: the Experiment is named {name!r} after JOB (its metadata.name {old!r} is replaced), "
+                     f"so its jobId is {job_id_of(name)}"]
+    return doc, []
+
+
+def replaced_namespace(namespace: Any) -> bool:
+    """`namespace` is a Kubeflow installation's, which `native_experiment` replaces by the project."""
+    return isinstance(namespace, str) and (namespace == KUBEFLOW_NAMESPACE or namespace.startswith("kubeflow-user-"))
+
+
+def notes(doc: Any, project: str) -> list[str]:
+    """What `native_experiment` changes that the user should hear of: a replaced namespace."""
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    if namespace != project and replaced_namespace(namespace):
+        return [f"note: the Experiment goes into project {project!r}: its metadata.namespace {namespace!r} is "
+                "replaced"]
+    return []
 
 
 def _count(spec: dict, key: str, low: int) -> int | None:
@@ -196,11 +251,13 @@ def native_experiment(doc: Any, project: str, owner: str) -> dict:
     name = meta.get("name")
     if not name:
         raise UserInputError("metadata.name", "is required (it gives the sweep's jobId; generateName is not enough)")
-    if not isinstance(name, str) or len(name) > MAX_NAME or not NAME.fullmatch(name):
-        raise UserInputError("metadata.name", f"must be lower-case letters, digits and '-', start with a letter, end "
-                                              f"with a letter or digit, at most {MAX_NAME} characters")
-    if meta.get("namespace") not in (None, project):
-        raise UserInputError("metadata.namespace", f"the Experiment goes into project {project}; leave it out")
+    problem = _name_problem(name)
+    if problem:
+        raise UserInputError("metadata.name", problem)
+    namespace = meta.get("namespace")
+    if namespace not in (None, "", project) and not replaced_namespace(namespace):
+        raise UserInputError("metadata.namespace", f"the Experiment goes into project {project}, not {namespace!r}: "
+                                                   "leave it out, or submit it in that project (--project)")
     labels = _mapping(meta.get("labels") or {}, "metadata.labels")
     annotations = _mapping(meta.get("annotations") or {}, "metadata.annotations")
     for where, keys in (("metadata.labels", labels), ("metadata.annotations", annotations)):

@@ -124,10 +124,13 @@ def test_rest_json_nan_and_infinity_are_refused():
         assert (e.value.field, e.value.status) == ("trainingInput.hyperparameters.params[0].maxValue", 400)
 
 
-def test_dry_run_resolves_the_region_as_the_real_command_does():
-    err = refused(SUBMIT + ["j", *CODE, "--region", "unknown-region", "--dry-run"])
+def test_dry_run_resolves_the_region_as_the_real_command_does(tmp_path):
+    settings = tmp_path / "kubectl-ai-platform.yaml"
+    settings.write_text("regions: {europe-west4: kind-eu, us-east1: kind-us}\n")
+    err = refused(SUBMIT + ["j", *CODE, "--region", "unknown-region", "--dry-run"],
+                  {**ENV, "MLPLATFORM_CONFIG": str(settings)})
     assert err == (f"{PREFIX}Invalid value for [--region]: no cluster is configured for region 'unknown-region' "
-                   "(regions: none configured)\n")
+                   "(regions: europe-west4, us-east1)\n")
 
 
 def test_dry_run_accepts_a_configured_region(tmp_path):
@@ -154,11 +157,14 @@ def test_dry_run_refuses_a_native_experiment_on_the_local_runtime(tmp_path):
     ["jobs", "list"], ["jobs", "describe", "j"], ["jobs", "get", "j"], ["jobs", "stream-logs", "j"],
     ["jobs", "cancel", "j"],
 ])
-def test_every_jobs_command_takes_region(argv):
+def test_every_jobs_command_takes_region(argv, tmp_path):
     assert parse_args([*argv, "--region", "europe-west4"]).region == "europe-west4"
     assert parse_args(argv).region is None
     command = ".".join(["kubectl ai-platform", *argv[:2]])
-    err = refused([*argv, "--region", "nowhere"], prefix=f"ERROR: ({command}) ")
+    settings = tmp_path / "kubectl-ai-platform.yaml"
+    settings.write_text("regions: {europe-west4: kind-eu}\n")
+    err = refused([*argv, "--region", "nowhere"], {**ENV, "MLPLATFORM_CONFIG": str(settings)},
+                  prefix=f"ERROR: ({command}) ")
     assert "Invalid value for [--region]: no cluster is configured for region 'nowhere'" in err
 
 

@@ -151,9 +151,9 @@ def test_platform_flags_go_anywhere_and_default_sensibly():
         "credentials": ["gcp-key"], "datasets": ["a", "b"]}
 
 
-def run_cli(argv):
+def run_cli(argv, env=ENV):
     out, err = io.StringIO(), io.StringIO()
-    code = main(argv, out=out, err=err, env=ENV)
+    code = main(argv, out=out, err=err, env=env)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -255,12 +255,14 @@ def test_dry_run_with_local_prints_the_job():
                    "  pythonModule: trainer.task\n  scaleTier: BASIC\n")
 
 
-def test_a_region_without_a_cluster_is_refused_before_connecting():
+def test_a_region_the_region_table_lacks_is_refused_before_connecting(tmp_path):
+    settings = tmp_path / "kubectl-ai-platform.yaml"
+    settings.write_text("regions: {europe-west4: kind-eu}\n")
     code, out, err = run_cli(["jobs", "submit", "training", "j1", "--module-name", "m", "--packages", "gs://b/p.tgz",
-                              "--region", "us-central1"])
+                              "--region", "us-central1"], {**ENV, "MLPLATFORM_CONFIG": str(settings)})
     assert (code, out) == (2, "")
     assert err == ("ERROR: (kubectl ai-platform.jobs.submit.training) Invalid value for [--region]: no cluster is "
-                   "configured for region 'us-central1' (regions: none configured)\n")
+                   "configured for region 'us-central1' (regions: europe-west4)\n")
 
 
 def test_help_exits_0(capsys):
@@ -331,7 +333,7 @@ def test_a_native_experiment_config_is_taken_as_it_is(tmp_path):
     doc = yaml.safe_load(out)
     assert doc["spec"] == yaml.safe_load(EXPERIMENT)["spec"]
     assert doc["metadata"]["namespace"] == "team" and doc["metadata"]["annotations"]["mlplatform.io/job-id"] == "mnist_lr"
-    code, out, err = run_cli(SUBMIT + ["other", "--config", str(config), "--dry-run"])
-    assert code == 2 and "[JOB]" in err and "'mnist_lr'" in err
+    code, out, err = run_cli(SUBMIT + ["Other_Name", "--config", str(config), "--dry-run"])
+    assert code == 2 and "[JOB]: names the Katib Experiment ('Other-Name'), so it must be lower-case" in err
     code, out, err = run_cli(SUBMIT + ["mnist_lr", "--config", str(config), "--scale-tier", "basic", "--dry-run"])
     assert code == 2 and "[--scale-tier]" in err and "Katib Experiment" in err

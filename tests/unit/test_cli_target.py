@@ -36,11 +36,21 @@ TRAIN = ["local", "train", "--module-name", "trainer.task"]
     ([*DESCRIBE, "--local"], NO_CONFIG, "local"),
     (DESCRIBE, {**NO_CONFIG, "MLPLATFORM_LOCAL": "yes"}, "local"),
     (DESCRIBE, NO_CONFIG, "kubernetes"),
-    ([*DESCRIBE, "--region", "us-central1"], HUB, "kubernetes"),
+    # no region table: every region is the platform's one cluster, here the server's
+    ([*DESCRIBE, "--region", "us-central1"], HUB, "server"),
+    ([*DESCRIBE, "--region", "us-central1"], KUBE_POD, "server"),
     ([*DESCRIBE, "--context", "kind-dev"], HUB, "kubernetes"),
 ])
 def test_target(argv, env, target):
     assert target_of(parse_args(argv), env) == target
+
+
+def test_a_region_the_region_table_maps_leaves_the_notebook_server(tmp_path):
+    settings = tmp_path / "kubectl-ai-platform.yaml"
+    settings.write_text("regions: {us-central1: gke-prod}\n")
+    env = {**HUB, "MLPLATFORM_CONFIG": str(settings)}
+    assert target_of(parse_args([*DESCRIBE, "--region", "us-central1"]), env) == "kubernetes"
+    assert target_of(parse_args(DESCRIBE), env) == "server"
 
 
 @pytest.mark.parametrize("argv, target, scope", [
