@@ -8,8 +8,10 @@ in ``<state_dir>/jobs/<project>/<jobId>/``, each in its own session (process gro
 stderr merged into ``<task>.log`` there, the environment from `local_env.task_env`. Code comes from
 ``packageUris`` (`local_package`): sdists/wheels (local paths, ``file://``, ``gs://``/``s3://``
 fetched by `server_ext.jobs.fetch`, or the package shipped with the job, `JobPlan.package`, copied
-into the job's directory during `submit`) are installed once per job with ``pip install --no-deps
---target site`` (pip's output goes to the master's log); a package directory is used in place (its
+into the job's directory during `submit`) are installed with ``pip install --no-deps --target``
+once per digest and project, and reused by every later job and trial with the same files
+(`local_package.install`: pip's output goes to the installing job's master log, a one-line note
+to the others'); a package directory is used in place (its
 parent on ``PYTHONPATH``, as ``local train --package-path`` does). A custom container cannot run
 here and is refused.
 
@@ -68,7 +70,7 @@ from datetime import datetime, timezone
 from typing import AsyncIterator, Mapping
 
 from hub_ext.errors import ConfigError, Problem, UserInputError
-from hub_ext.local_files import PRIVATE_UMASK, private_dir, private_opener
+from hub_ext.local_files import private_dir
 
 from ..errors import JobExists, JobFinished, JobNotFound
 from .backend import FINAL, LogLine
@@ -403,22 +405,18 @@ class LocalBackend:
             raise _Failed(str(e)) from None
         if not files:
             return dirs
-        site = job_dir / "site"
-        master_log = job_dir / f"{rec.tasks[0]}.log"
-        with open(master_log, "ab", opener=private_opener) as out:
-            out.write(f"Installing {', '.join(p.name for p in files)} into {site}\n".encode())
-            out.flush()
-            live.installer = await asyncio.create_subprocess_exec(
-                self.python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
-                "--target", str(site), *map(str, files), stdin=asyncio.subprocess.DEVNULL, stdout=out,
-                stderr=asyncio.subprocess.STDOUT, env=base, cwd=job_dir, start_new_session=True,
-                umask=PRIVATE_UMASK)
-        code = await live.installer.wait()
-        live.installer = None
-        if code != 0 and not live.cancel.is_set():
-            raise _Failed(f"Installing the job's packages failed (pip exited with status {code}); the "
-                          f"{rec.tasks[0]} log has pip's output.")
-        return [str(site), *dirs]
+
+        def started(process: asyncio.subprocess.Process | None) -> None:
+            live.installer = process
+
+        try:
+            site = await local_package.install(files, python=self.python, state_dir=self.state_dir,
+                                               project=rec.project, log_path=job_dir / f"{rec.tasks[0]}.log",
+                                               env=base, cancelled=live.cancel, started=started)
+        except local_package.InstallFailed as e:
+            raise _Failed(f"Installing the job's packages failed (pip exited with status {e.code}); the "
+                          f"{rec.tasks[0]} log has pip's output.") from None
+        return [str(site), *dirs] if site is not None else dirs
 
     async def _spawn(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict, extra: dict,
                      pythonpath: list[str]) -> None:

@@ -16,30 +16,54 @@ directories to run in place, the package shipped with it (``--package-path``) in
   returns (the sdists/wheels to install, in ``packageUris`` order, the shipped one from
   ``<job_dir>/shipped/``; the package directories, whose parents go on ``PYTHONPATH``). A fetch that
   fails raises `PackagesUnavailable`, whose message is the job's errorMessage.
+- `install(files, …)`: the sdists/wheels installed once per digest and reused. The digest
+  (`install_key`) is the sha256 of the interpreter (its real path, size and mtime) and of each
+  file's name and bytes, in order: the same package for the same Python is the same install, a
+  changed package (new bytes) a new one. The install lives in
+  ``<state_dir>/packages/<project>/<digest>/site`` (per project: a project's jobs never run code
+  another project's jobs could have changed), shared by every job and trial of the project that
+  uses it. It is made atomically: under an exclusive lock on ``<digest>.lock`` (waited for without
+  blocking the event loop, given up on cancel), pip installs into a temporary directory that is
+  renamed into place only once pip succeeded, so two trials starting at once never both install,
+  and no job ever sees a half install (a temporary directory left by a crash is removed by the
+  next install). The first job's log gets "Installing … into …" and pip's output; a job that
+  reuses it one line, "Using … installed before (…) from …". pip failing raises `InstallFailed`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import hashlib
 import os
 import pathlib
 import shutil
 import tempfile
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping, Sequence
 
 from hub_ext.errors import PlatformError, UserInputError
-from hub_ext.local_files import private_dir, private_opener
+from hub_ext.local_files import PRIVATE_UMASK, private_dir, private_opener
 
 from .local_env import PackageSource, package_sources
 from .plan import JobPlan, ShippedPackage
 
 SHIPPED_DIR = "shipped"
+INSTALLS_DIR = "packages"  # under the state directory: <project>/<digest>/site
 _CHUNK = 1 << 20
+_LOCK_POLL_S = 0.05
 
 
 class PackagesUnavailable(Exception):
     """The job's packages could not be fetched; the message is the job's errorMessage."""
+
+
+class InstallFailed(Exception):
+    """pip failed; `code` is its exit status (its output is in the log)."""
+
+    def __init__(self, code: int):
+        super().__init__(f"pip exited with status {code}")
+        self.code = code
 
 
 def fetcher():
@@ -132,3 +156,86 @@ async def locate(plan: JobPlan, job_dir: pathlib.Path, env: Mapping[str, str],
         else:
             files.append(path)
     return files, dirs
+
+
+def _sha256(path: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def install_key(files: Sequence[pathlib.Path], python: str) -> str:
+    """The digest of an install: the interpreter and every file's name and bytes (blocking)."""
+    real = os.path.realpath(python)
+    st = os.stat(real)
+    digest = hashlib.sha256(f"{real}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    for path in files:
+        digest.update(f"\0{path.name}\0{_sha256(path)}".encode())
+    return digest.hexdigest()
+
+
+async def _lock(path: pathlib.Path, cancelled: asyncio.Event) -> int | None:
+    """An exclusive lock on `path` (a file descriptor to close to release it); None once `cancelled`."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if cancelled.is_set():
+                os.close(fd)
+                return None
+            await asyncio.sleep(_LOCK_POLL_S)
+
+
+def _note(log_path: pathlib.Path, text: str) -> None:
+    with open(log_path, "ab", opener=private_opener) as out:
+        out.write(text.encode() + b"\n")
+
+
+async def install(files: Sequence[pathlib.Path], *, python: str, state_dir: pathlib.Path, project: str,
+                  log_path: pathlib.Path, env: Mapping[str, str], cancelled: asyncio.Event,
+                  started: Callable[[asyncio.subprocess.Process | None], None]) -> pathlib.Path | None:
+    """The ``site`` directory holding `files` installed (see the module docstring); None when
+    `cancelled` first. `started` is told pip's process (then None), so a cancel can stop it."""
+    key = await asyncio.to_thread(install_key, files, python)
+    root = state_dir / INSTALLS_DIR / project
+    await asyncio.to_thread(private_dir, root)
+    target = root / key
+    names = ", ".join(p.name for p in files)
+    fd = await _lock(root / f"{key}.lock", cancelled)
+    if fd is None:
+        return None
+    try:
+        if (target / "site").is_dir():
+            os.utime(target)  # when it was last used
+            _note(log_path, f"Using {names} installed before (sha256 {key[:12]}) from {target / 'site'}")
+            return target / "site"
+        for stale in root.glob(f".{key}-*"):  # a crashed install's; only the lock's holder installs this key
+            await asyncio.to_thread(shutil.rmtree, stale, True)
+        work = pathlib.Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+        try:
+            _note(log_path, f"Installing {names} into {target / 'site'}")
+            with open(log_path, "ab", opener=private_opener) as out:
+                process = await asyncio.create_subprocess_exec(
+                    python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
+                    "--target", str(work / "site"), *map(str, files), stdin=asyncio.subprocess.DEVNULL,
+                    stdout=out, stderr=asyncio.subprocess.STDOUT, env=dict(env), cwd=work,
+                    start_new_session=True, umask=PRIVATE_UMASK)
+            started(process)
+            try:
+                code = await process.wait()
+            finally:
+                started(None)
+            if cancelled.is_set():
+                return None
+            if code != 0:
+                raise InstallFailed(code)
+            os.rename(work, target)
+        finally:
+            await asyncio.to_thread(shutil.rmtree, work, True)  # gone already once renamed
+        return target / "site"
+    finally:
+        os.close(fd)
