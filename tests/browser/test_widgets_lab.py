@@ -3,7 +3,8 @@ extension on the local job backend), a real ipykernel, Debian's Chromium.
 
 In one notebook whose cells use the public API (``from server_ext import client, widgets``):
 
-1. the submit form (``widgets.submit()``): submitted without a module, it shows the error inline
+1. the submit form (``widgets.submit()``): every label shown whole, a note saying what a local job
+   gets; submitted without a module, it shows the error inline
    next to the module field; with a package path outside the server's root, the server's refusal
    (its ``fieldViolations``) next to the package path field instead; filled in the DOM and
    submitted, the example trainer's job (shipped with ``--package-path``) goes RUNNING →
@@ -19,7 +20,9 @@ In one notebook whose cells use the public API (``from server_ext import client,
    ``widgets.sweep(...)`` by a cell that then keeps the kernel busy (so the view's ``ready`` is
    not read until the cell ends): still, once the sweep has SUCCEEDED, its objective plot has
    exactly one point per finished trial (the SVG hooks of ``server_ext/widgets/protocol.md``),
-   and one metric curve per trial; after the cell ends, a click on a point opens that trial's log.
+   one metric curve per trial with a legend entry each, and a plot of the objective against the
+   learning rate (log scale) with one point per trial; after the cell ends, a click on a point
+   opens that trial's log.
 
 Offline: every request the browser makes is recorded, and the test fails if any went anywhere
 but the server on 127.0.0.1 (no CDN: the widgets' JavaScript is in the wheel). Screenshots of each
@@ -120,6 +123,11 @@ def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
     form = page.locator(".mlp-submit-form")
     form.wait_for(timeout=60_000)
     shot(page, form, "widgets-lab-1-form")
+    cut = form.locator(".widget-label").evaluate_all(  # every label shown whole ("Package p…" was cut)
+        "(ls) => ls.filter((l) => l.offsetParent && l.scrollWidth > l.clientWidth).map((l) => l.textContent)")
+    assert cut == [], cut
+    assert "Local runtime: a job runs as processes beside this notebook" in \
+        form.locator(".mlp-accelerator-note").inner_text()
     fill_form(form, "train_1", "--epochs=8 --sleep=0.5", module="")  # no module: refused, shown inline
     form.locator(".mlp-error-module").filter(has_text="is required").wait_for(timeout=60_000)
     fill_form(form, "train_1", "--epochs=8 --sleep=0.5", package="..")  # the server's refusal
@@ -204,9 +212,14 @@ def test_submit_watch_cancel_and_sweep_in_jupyterlab(lab, browser_page):
     assert point_ids == trial_ids == ["1", "2", "3"]
     assert sweep.locator("svg.mlp-objective-plot circle.mlp-trial-point.mlp-best").count() == 1
     assert sweep.locator("svg.mlp-curves-plot path.mlp-trial-curve").count() == 3
+    assert sweep.locator(".mlp-legend .mlp-legend-item").count() == 3  # which curve is which trial
+    hp = sweep.locator('svg.mlp-hp-plot[data-hp="learning_rate"]')  # the objective by hyperparameter
+    assert hp.locator("circle.mlp-hp-point").count() == 3 and hp.locator("circle.mlp-best").count() == 1
+    assert "learning_rate (log scale)" in hp.locator("text").all_text_contents()
 
     assert running(page, 2)  # all of the above was drawn while the kernel was busy
     shot(page, sweep.locator("svg.mlp-objective-plot"), "widgets-lab-7-sweep")
+    shot(page, sweep.locator(".mlp-hp-plots"), "widgets-lab-7-sweep-by-hyperparameter")
     (lab.root / "release").touch()
     wait_cell(page, 2)
 
