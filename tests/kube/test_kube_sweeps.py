@@ -209,8 +209,9 @@ async def run_container(pod: dict, container: str, volume: pathlib.Path) -> asyn
     such volume for the process-mode kubelet to give it: the test plays the kubelet here.)"""
     c = next(x for x in pod["spec"]["containers"] if x["name"] == container)
     env = {e["name"]: e["value"] for e in c.get("env") or [] if "value" in e}
-    env = {**{k: kubernetes_expand(v, env) for k, v in env.items()}, "PATH": os.environ["PATH"],
-           "CLOUD_ML_HP_METRIC_FILE": str(volume / pathlib.PurePath(katib_mapping.METRICS_FILE).name)}
+    katib_dir = str(pathlib.PurePath(katib_mapping.METRICS_FILE).parent)
+    env = {**{k: kubernetes_expand(v, env).replace(katib_dir, str(volume)) for k, v in env.items()},
+           "PATH": os.environ["PATH"]}
     argv = [kubernetes_expand(w, env) for w in [*c["command"], *(c.get("args") or [])]]
     return await asyncio.create_subprocess_exec(*argv, env=env, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.STDOUT, start_new_session=True)
@@ -271,6 +272,72 @@ async def test_a_hypertune_only_trainer_has_a_metric_series(backend, katib, kube
     assert lines[0].startswith("training with --lr=") and not any("accuracy=" in x for x in lines)
     assert [json.loads(x)["global_step"] for x in lines[1:]] == ["10", "20", "30"]  # each report once
     assert job["trainingOutput"]["trials"][0]["finalMetric"]["objectiveValue"] == 0.7
+
+
+SPACED_TRAINER = """\
+import json, os, pathlib, sys, time
+path = pathlib.Path(os.environ["CLOUD_ML_HP_METRIC_FILE"])
+kept = []
+def report(value, step):  # cloudml-hypertune's report_hyperparameter_tuning_metric("Taxi Model Accuracy", ...)
+    kept.append({"timestamp": time.time(), "trial": "0", "Taxi Model Accuracy": str(value), "global_step": str(step)})
+    path.write_text("".join(json.dumps(m, sort_keys=True) + "\\n" for m in kept))
+print("training with", *sys.argv[1:], flush=True)
+report(0.3, 10)
+while not path.with_name("release").exists():
+    time.sleep(0.05)
+report(0.8, 20)
+"""
+
+
+async def test_a_spaced_metric_tag_runs_and_shows_the_users_tag(backend, katib, kube_cluster, kube_target, tmp_path):
+    """``hyperparameterMetricTag: Taxi Model Accuracy``: the Experiment on the API server names Katib's
+    mapped metric, the real trial program copies the trainer's reports (cloudml-hypertune's file,
+    keyed by the user's tag) to Katib's file under that name, and the platform answers with the user's tag throughout."""
+    ns, tag = kube_target.namespace, "Taxi Model Accuracy"
+    (tmp_path / "train.py").write_text(SPACED_TRAINER)
+    doc = {"jobId": "taxi_tuning", "trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+        "masterConfig": {"imageUri": "python:3.11-slim", "containerCommand": [sys.executable, str(tmp_path / "train.py")]},
+        "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": tag, "maxTrials": 1,
+                            "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}}}
+    p = plan(doc, ns)
+    assert (await backend.submit(p))["trainingOutput"]["hyperparameterMetricTag"] == tag
+    name = katib_mapping.metric_name(tag)
+    stored = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
+    validate_swagger(stored, "v1beta1.Experiment")
+    assert stored["spec"]["objective"]["objectiveMetricName"] == name != tag
+    trial = (await until(lambda: trials_of(kube_cluster, ns, p.name)))[0]
+    pod = await until(lambda: next(iter(pods(kube_cluster, ns, **{"batch.kubernetes.io/job-name":
+                                                                   trial["metadata"]["name"]})), None))
+    pod_name = pod["metadata"]["name"]
+    katib.kubelet.run(ns, pod_name)
+    volume = tmp_path / "katib"
+    volume.mkdir()
+    proc = await run_container(pod, "trainer", volume)
+    exited = asyncio.ensure_future(pump(katib.kubelet, ns, pod_name, proc))
+    try:
+        for _ in range(200):
+            series = await backend.trial_metrics(ns, "taxi_tuning", "1")
+            if series:
+                break
+            await asyncio.sleep(0.05)
+        assert [(x["trainingStep"], x["objectiveValue"]) for x in series] == [("10", 0.3)]
+        (volume / "release").touch()
+        assert await asyncio.wait_for(exited, 20) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        await asyncio.gather(exited, return_exceptions=True)
+    collected = [json.loads(x) for x in (volume / "metrics.json").read_text().splitlines()]
+    assert [m[name] for m in collected] == ["0.3", "0.8"] and all(tag not in m for m in collected)
+    # the helper Katib collects from the pod log; a real File collector reads Katib's file: hand it that
+    katib.kubelet.log(ns, pod_name, (volume / "metrics.json").read_text().rstrip("\n"))
+    katib.kubelet.finish(ns, pod_name)
+    job = await state(backend, ns, "taxi_tuning", "SUCCEEDED")
+    assert job["trainingOutput"]["hyperparameterMetricTag"] == tag
+    assert job["trainingOutput"]["trials"][0]["finalMetric"]["objectiveValue"] == 0.8
+    series = await backend.trial_metrics(ns, "taxi_tuning", "1")
+    assert [(x["trainingStep"], x["objectiveValue"]) for x in series] == [("10", 0.3), ("20", 0.8)]
 
 
 async def test_cancel_deletes_running_trials_and_starts_no_new_one(backend, katib, kube_cluster, kube_target):
