@@ -270,3 +270,18 @@ def test_named_keeps_the_document_and_says_what_it_replaced():
     with pytest.raises(UserInputError) as e:
         named(doc, "Tpe")
     assert e.value.field == "JOB"
+
+
+def test_the_notebook_client_reads_a_katib_example_as_the_cli_does(tmp_path):
+    """``widgets``/``mlplatform`` ``submit(config)`` in a notebook builds its body with the CLI's reading
+    (`job_document` → `flags_to_job`): the example's name gives the jobId, ``job_id=`` names it, and
+    a script's ``region=`` is taken beside it."""
+    from server_ext.client.notebook import job_document
+
+    path = tmp_path / "bayes.yaml"
+    path.write_text(EXAMPLES["bayesian-optimization-demo"])
+    doc, staging, mounts = job_document(str(path), None, {"region": "us-central1"})
+    assert (doc["metadata"]["name"], staging, mounts) == ("bayesian-optimization-demo", None, {})
+    check_experiment(native_experiment(doc, "vision", "bob"))
+    doc, _, _ = job_document(str(path), None, {"job_id": "bayes_run_2"})
+    assert doc["metadata"]["name"] == "bayes-run-2" and doc["metadata"]["namespace"] == "kubeflow"  # replaced there
