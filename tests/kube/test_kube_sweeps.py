@@ -292,12 +292,14 @@ report(0.8, 20)
 async def test_a_spaced_metric_tag_runs_and_shows_the_users_tag(backend, katib, kube_cluster, kube_target, tmp_path):
     """``hyperparameterMetricTag: Taxi Model Accuracy``: the Experiment on the API server names Katib's
     mapped metric, the real trial program copies the trainer's reports (cloudml-hypertune's file,
-    keyed by the user's tag) to Katib's file under that name, and the platform answers with the user's tag throughout."""
+    keyed by the user's tag) to Katib's file under that name, and the platform answers with the
+    user's tag throughout."""
     ns, tag = kube_target.namespace, "Taxi Model Accuracy"
     (tmp_path / "train.py").write_text(SPACED_TRAINER)
+    command = [sys.executable, str(tmp_path / "train.py")]
     doc = {"jobId": "taxi_tuning", "trainingInput": {
         "scaleTier": "CUSTOM", "masterType": "n1-standard-4",
-        "masterConfig": {"imageUri": "python:3.11-slim", "containerCommand": [sys.executable, str(tmp_path / "train.py")]},
+        "masterConfig": {"imageUri": "python:3.11-slim", "containerCommand": command},
         "hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": tag, "maxTrials": 1,
                             "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}}}
     p = plan(doc, ns)
