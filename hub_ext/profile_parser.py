@@ -10,7 +10,8 @@ a ``kubespawner_override`` key that is not a KubeSpawner trait, or a value KubeS
 refuses (checked with the trait itself), or a callable value (use a callable ``profile_list``:
 it is called with the spawner); a profile without ``display_name``; a value of the wrong type;
 more than one accelerator resource type, or not a positive whole number of it; a CPU or memory
-guarantee above its limit; an ``unlisted_choice.validation_regex`` that does not compile (a
+guarantee above its limit; an accelerator requested by a choice or free-form value (the platform
+counts accelerators per profile); an ``unlisted_choice.validation_regex`` that does not compile (a
 user's value must later match it *whole*); an option without choices or free-form value;
 duplicate slugs. Warned (KubeSpawner ignores it; the path and a did-you-mean are given): an
 unknown key of a profile, option, choice or ``unlisted_choice``; more than one default (the first
@@ -146,13 +147,24 @@ class _Parser:
             self.unknown_keys(entry, known, epath)
             yield name, epath, entry
 
+    def no_accelerator(self, override: Mapping, path: str) -> None:
+        """A choice or free-form value may not request an accelerator: the platform counts them per
+        profile (entitlement limits, free capacity), so one there would go uncounted."""
+        limits = override.get("extra_resource_limits")
+        found = sorted(str(r) for r in limits if accelerator_resource(str(r))) if isinstance(limits, Mapping) else []
+        if found:
+            self.problem(f"{path}.extra_resource_limits", f"requests {', '.join(found)} in an option: accelerators "
+                                                          "are counted per profile; make one profile per accelerator "
+                                                          "size or count instead")
+
     def choice(self, key: Any, raw: Mapping, path: str) -> Choice:
         slug = self.text(raw, "slug", path)
         if slug is not None and slug != str(key):
             self.warn(f"{path}.slug", f"differs from the choice's key {str(key)!r}, which is what names it in "
                                       "user_options (KubeSpawner ignores 'slug' here)")
-        return Choice(str(key), self.text(raw, "display_name", path, str(key)) or str(key),
-                      self.override(raw.get("kubespawner_override"), f"{path}.kubespawner_override"),
+        override = self.override(raw.get("kubespawner_override"), f"{path}.kubespawner_override")
+        self.no_accelerator(override, f"{path}.kubespawner_override")
+        return Choice(str(key), self.text(raw, "display_name", path, str(key)) or str(key), override,
                       self.flag(raw, "default", path), self.text(raw, "description", path, "") or "")
 
     def options(self, raw: Any, path: str) -> tuple[Option, ...]:
@@ -182,10 +194,11 @@ class _Parser:
                 re.compile(regex)
             except re.error as e:
                 self.problem(f"{path}.validation_regex", f"is not a valid regular expression: {e}")
+        override = self.override(raw.get("kubespawner_override"), f"{path}.kubespawner_override")
+        self.no_accelerator(override, f"{path}.kubespawner_override")
         return Unlisted(self.text(raw, "display_name", path, "Other") or "Other",
                         self.text(raw, "display_name_in_choices", path, "Other...") or "Other...",
-                        regex, self.text(raw, "validation_message", path),
-                        self.override(raw.get("kubespawner_override"), f"{path}.kubespawner_override"),
+                        regex, self.text(raw, "validation_message", path), override,
                         self.text(raw, "description_in_choices", path, "") or "")
 
     # ---- resources -------------------------------------------------------------------------------

@@ -210,6 +210,10 @@ REFUSED = [
     ("memory guarantee above limit", [{"display_name": "X", "kubespawner_override": {
         "mem_guarantee": "8G", "mem_limit": "4G"}}], "profile_list[0].kubespawner_override.mem_guarantee",
      "is more than mem_limit 4G"),
+    ("GPU count as a choice", [{"display_name": "GPU", "profile_options": {"gpus": {"display_name": "GPUs", "choices": {
+        "one": {"display_name": "1 GPU", "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "1"}}}}}}}],
+     "profile_list[0].profile_options.gpus.choices.one.kubespawner_override.extra_resource_limits",
+     "make one profile per accelerator size or count instead"),
     ("callable override value", [{"display_name": "X", "kubespawner_override": {"image": lambda spawner: "x"}}],
      "profile_list[0].kubespawner_override.image", "make profile_list itself a function of the spawner"),
 ]
