@@ -213,8 +213,8 @@ async def install(files: Sequence[pathlib.Path], *, python: str, state_dir: path
             os.utime(target)  # when it was last used
             _note(log_path, f"Using {names} installed before (sha256 {key[:12]}) from {target / 'site'}")
             return target / "site"
-        for stale in root.glob(f".{key}-*"):  # a crashed install's; only the lock's holder installs this key
-            await asyncio.to_thread(shutil.rmtree, stale, True)
+        for stale in [*root.glob(f".{key}-*"), target]:  # a crashed install's, or a directory without its site
+            await asyncio.to_thread(shutil.rmtree, stale, True)  # (only the lock's holder installs this key)
         work = pathlib.Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
             _note(log_path, f"Installing {names} into {target / 'site'}")
