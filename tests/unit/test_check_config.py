@@ -255,3 +255,26 @@ def test_a_callable_profile_list_is_reported_as_checked_per_spawn(tmp_path, caps
     assert code == 0, err
     assert "KubeSpawner.profile_list is a function of the spawner: its profiles are checked each time it is " \
            "called" in out
+
+
+def test_the_hub_logs_the_same_warnings_at_start_under_the_configs_paths(caplog):
+    from traitlets.config import Config
+
+    from hub_ext.setup import configure
+
+    c = Config()
+    c.PlatformConfig.acelerators = {}
+    c.LocalPlatformSpawner.profile_list = [{"display_name": "CPU", "descripton": "x"}]
+    with caplog.at_level("WARNING", logger="mlplatform"):
+        configure(c)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("mlplatform")]
+    assert lines == [
+        "c.PlatformConfig.acelerators: not a setting of the platform's spawner, ignored; did you mean 'accelerators'?",
+        "c.LocalPlatformSpawner.profile_list[0].descripton: unknown key, ignored by KubeSpawner; did you mean "
+        "'description'?",
+    ]
+    c.LocalPlatformSpawner.profile_list = [{"display_name": "CPU", "kubespawner_override": {"cpu_limit": "2"}}]
+    with pytest.raises(Exception) as e:
+        configure(c)
+    assert "LocalPlatformSpawner.profile_list[0].kubespawner_override.cpu_limit: The 'cpu_limit' trait expected " \
+           "a float, not the str '2'." in str(e.value)

@@ -3,6 +3,7 @@ accepted (valid against the chart's values schema, checked by ``mlplatform check
 choices resolving to the settings KubeSpawner would apply), or refused / warned about with a
 message naming the field and what to do."""
 
+import asyncio
 import io
 import pathlib
 import textwrap
@@ -12,7 +13,11 @@ import pytest
 import yaml
 
 from hub_ext.cli import check_config
-from hub_ext.platform import Runtime, kubespawner_traits
+from hub_ext.errors import ConfigError
+from hub_ext.kube_spawner import PlatformSpawner
+from hub_ext.local_spawner import LocalPlatformSpawner
+from hub_ext.platform import PlatformConfig, Runtime, kubespawner_traits
+from hub_ext.profile_source import WHERE, call
 from hub_ext.profiles import read_profile_list, resolve
 
 pytestmark = pytest.mark.unit
@@ -310,3 +315,53 @@ def test_dynamic_and_static_parse_give_the_same_profiles():
     static = Runtime.parse({"profile_list": raw}, kubespawner_traits())
     dynamic = Runtime.parse({"profile_list": lambda spawner: raw}, kubespawner_traits())
     assert dynamic.profiles == () and dynamic.for_profile_list(raw).profiles == static.profiles
+
+
+# ---- a callable profile_list: called with the spawner, its result checked like a static list ----
+
+def test_both_spawners_call_the_profile_list_before_the_form_and_the_start():
+    for cls in (PlatformSpawner, LocalPlatformSpawner):
+        assert cls.get_options_form is PlatformConfig.get_options_form
+        assert cls.run_pre_spawn_hook is PlatformConfig.run_pre_spawn_hook
+
+
+def test_call_awaits_an_async_result_and_names_what_the_function_raised():
+    async def later(spawner):
+        return [{"display_name": f"For {spawner}"}]
+
+    def broken(spawner):
+        raise KeyError("groups")
+
+    assert asyncio.run(call(later, "ann")) == [{"display_name": "For ann"}]
+    assert asyncio.run(call(lambda s: [], "ann")) == []
+    with pytest.raises(ConfigError) as e:
+        asyncio.run(call(broken, "ann"))
+    assert [str(p) for p in e.value.problems] == [f"{WHERE}: raised KeyError: 'groups'"]
+
+
+@pytest.mark.parametrize("result, problem", [
+    ({"not": "a profile"}, f"{WHERE}['not']: must be a mapping"),
+    ("cpu", f"{WHERE}: must be a list (or a dict keyed by slug) of profiles, not str"),
+    ([], f"{WHERE}: gave no profiles"),
+    (None, f"{WHERE}: gave no profiles"),
+    ([{"display_name": "A", "kubespawner_override": {"image": None, "mem_limit": "lots"}}],
+     f"{WHERE}[0].kubespawner_override.mem_limit: lots is not a valid memory specification. Must be an int or a "
+     "string with suffix K, M, G, T"),
+])
+def test_a_bad_result_is_a_problem_naming_its_path(result, problem):
+    base = Runtime.parse({"profile_list": lambda spawner: result}, kubespawner_traits())
+    with pytest.raises(ConfigError) as e:
+        base.for_profile_list(result)
+    assert problem in [str(p) for p in e.value.problems]
+
+
+def test_per_user_results_share_the_hubs_ledger_and_grants_name_profiles_a_user_lacks():
+    base = Runtime.parse({"profile_list": lambda spawner: [], "everyone": {"profiles": ["cpu"]},
+                          "groups": {"vision": {"project": "vision", "profiles": ["cpu", "gpu"]}}},
+                         kubespawner_traits())
+    alice = base.for_profile_list([{"display_name": "CPU", "slug": "cpu"}])
+    assert alice.ledger is base.ledger and [p.slug for p in alice.profiles] == ["cpu"]
+    assert alice.plan("alice", ["vision"], False, {"project": "vision", "profile": "cpu"}).profile.slug == "cpu"
+    with pytest.raises(Exception) as e:
+        alice.plan("alice", ["vision"], False, {"project": "vision", "profile": "gpu"})
+    assert getattr(e.value, "field", None) == "profile"
