@@ -150,12 +150,13 @@ class _Parser:
     def no_accelerator(self, override: Mapping, path: str) -> None:
         """A choice or free-form value may not request an accelerator: the platform counts them per
         profile (entitlement limits, free capacity), so one there would go uncounted."""
-        limits = override.get("extra_resource_limits")
-        found = sorted(str(r) for r in limits if accelerator_resource(str(r))) if isinstance(limits, Mapping) else []
-        if found:
-            self.problem(f"{path}.extra_resource_limits", f"requests {', '.join(found)} in an option: accelerators "
-                                                          "are counted per profile; make one profile per accelerator "
-                                                          "size or count instead")
+        for where in ("extra_resource_limits", "extra_resource_guarantees"):
+            given = override.get(where)
+            found = sorted(str(r) for r in given if accelerator_resource(str(r))) if isinstance(given, Mapping) else []
+            if found:
+                self.problem(f"{path}.{where}", f"requests {', '.join(found)} in an option: accelerators are "
+                                                "counted per profile; make one profile per accelerator size or "
+                                                "count instead")
 
     def choice(self, key: Any, raw: Mapping, path: str) -> Choice:
         slug = self.text(raw, "slug", path)
@@ -232,20 +233,31 @@ class _Parser:
                           memory_bytes, "a size such as '512M', '4G' or '8Gi'")
 
     def accelerator_from_override(self, override: Mapping, path: str) -> tuple[Accelerator | None, int]:
-        limits = override.get("extra_resource_limits") or {}
-        if not isinstance(limits, Mapping):
+        """The accelerator an override requests in ``extra_resource_limits`` or, as KubeSpawner's own
+        example does, in ``extra_resource_guarantees`` alone (Kubernetes needs the limit: the
+        platform sets it from the profile's accelerator); both given must be equal."""
+        wanted: dict[str, tuple[str, Any]] = {}  # resource → (where, quantity); limits win
+        for where in ("extra_resource_guarantees", "extra_resource_limits"):
+            given = override.get(where) or {}
+            if isinstance(given, Mapping):
+                for res, q in given.items():
+                    if "/" in str(res) and accelerator_resource(str(res)):
+                        if res in wanted and _count(wanted[res][1]) != _count(q):
+                            self.problem(f"{path}.extra_resource_guarantees.{res}",
+                                         f"must equal extra_resource_limits.{res} ({q!r}): Kubernetes does not "
+                                         "overcommit accelerators")
+                        wanted[res] = (where, q)
+        if len(wanted) > 1:
+            where = "extra_resource_limits" if "extra_resource_limits" in override else "extra_resource_guarantees"
+            self.problem(f"{path}.{where}", "a container may request one accelerator resource type "
+                                            f"only, not {sorted(wanted)}")
             return None, 0
-        found = [(res, q) for res, q in limits.items() if "/" in str(res) and accelerator_resource(str(res))]
-        if len(found) > 1:
-            self.problem(f"{path}.extra_resource_limits", "a container may request one accelerator resource type "
-                                                          f"only, not {sorted(r for r, _ in found)}")
+        if not wanted:
             return None, 0
-        if not found:
-            return None, 0
-        resource, count = found[0]
+        resource, (where, count) = next(iter(wanted.items()))
         n = _count(count)
         if n is None:
-            self.problem(f"{path}.extra_resource_limits.{resource}", f"must be a positive whole number, not {count!r}")
+            self.problem(f"{path}.{where}.{resource}", f"must be a positive whole number, not {count!r}")
             return None, 0
         selector = override.get("node_selector") or {}
         for acc in self.accelerators.values():

@@ -256,6 +256,23 @@ def test_gpu_tiers_resolve_to_what_kubespawner_would_set(tmp_path):
     assert mig.accelerator.mig_profile == "1g.10gb"
 
 
+def test_kubespawners_documented_gpu_example_is_counted_and_gets_its_limit():
+    """KubeSpawner's own example asks for the GPU in extra_resource_guarantees only; Kubernetes needs
+    the limit of an extended resource, so the platform sets it from the profile's accelerator."""
+    (p,) = read_profile_list([{"display_name": "Demo 2", "slug": "demo-2", "kubespawner_override": {
+        "extra_resource_guarantees": {"nvidia.com/gpu": "1"}}}], {}, kubespawner_traits()).checked()
+    assert p.accelerator.resource == "nvidia.com/gpu" and p.accelerator_count == 1
+    settings = resolve(p, {})
+    assert settings["extra_resource_guarantees"] == {"nvidia.com/gpu": "1"}
+    assert settings["extra_resource_limits"] == {"nvidia.com/gpu": "1"}
+    parsed = read_profile_list([{"display_name": "X", "kubespawner_override": {
+        "extra_resource_guarantees": {"nvidia.com/gpu": 1}, "extra_resource_limits": {"nvidia.com/gpu": 2}}}], {},
+        kubespawner_traits())
+    assert [str(x) for x in parsed.problems] == [
+        "profile_list[0].kubespawner_override.extra_resource_guarantees.nvidia.com/gpu: must equal "
+        "extra_resource_limits.nvidia.com/gpu (2): Kubernetes does not overcommit accelerators"]
+
+
 def test_choice_descriptions_and_slugs_are_kept():
     (p,) = read_profile_list(yaml.safe_load(IMAGE_PICKER)["singleuser"]["profileList"], {},
                              kubespawner_traits()).checked()
