@@ -224,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     check = sub.add_parser("check-config", help="validate a jupyterhub_config.py or Helm values files",
                            description="Validate a jupyterhub_config.py, or z2jh values files merged in order as "
                                        "helm -f a.yaml -f b.yaml merges them.")
-    check.add_argument("file", type=pathlib.Path, nargs="+")
+    check.add_argument("file", type=pathlib.Path, nargs="+", metavar="FILE",
+                       help="jupyterhub_config.py, or values.yaml then overlays (login-github.yaml ...)")
     render = sub.add_parser(
         "render-project", help="print the Kubernetes objects of a user's projects (like helm template)",
         description="Print, as multi-document YAML, every object the hub would create or keep for the user's "
