@@ -11,6 +11,12 @@ limit). Pods that are not bound to a node yet use nothing.
 against the accelerator whose resource it requests and whose node selector its own node
 selector includes (the most specific one wins). `quota_has_room` says whether a ResourceQuota's
 ``status.hard`` leaves room for `count` more of an accelerator's resource beyond that usage.
+
+When a spawn is refused for want of an accelerator, the user is told if their own servers hold it:
+`servers_holding` finds, among the notebook server pods of one hub user (KubeSpawner's
+``hub.jupyter.org/username`` and ``…/servername`` annotations), how many of an accelerator's
+resource each server holds, and `own_servers_note` says it ("your server 'gpu2' holds the only
+one: stop it or pick another profile").
 """
 
 from __future__ import annotations
@@ -115,3 +121,44 @@ def quota_has_room(quota: dict | None, used: Mapping[str, int], accelerators: Ma
     hard = str(((quota or {}).get("status") or {}).get("hard", {}).get(f"requests.{acc.resource}", ""))
     in_use = sum(n for name, n in used.items() if accelerators[name].resource == acc.resource)
     return hard.isdigit() and in_use + count <= int(hard)
+
+
+def servers_holding(pods: Iterable[dict], accelerators: Mapping[str, Accelerator], username: str,
+                    acc: Accelerator, namespace: str | None = None, but: str | None = None) -> dict[str, int]:
+    """Server name ('' for the default server) → how many of `acc`'s resource the active server
+    pod holds, for `username`'s servers (in `namespace`, if given; not the pod named `but`)."""
+    out: dict[str, int] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        notes = meta.get("annotations") or {}
+        if notes.get("hub.jupyter.org/username") != username or not active(pod) or meta.get("name") == but:
+            continue
+        if namespace is not None and meta.get("namespace") != namespace:
+            continue
+        found = accelerator_of(pod, accelerators)
+        if found and found[0].resource == acc.resource:
+            name = notes.get("hub.jupyter.org/servername", "")
+            out[name] = out.get(name, 0) + found[1]
+    return out
+
+
+def _server(name: str) -> str:
+    return repr(name) if name else "the default one"
+
+
+def own_servers_note(held: Mapping[str, int], of: int) -> str:
+    """"your server 'gpu2' holds the only one: stop it or pick another profile" (`held`: server name
+    → how many it holds of the `of` there are); "" when the user's servers hold none."""
+    held = {name: n for name, n in held.items() if n}
+    if not held:
+        return ""
+    total = sum(held.values())
+    names = sorted(held)
+    if len(names) == 1:
+        who = f"your server {names[0]!r}" if names[0] else "your default server"
+        verb, action = "holds", "stop it"
+    else:
+        listed = ", ".join(_server(n) for n in names[:-1]) + f" and {_server(names[-1])}"
+        who, verb, action = f"your servers {listed}", "hold", "stop one of them"
+    what = "the only one" if of <= 1 and total >= 1 else (f"all {of}" if total >= of else f"{total} of the {of}")
+    return f"{who} {verb} {what}: {action} or pick another profile"

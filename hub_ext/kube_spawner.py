@@ -17,16 +17,20 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   ``MLPLATFORM_DATASETS``; names and labels from KubeSpawner's safe slugs.
 - The hub's API token for the server is not a plain env value in the pod spec (anyone who may
   read pods would see it, kubespawner#398): it lives in a Secret ``<pod>-hub-token`` (created
-  before the pod, deleted when the server stops) and the env refers to it.
+  before the pod, deleted when the server stops; `hub_ext.kube_token`) and the env refers to it.
 - Progress: plain sentences (`hub_ext.progress_text`) instead of raw events; a pod refused by
   the ResourceQuota says so in words, unless the hub's own view of the project's pods shows room
   under its limit: then it is the quota's accounting lagging a deleted pod, retried meanwhile.
+  Once the pod is scheduled: what it was given ("assigned MIG slice 1g.5gb on node dgx-03"; which
+  slice of the node is the device plugin's choice). A refusal for want of an accelerator (the
+  project's limit, or none free) names the user's own servers that hold it, if any.
+- `SpawnExperience`: the profile shown on the home page, and a named server a refused API request
+  made is removed again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import copy
 import datetime
 from typing import Any
@@ -36,19 +40,20 @@ from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Float, Unicode, default
 
-from .capacity import quota_has_room
+from .capacity import own_servers_note, quota_has_room, servers_holding
 from .cluster import ClusterView, ProjectResources
-from .credentials import MANAGED_BY
 from .entitlements import Project
 from .errors import ConfigError, UpstreamError, UserInputError, http_answer
 from .form import render_form
 from .kube import Kube, path_of, reason
 from .kube_mounts import MountSettings, volumes
+from .kube_token import HubTokenSecret
 from .mount_config import MountConfig
 from .mounts import Available, select, selected
 from .platform import Plan, PlatformConfig
-from .progress_text import describe, free_text, wanting
+from .progress_text import assigned, describe, free_text, scheduled_node, wanting
 from .provision import Provisioner
+from .spawn_experience import SpawnExperience
 from .tenancy import PROJECT_LABEL, QUOTA, SERVICE_ACCOUNT, member_binding_name, project_objects
 from .tenancy_config import TenancyConfig
 
@@ -69,7 +74,7 @@ class _Shared:
         self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
 
 
-class PlatformSpawner(PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
+class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
         (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's
@@ -243,20 +248,27 @@ class PlatformSpawner(PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
             limit = limits.get(acc.name, 0)
             in_use = used.get(acc.name, 0) + self._claimed(acc.name, plan.project.name)
             if in_use + count > limit:
+                note = own_servers_note(self._own_holders(acc, plan.project.name), in_use)
                 raise UserInputError("profile", f"the project {plan.project.name!r} may use {limit} {acc.name} at "
-                                                f"once and {in_use} are in use", 403)
+                                                f"once and {in_use} are in use" + (f"; {note}" if note else ""), 403)
         capacity = view.capacity(self.runtime.accelerators)
         if acc.name in capacity:
             free, total = capacity[acc.name]
             free = max(free - self._claimed(acc.name), 0)
             if free < count and (self.when_full == "refuse" or total < count):
-                raise UserInputError("profile", f"no {acc.display_name} is free now ({free} of {total} free); "
-                                                "try again later or pick another profile", 409)
+                note = own_servers_note(self._own_holders(acc), total) or "try again later or pick another profile"
+                raise UserInputError("profile", f"no {acc.display_name} is free now ({free} of {total} free); {note}",
+                                     409)
             if free < count:
                 self._capacity_wait = f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
         # until the pod shows in the caches, two spawns must not both count the same free slice
         self._claim = (plan.project.name, self.pod_name)
         self.shared.claims[self._claim] = (plan.project.name, acc.name, count)
+
+    def _own_holders(self, acc, project: str | None = None) -> dict[str, int]:
+        """This user's other servers → how many of `acc` each holds (in `project`, if given)."""
+        return servers_holding(self.shared.view.pods.items(), self.runtime.accelerators, self.user.name, acc,
+                               project, but=self.pod_name)
 
     def _claimed(self, accelerator: str, project: str | None = None) -> int:
         """What starts in progress claim of `accelerator` (in `project`, or anywhere) and the view
@@ -319,36 +331,6 @@ class PlatformSpawner(PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
         """KubeSpawner creates the user namespace on every start (a POST answered 409 after the first);
         here the project provisioning has made the namespace already, so nothing is requested."""
 
-    # ---- the hub token, kept out of the pod spec ------------------------------------------------
-    @property
-    def token_secret_name(self) -> str:
-        return f"{self.pod_name}-hub-token"
-
-    async def _write_token_secret(self) -> None:
-        kube = self.shared.kube
-        body = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                "metadata": {"name": self.token_secret_name, "namespace": self.namespace,
-                             "labels": {**MANAGED_BY, "component": "singleuser-token"},
-                             "annotations": {"hub.jupyter.org/username": self.user.name}},
-                "data": {"token": base64.b64encode(self.api_token.encode()).decode()}}
-        try:
-            try:
-                await kube.create(body)
-            except ApiException as e:
-                if e.status != 409:
-                    raise
-                await kube.replace(body)  # left from a server that did not stop cleanly
-        except (ApiException, asyncio.TimeoutError, OSError) as e:
-            raise UpstreamError("store the server's hub token", reason(e)) from None
-
-    async def _delete_token_secret(self) -> None:
-        if not self.api_token_secret:
-            return
-        try:
-            await self.shared.kube.delete(path_of("Secret", self.namespace, self.token_secret_name))
-        except (ApiException, asyncio.TimeoutError, OSError) as e:
-            self.log.warning("could not delete the token Secret of %s: %s", self._log_name, reason(e))
-
     def get_env(self):
         env = super().get_env()
         env.update(getattr(self, "_platform_env", {}))  # paths only, never content
@@ -371,10 +353,13 @@ class PlatformSpawner(PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
             return await started
         except ApiException as e:
             await self._delete_token_secret()
-            raise web.HTTPError(*self._pod_refusal(e)) from None
-        except Exception:
+            refusal = self._pod_refusal(e)
+            self.forget_if_refused(refusal[0])
+            raise web.HTTPError(*refusal) from None
+        except Exception as e:
             if getattr(self, "_plan", None) is not None:
                 await self._delete_token_secret()
+            self.forget_if_refused(e.status_code if isinstance(e, web.HTTPError) else 500)
             raise
         finally:
             self._starting = False
@@ -444,7 +429,10 @@ class PlatformSpawner(PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
                 if fresh:
                     acc, count = plan.accelerator, plan.count
                     capacity = self.shared.view.capacity(self.runtime.accelerators) if acc else {}
-                    messages += [describe(ev, acc, count, capacity) for ev in fresh]
+                    for ev in fresh:  # what the pod was given right after where it was scheduled
+                        messages.append(describe(ev, acc, count, capacity))
+                        if acc and (node := scheduled_node(ev)):
+                            messages.append(assigned(acc, count, node=node))
             for message in messages:
                 if message and message != sent:
                     sent = message

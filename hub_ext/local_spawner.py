@@ -26,8 +26,13 @@ has its own job state (``MLPLATFORM_STATE_DIR``, `job_state_dir`): the default s
 ``<state_dir>/jobs/<user>``, a named one ``<state_dir>/jobs/<user>/servers/<slug of its name>``,
 so two servers never run job backends on one state.
 
-Progress events (JupyterHub's `progress()` shape, ``{"progress": int, "message": str}``):
-"waiting for a free 1g.5gb MIG slice (0 of 2 free)", then "starting".
+Progress events (JupyterHub's `progress()` shape, ``{"progress": int, "message": str}``), each
+sent once and in order: "waiting for a free 1g.5gb MIG slice (0 of 2 free)", then what the server
+was given, "assigned MIG slice 1g.5gb (GPU 0, slice 2)" (where ``nvidia-smi -L`` placed it; the
+device's UUID for a declared inventory), then "starting". A refusal for want of an accelerator
+(the project's limit, or none free) names the user's own servers that hold it, if any.
+`SpawnExperience` adds the profile shown on the home page and the removal of a named server a
+refused API request made.
 """
 
 from __future__ import annotations
@@ -49,16 +54,19 @@ from .errors import ConfigError, UserInputError, http_answer
 from .form import render_form
 from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
 from .local_files import PRIVATE_UMASK, private_dir, project_files, tighten
+from .capacity import own_servers_note
 from .mounts import Available, select
 from .platform import Plan, PlatformConfig
-from .progress_text import wanting
+from .progress_text import assigned, places_from_nvidia_smi, wanting
 from .slugs import safe_slug
+from .spawn_experience import SpawnExperience
 
 _ALLOCATORS: dict[tuple, DeviceAllocator] = {}
+_PLACES: dict[tuple, dict[str, str]] = {}  # allocator key → device UUID → "GPU 0, slice 2"
 _PRIVATE: set[tuple[str, str]] = set()  # (state_dir, projects_dir) made private in this process
 
 
-class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
+class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSpawner):
     inventory = AnyTrait(
         None,
         allow_none=True,
@@ -138,15 +146,29 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         if key not in _ALLOCATORS:
             self.make_state_private()
             if isinstance(self.inventory, dict):
-                devices = declared_inventory(self.inventory)
+                devices, _PLACES[key] = declared_inventory(self.inventory), {}
             else:
-                devices = _nvidia_smi_devices()
+                devices, _PLACES[key] = _nvidia_smi_devices()
             _ALLOCATORS[key] = DeviceAllocator(devices, pathlib.Path(self.state_dir) / "devices.json")
         return _ALLOCATORS[key]
 
     @property
     def holder(self) -> str:
         return f"{self.user.name}/{self.name}"
+
+    def _say(self, message: str) -> None:
+        """Add a progress message (`progress` sends each once, in order)."""
+        self._progress_messages = [*getattr(self, "_progress_messages", []), message]
+
+    def _own_holders(self, acc, project: str | None = None) -> dict[str, int]:
+        """This user's other servers → how many of `acc` each holds (in `project`'s reservations, if given)."""
+        mine = f"{self.user.name}/"
+        if project is not None:
+            return {h[len(mine):]: n for h, (name, n) in self.runtime.ledger.holdings(project).items()
+                    if h.startswith(mine) and h != self.holder and name == acc.name}
+        serving = {d.uuid for d in self.allocator.devices if d.serves(acc)}
+        return {name: len(serving.intersection(self.allocator.held_by(f"{mine}{name}")))
+                for name in self.user.orm_spawners if f"{mine}{name}" != self.holder}
 
     async def project_files(self, project: str) -> Available:
         return project_files(self.projects_dir, project)
@@ -185,6 +207,14 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             raise web.HTTPError(*http_answer(e)) from None
 
     async def start(self):
+        try:
+            return await self._start()
+        except web.HTTPError as e:
+            self.forget_if_refused(e.status_code)
+            raise
+
+    async def _start(self):
+        self._progress_messages = []
         self.make_state_private()
         plan = await self.make_plan()
         self._plan = plan
@@ -199,13 +229,17 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             try:
                 self.runtime.ledger.reserve(plan.project, self.holder, plan.accelerator.name, plan.count)
             except UserInputError as e:
-                raise web.HTTPError(*http_answer(e)) from None
+                in_use = sum(n for a, n in self.runtime.ledger.holdings(plan.project.name).values()
+                             if a == plan.accelerator.name)
+                note = own_servers_note(self._own_holders(plan.accelerator, plan.project.name), in_use)
+                raise web.HTTPError(*http_answer(UserInputError(e.field, f"{e.message}; {note}" if note else e.message,
+                                                                e.status))) from None
             try:
                 self.devices = await self._take_devices(plan)
             except BaseException:
                 self._release()
                 raise
-        self._progress_message = "starting"
+        self._say("starting")
         try:
             return await super().start()
         except BaseException:
@@ -218,13 +252,16 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
             devices = self.allocator.allocate(self.holder, acc, count)
             if devices is not None:
                 self.log.info("%s gets %s %s: %s", self._log_name, count, acc.name, " ".join(devices))
+                places = _PLACES.get((repr(self.inventory), self.state_dir)) or {}
+                self._say(assigned(acc, count, [places.get(d) or f"device {d}" for d in devices]))
                 return devices
             free, total = len(self.allocator.free(acc)), self.allocator.total(acc)
             message = f"waiting for {wanting(acc, count)} ({free} of {total} free)"
             if self.when_full == "refuse" or total < count:
-                raise web.HTTPError(409, f"no {acc.display_name} is free now ({free} of {total} free); "
-                                         "try again later or pick another profile")
-            self._progress_message = message
+                note = own_servers_note(self._own_holders(acc), total) or "try again later or pick another profile"
+                raise web.HTTPError(409, f"no {acc.display_name} is free now ({free} of {total} free); {note}")
+            if message not in getattr(self, "_progress_messages", []):
+                self._say(message)
             await asyncio.sleep(self.wait_poll_interval)
 
     def _release(self) -> None:
@@ -275,12 +312,16 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         return env
 
     async def progress(self):
-        sent = None
-        while not getattr(self, "_spawn_future", None) or not self._spawn_future.done():
-            message = getattr(self, "_progress_message", None)
-            if message and message != sent:
-                sent = message
-                yield {"progress": 50 if message == "starting" else 10, "message": message}
+        sent = 0
+        while True:
+            done = not getattr(self, "_spawn_future", None) or self._spawn_future.done()
+            messages = getattr(self, "_progress_messages", [])
+            for message in messages[sent:]:
+                yield {"progress": 50 if message == "starting" else 30 if message.startswith("assigned") else 10,
+                       "message": message}
+            sent = len(messages)
+            if done:
+                return
             await asyncio.sleep(0.5)
 
     # ---- state across hub restarts ----------------------------------------------------------------
@@ -315,11 +356,12 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
 
 
 def _nvidia_smi_devices():
+    """This machine's devices and where each is ("GPU 0, slice 2"), from ``nvidia-smi -L``."""
     exe = shutil.which("nvidia-smi")
     if not exe:
-        return []
+        return [], {}
     try:
         out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
-        return []
-    return parse_nvidia_smi(out)
+        return [], {}
+    return parse_nvidia_smi(out), places_from_nvidia_smi(out)

@@ -13,13 +13,18 @@ is exposed through one variable:
 Datasets are listed in ``MLPLATFORM_DATASETS`` as a JSON object of name → directory. A dataset
 that is not ready (still loading, or failed to load) is refused here unless the caller allows
 loading ones (`allow_loading`), in which case the runtime waits for it.
+
+The spawn form lists every project's credentials and datasets (fields ``credential--<project>``
+and ``dataset--<project>``), and a server mounts only those of its own project: a tick under
+another project than the chosen one is refused by `refuse_other_projects`, naming the item, the
+two projects and what to do, rather than dropped without a word.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from .errors import UserInputError
 
@@ -50,6 +55,23 @@ class Dataset:
 class Available:
     credentials: tuple[Credential, ...] = ()
     datasets: tuple[Dataset, ...] = ()
+
+
+FORM_FIELDS = {"credential": "credentials", "dataset": "datasets"}  # form field prefix → user_options key
+
+
+def refuse_other_projects(formdata: Mapping[str, list[str]], project: str | None) -> None:
+    """UserInputError (``datasets`` / ``credentials``) when the form's ticks include one under a
+    project other than `project`, the chosen one."""
+    for key, values in sorted(formdata.items()):
+        kind, sep, owner = key.partition("--")
+        chosen = [v for v in values or [] if isinstance(v, str) and v]
+        if not sep or kind not in FORM_FIELDS or owner == project or not chosen:
+            continue
+        where = f"the project {project!r}" if project else "another project"
+        raise UserInputError(FORM_FIELDS[kind], f"the {kind} {chosen[0]!r} of the project {owner!r} is ticked, but "
+                                                f"the server starts in {where} and mounts only that project's "
+                                                f"{FORM_FIELDS[kind]}: untick it or choose the project {owner!r}")
 
 
 def _names(value: Any, field_name: str) -> list[str]:
