@@ -393,8 +393,11 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         text = reason(e)
         if e.status == 403 and "quota" in text:
             self.log.info("quota refused the pod of %s: %s", self._log_name, text)
+            acc = self._plan.accelerator if getattr(self, "_plan", None) is not None else None
+            used = (self.shared.view.usage(self.runtime.accelerators, self.namespace) or {}) if acc else {}
+            note = own_servers_note(self._own_holders(acc, self.namespace), used.get(acc.name, 0)) if acc else ""
             return 403, (f"the project {self.namespace!r} has no accelerator quota left for this profile "
-                         "(its jobs and servers use it all); stop something or pick another profile")
+                         f"(its jobs and servers use it all); {note or 'stop something or pick another profile'}")
         self.log.warning("the pod of %s was refused: %s", self._log_name, text)
         return 502, f"could not create the notebook pod: {text}".replace("%", "%%")
 

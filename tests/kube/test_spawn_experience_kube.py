@@ -61,3 +61,25 @@ async def test_progress_names_the_slice_and_node_and_refusals_name_the_users_own
 
 async def _usage_is(spawner, ns, n):
     return ((await spawner.usage(ns)) or {}).get("1g.5gb") == n
+
+
+async def test_a_quota_refusal_from_kubernetes_names_the_users_own_server(cluster):
+    carol = make_user("carol", ["vision"])
+    one = named(carol, "one", {"project": "vision", "profile": "mig-1g"})
+    await one.start()
+    await until(lambda: _usage_is(one, "vision", 1), "the hub saw the pod")
+    # another hub (or a race) lowered what the quota admits after this hub's caches last looked
+    cluster.patch("", "v1", "resourcequotas", "vision", "mlplatform-accelerators",
+                  {"spec": {"hard": {"requests.nvidia.com/mig-1g.5gb": "1"}}})
+
+    async def enforced():
+        quota = cluster.get("", "v1", "resourcequotas", "vision", "mlplatform-accelerators")
+        return (quota.get("status") or {}).get("hard", {}).get("requests.nvidia.com/mig-1g.5gb") == "1"
+    await until(enforced, "the quota controller took the new limit")
+    with pytest.raises(web.HTTPError) as e:
+        await named(carol, "two", {"project": "vision", "profile": "mig-1g"}).start()
+    assert e.value.status_code == 403
+    assert e.value.log_message == ("the project 'vision' has no accelerator quota left for this profile (its jobs "
+                                   "and servers use it all); your server 'one' holds the only one: stop it or pick "
+                                   "another profile")
+    await one.stop()
