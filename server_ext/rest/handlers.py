@@ -16,6 +16,10 @@ client sent them (`rest.fields`: ``package.path``, ``task``, ``mounts.credential
 parameter that is not UTF-8); every other path under ``ml/v1`` (`NotFoundHandler`) answers 404
 ``NOT_FOUND``, or 400 naming ``jobId``/``trialId`` when an id is malformed. Handlers are thin:
 parse (`rest.inputs`), call one service method, render.
+
+Activity: only requests that change something (``POST``: create, cancel) count as the user's
+activity of the server; reads (the widgets' polls, log streams, lists, gets) do not, so a notebook
+left open with live widgets does not keep an idle culler from stopping its server.
 """
 
 from __future__ import annotations
@@ -48,6 +52,14 @@ _PATH_FIELDS = {"job_id": "jobId", "trial_id": "trialId"}  # route groups → th
 
 class _Handler(ExtensionHandlerMixin, APIHandler):
     auth_resource = AUTH_RESOURCE
+    # What counts as the user's activity (jupyter_server's ``api_last_activity``, which an idle
+    # culler reads through the hub): creating and cancelling a job; never reading (lists, gets,
+    # log streams, trial metrics), which the widgets and panels do every few seconds by themselves.
+    ACTIVE_METHODS = frozenset({"POST"})
+
+    @property
+    def _track_activity(self) -> bool:  # read by APIHandler.update_api_activity
+        return self.request.method in self.ACTIVE_METHODS
     _checked = False  # set once `prepare` has authenticated the request
     _bad_path: UserInputError | None = None  # a path segment that was not UTF-8, told after authentication
 

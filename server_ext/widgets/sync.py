@@ -8,6 +8,10 @@ Guarantees:
   project, it lists the jobs once per `POLL_S` (the server answers from its watch cache) and
   stops while no widget listens. Subscribers are called on the client thread with the whole
   ``{jobId: job}`` map after every poll; they compute and send their own deltas.
+- A subscriber may say whether it is awake (`liveness`): one that is not is left out of the polls
+  (it keeps what it last sent: its next delta, once awake, is from there), and while none is
+  awake nothing is requested at all; the poll looks again every `POLL_S` (no request) and at once
+  when poked.
 - `poke()` polls early, but never more often than every `MIN_POLL_S`.
 - `LogFollower` emits at most one message per `LOG_FLUSH_S` while lines arrive (none while the log
   is silent), each ≤ `state.LOG_MAX_BYTES`; it holds at most ``cap`` lines whatever the log's
@@ -39,6 +43,11 @@ BUSY_S = 0.02  # a log read faster than it is written: after this long busy, the
 PAUSE_S = 0.005  # long enough for the kernel's thread to take the GIL (a bare yield is not)
 
 Subscriber = Callable[[dict, str], None]
+Awake = Callable[[], bool]
+
+
+def _always() -> bool:
+    return True
 
 
 class JobsPoll:
@@ -49,7 +58,7 @@ class JobsPoll:
         self.jobs: dict[str, dict] = {}
         self.error = ""
         self.polls = 0
-        self._subs: list[Subscriber] = []
+        self._subs: dict[Subscriber, Awake] = {}
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
 
@@ -57,11 +66,11 @@ class JobsPoll:
     def loop(self) -> asyncio.AbstractEventLoop:
         return self.client.bg.loop
 
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call `callback(jobs, error)` after each poll (and now, if a poll already answered); the
-        function returned unsubscribes. Callable from any thread."""
+    def subscribe(self, callback: Subscriber, awake: Awake = _always) -> Callable[[], None]:
+        """Call `callback(jobs, error)` after each poll while `awake()` (and now, if a poll already
+        answered); the function returned unsubscribes. Callable from any thread."""
         def add() -> None:
-            self._subs.append(callback)
+            self._subs[callback] = awake
             if self.polls:
                 callback(self.jobs, self.error)
             if self._task is None or self._task.done():
@@ -69,8 +78,7 @@ class JobsPoll:
                 self._task = self.loop.create_task(self._run())
 
         def remove() -> None:
-            if callback in self._subs:
-                self._subs.remove(callback)
+            self._subs.pop(callback, None)
         self.loop.call_soon_threadsafe(add)
         return lambda: self.loop.call_soon_threadsafe(remove)
 
@@ -80,8 +88,21 @@ class JobsPoll:
                 self._wake.set()
         self.loop.call_soon_threadsafe(wake)
 
+    def _listening(self) -> list[Subscriber]:
+        out = []
+        for callback, awake in list(self._subs.items()):
+            try:
+                if awake():
+                    out.append(callback)
+            except Exception:  # a broken predicate must not stop the others
+                log.exception("jobs poll subscriber of %s failed", self.project)
+        return out
+
     async def _run(self) -> None:
         while self._subs:
+            if not self._listening():  # quiet: no request until someone wakes
+                await self._nap(self.interval)
+                continue
             try:
                 self.jobs = {j["jobId"]: j for j in await list_all(self.client.jobs, self.project)}
                 self.error = ""
@@ -89,17 +110,21 @@ class JobsPoll:
                 self.error = str(e)
                 log.info("jobs poll of %s at %s failed: %s", self.project, self.client.base_url, e)
             self.polls += 1
-            for callback in list(self._subs):
+            for callback in self._listening():
                 try:
                     callback(self.jobs, self.error)
                 except Exception:  # one broken widget must not stop the others
                     log.exception("jobs poll subscriber of %s failed", self.project)
             await asyncio.sleep(MIN_POLL_S)
-            try:
-                await asyncio.wait_for(self._wake.wait(), max(self.interval - MIN_POLL_S, 0))
-            except asyncio.TimeoutError:
-                pass
-            self._wake.clear()
+            await self._nap(max(self.interval - MIN_POLL_S, 0))
+
+    async def _nap(self, seconds: float) -> None:
+        """Wait `seconds`, or less if poked."""
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+        self._wake.clear()
 
 
 _polls: dict[tuple[int, str], JobsPoll] = {}

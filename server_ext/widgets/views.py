@@ -14,6 +14,11 @@ Guarantees:
   (``display(widgets.jobs()); job.wait()``) would otherwise stay empty until the cell ends.
 - Widgets of one kernel share one `sync.JobsPoll` per (server, project); `close()` unsubscribes and
   stops the widget's log stream.
+- A widget no view has spoken to for `liveness.QUIET_AFTER_S` (views say ``alive`` every 10 s
+  while shown on a visible page), with no cell running, is quiet: it sends nothing (trait
+  updates included) and its poll leaves it out, so an abandoned notebook is idle for an idle
+  culler. A view's next message wakes it: it polls at once and makes good what it held back (the
+  whole state; a snapshot / log reset as for ``ready``).
 - No token, credential or secret is ever put in a trait or message.
 """
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import pathlib
 import secrets
+import threading
 import time
 from typing import Any, Callable
 
@@ -32,6 +38,7 @@ from ..client.notebook import Client
 from ..errors import PlatformError
 from ..jobs.listing import compile_filter
 from . import state
+from .liveness import Liveness
 from .sync import JobsPoll, LogFollower, shared_poll
 
 STATIC = pathlib.Path(__file__).parent / "static"
@@ -41,26 +48,76 @@ UNASKED_POLLS = 15  # polls (about 30 s) that re-send the snapshot while no view
 
 class _Widget(anywidget.AnyWidget):
     """Common parts: the project, a status line, the shared poll, custom messages dispatched by
-    ``type`` to ``_on_<type>`` (on the kernel's thread), and whether a view has asked (``ready``)
-    yet (`_asked`, read and set on the client thread)."""
+    ``type`` to ``_on_<type>`` (on the kernel's thread), whether a view has asked (``ready``)
+    yet (`_asked`, read and set on the client thread), and liveness (`liveness.Liveness`): while
+    quiet the poll leaves the widget out and `_send` sends nothing; what it held back is made good
+    when a view wakes it (`_resume`)."""
 
     _asked, _unasked_polls = False, 0
+    _quiet = False  # as last seen by `_awake`
+    _held_state = _held_custom = False  # a trait update / a custom message was held back while quiet
 
     project = t.Unicode("").tag(sync=True)
     status = t.Unicode("").tag(sync=True)
 
     def __init__(self, client: Client, project: str | None = None, poll: JobsPoll | None = None, **kwargs: Any):
+        self._alive = Liveness()
+        self._flip = threading.Lock()
         super().__init__(project=project or client.project, **kwargs)
         self._client = client
         self._poll = poll or shared_poll(client, self.project)
         self.on_msg(self._dispatch)
-        self._unsubscribe = self._poll.subscribe(self._on_jobs)
+        self._unsubscribe = self._poll.subscribe(self._on_jobs, self._awake)
+
+    def _handle_msg(self, msg: dict) -> None:
+        """Every message of a view (``alive``, ``ready``, a click, a trait it sets, the state a
+        reloaded page requests) is heard first: it wakes the widget before it is answered."""
+        self._alive.heard()
+        self._awake()
+        super()._handle_msg(msg)
 
     def _dispatch(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if isinstance(content, dict) and isinstance(content.get("type"), str):
             handler = getattr(self, "_on_" + content["type"], None)
             if handler is not None:
                 handler(content)
+
+    def _on_alive(self, _msg: dict) -> None:
+        """A view is shown (`_handle_msg` has heard it)."""
+
+    def _awake(self) -> bool:
+        """Whether the widget talks now (any thread). Waking up schedules `_resume`."""
+        awake = self._alive.awake()
+        with self._flip:
+            woke = awake and self._quiet
+            self._quiet = not awake
+        if woke:
+            self._soon(self._resume)
+        return awake
+
+    def _resume(self) -> None:
+        """Woken (client thread): send the whole state if an update was held back, answer as to a
+        ``ready`` if a message was (the views' protocol recovers from a gap that way), poll now."""
+        state_, custom = self._held_state, self._held_custom
+        self._held_state = self._held_custom = False
+        if state_:
+            self.send_state()
+        if custom:
+            handler = getattr(self, "_on_ready", None)
+            if handler is not None:
+                handler({"type": "ready"})
+        self._poll.poke()
+
+    def _send(self, msg: dict, buffers: Any = None) -> None:
+        """Every message to the views (trait updates and custom messages) passes here: held back
+        while quiet (a kernel message counts as the user's activity)."""
+        if not self._awake():
+            if msg.get("method") == "custom":
+                self._held_custom = True
+            else:
+                self._held_state = True
+            return
+        super()._send(msg, buffers)
 
     def _soon(self, fn: Callable, *args: Any) -> None:
         """Run `fn` on the client thread (where the poll's callbacks run: no lock needed)."""
