@@ -5,7 +5,10 @@
 
 1. ``MLPLATFORM_SERVER_URL`` + ``MLPLATFORM_SERVER_TOKEN``: set explicitly (any server);
 2. ``JUPYTERHUB_SERVICE_URL`` + ``JUPYTERHUB_API_TOKEN``: a JupyterHub single-user server sets
-   both for itself, so its terminals and kernels have them;
+   both for itself, so its terminals and kernels have them. The URL is the spawner's bind URL,
+   the server's own address, never the hub's proxy: the kernel's requests (widgets poll every
+   2 s) reach the server directly and are never counted as the proxy route's activity, which
+   an idle culler would read as the user's;
 3. ``JUPYTER_SERVER_URL`` + ``JUPYTER_TOKEN``: a plain jupyter_server puts neither into the
    environment of its kernels or terminals (it only reads ``JUPYTER_TOKEN``), so this matches only
    where a user or launcher exported both.
