@@ -21,6 +21,8 @@ Guarantees:
   recorded it.
 - The scale-tier box is never stale: choosing a machine type or an accelerator makes it CUSTOM
   (as the job will be), and choosing another tier clears them (that tier fixes the machines).
+- Credentials and datasets offered: the chosen project's (names only, from the same API); choosing
+  another project unticks those ticked, and the note says which.
 - Accelerators offered: only those the chosen project may use, each up to its limit
   (`form_choices.accelerator_offers`, from the hub's platform API read with the kernel's hub
   token: ``catalog``, ``projects`` and, on Kubernetes, ``capacity``); a note under the choice says
@@ -231,8 +233,6 @@ class SubmitForm(w.VBox):
                 info = {}
         self._info = info
         projects = [p.get("name") for p in (info.get("projects") or {}).get("projects", []) if p.get("name")]
-        names = {k: sorted({c.get("name") for c in (info.get(k) or {}).get(k, []) if c.get("name")})
-                 for k in ("credentials", "datasets")}
         style = {"description_width": LABEL_WIDTH}
 
         def field(kind, **kw):
@@ -250,8 +250,8 @@ class SubmitForm(w.VBox):
             "project": (field(w.Dropdown, description="Project", options=projects, value=client.project
                               if client.project in projects else projects[0]) if projects
                         else field(w.Text, description="Project", value=client.project)),
-            "credentials": field(w.SelectMultiple, description="Credentials", options=names["credentials"]),
-            "datasets": field(w.SelectMultiple, description="Datasets", options=names["datasets"]),
+            "credentials": field(w.SelectMultiple, description="Credentials", options=[]),
+            "datasets": field(w.SelectMultiple, description="Datasets", options=[]),
             "hyperparameters_on": field(w.Checkbox, description="Hyperparameter sweep", value=False),
             "hyperparameters": field(w.Textarea, description="Sweep spec", placeholder="goal: MAXIMIZE\n"
                                      "hyperparameterMetricTag: accuracy\nmaxTrials: 4\nparams: [...]",
@@ -288,7 +288,7 @@ class SubmitForm(w.VBox):
 
     # ---- the accelerator choice and the scale tier follow each other
     def _offer(self) -> None:
-        """Offer the accelerators the chosen project may use; say what a job gets."""
+        """Offer the accelerators, credentials and datasets of the chosen project; say what a job gets."""
         project = self.fields["project"].value or self.client.project
         offers, note = accelerator_offers(self._info, project, is_local(self._env))
         self._most = {o.value: o.most for o in offers}
@@ -298,6 +298,14 @@ class SubmitForm(w.VBox):
         choice.value = kept
         self._accelerator_set({"new": kept})
         lines = [runtime_note(self._info, self._env)] + ([note] if note else [])
+        for kind in ("credentials", "datasets"):  # the chosen project's (a job mounts its project's only)
+            names = sorted({c.get("name") for c in (self._info.get(kind) or {}).get(kind, [])
+                            if c.get("name") and c.get("project", project) == project})
+            box = self.fields[kind]
+            if box.value:  # another project's, even where a name is the same: never carried over silently
+                lines.append(f"Unticked {kind} of the previous project: {', '.join(box.value)}.")
+            box.value = ()
+            box.options = names
         self.accelerator_note.value = "<br>".join(f"<span style='color:#616161'>{_escape(t)}</span>" for t in lines)
 
     def _accelerator_set(self, change: Mapping) -> None:

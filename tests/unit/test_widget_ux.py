@@ -36,6 +36,10 @@ INFO = {
                              {"slug": "cpu", "accelerator": None, "accelerator_count": 0}]},
     "projects": {"projects": [{"name": n, "limits": limit} for n, limit in LIMITS.items()]},
     "capacity": {"accelerators": {"1g.5gb": {"free": 3, "total": 7}, "a100": {"free": 0, "total": 1}}},
+    "credentials": {"credentials": [{"project": "alice", "name": "gcs", "type": "gcp-credential"},
+                                    {"project": "vision", "name": "team-s3", "type": "aws-credential"}]},
+    "datasets": {"datasets": [{"project": "alice", "name": "mnist"}, {"project": "vision", "name": "imagenet"},
+                              {"project": "vision", "name": "mnist"}]},
 }
 LOCAL = {"MLPLATFORM_PROFILE": "mig-small", "CUDA_VISIBLE_DEVICES": "MIG-1234"}
 KUBE = {"MLPLATFORM_BACKEND": "kubernetes"}
@@ -198,5 +202,21 @@ def test_the_scale_tier_box_follows_the_machine_and_accelerator():
         assert check_values({**values, "module": "trainer.task", "package_path": "p"}) == []
         tier.value = "STANDARD_1"
         assert f.fields["machine_type"].value == ""
+    finally:
+        f.close()
+
+
+def test_credentials_and_datasets_offered_are_the_chosen_projects():
+    f = form()
+    try:
+        creds, data = f.fields["credentials"], f.fields["datasets"]
+        assert (creds.options, data.options) == (("gcs",), ("mnist",))
+        data.value = ("mnist",)
+        f.fields["project"].value = "vision"  # a job mounts its own project's only
+        assert (creds.options, data.options) == (("team-s3",), ("imagenet", "mnist"))
+        assert data.value == ()  # vision's mnist is another dataset: unticked, and said
+        assert "Unticked datasets of the previous project: mnist." in f.accelerator_note.value
+        f.fields["project"].value = "ops"
+        assert (creds.options, data.options, data.value) == ((), (), ())
     finally:
         f.close()
