@@ -14,8 +14,9 @@ the platform's config sections no platform spawner reads (traitlets would report
 registers the platform API handlers and their custom scope; grants every user
 ``custom:mlplatform:read`` and ``custom:mlplatform:credentials`` for themselves, and each notebook
 server ``custom:mlplatform:read`` for its owner (its jobs API checks projects with it); adds the
-credentials page's template; and makes `platform-local` the spawner unless one
-is set (or profiles are set on ``c.KubeSpawner``/``c.PlatformSpawner``: then ``platform``).
+platform's templates (the credentials page, and home.html, which adds each server's profile and
+project to JupyterHub's home page); and makes `platform-local` the spawner unless one is set
+(or profiles are set on ``c.KubeSpawner``/``c.PlatformSpawner``: then ``platform``).
 
 On Kubernetes (`PlatformSpawner`) it also adds the membership reconciler (`hub_ext.reconcile`):
 the endpoint ``POST /hub/api/mlplatform/reconcile`` and its scope, and, unless
