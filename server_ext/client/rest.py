@@ -11,10 +11,10 @@ Guarantees:
 - `logs` is an async iterator of `LogLine` read incrementally from the SSE stream. A connection
   that drops (or ends without the closing ``end`` event) is reopened with ``Last-Event-ID`` = the
   last line received, so no line is lost or repeated; after `RESUME_ATTEMPTS` reconnections in a
-  row that bring no line it gives up with `UpstreamError`. An event whose data carries the line's
-  own time (``"time"``: RFC 3339, where the runtime keeps one, e.g. a Kubernetes log read with
-  ``timestamps=true``) gives a `TimedLogLine` with it; without one, a plain `LogLine`: no time is
-  made up for a line.
+  row that bring no line it gives up with `UpstreamError`. Each `LogLine` keeps the event's
+  ``"time"`` (RFC 3339, where the runtime keeps one: a Kubernetes log read with ``timestamps=true``,
+  a local job's log) and ``"stream"`` (``stdout``/``stderr``, where the runtime keeps them apart);
+  None where the event has none: no time or stream is made up for a line.
 - Requests carry ``Authorization: token <token>``; the token is never logged or put in a URL.
 - One `aiohttp.ClientSession` per instance, opened on first use on the running loop; `close()`
   (or ``async with``) releases it.
@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
 from typing import Any, AsyncIterator
 from urllib.parse import quote
 
@@ -38,13 +37,6 @@ log = logging.getLogger(__name__)
 
 RESUME_ATTEMPTS = 5
 RESUME_DELAY_S = 0.2  # doubled after each failed reconnection, up to 2 s
-
-
-@dataclass(frozen=True)
-class TimedLogLine(LogLine):
-    """A `LogLine` with the time the server gave with it (RFC 3339 text, as sent)."""
-
-    time: str = ""
 
 
 def _q(part: str) -> str:
@@ -196,9 +188,8 @@ def _log_line(data: str, action: str) -> LogLine:
     try:
         raw = json.loads(data)
         seq, task, text = int(raw["seq"]), str(raw["task"]), str(raw["text"])
-        when = raw.get("time")
+        when, stream = raw.get("time"), raw.get("stream")
     except (ValueError, KeyError, TypeError, AttributeError):
         raise UpstreamError(action, "the notebook server sent a malformed log event") from None
-    if isinstance(when, str) and when:
-        return TimedLogLine(seq, task, text, when)
-    return LogLine(seq, task, text)
+    return LogLine(seq, task, text, when if isinstance(when, str) and when else None,
+                   stream if stream in ("stdout", "stderr") else None)

@@ -16,7 +16,10 @@ named ``trial-<id>`` (that trial's master) and ``trial-<id>/<task>`` (e.g.
 Log streams are async iterators of `LogLine`: ``seq`` numbers the lines of one task's log from 1,
 so a reader resumes with ``after=<last seq seen>`` (the SSE ``Last-Event-ID``) and never sees a
 line twice or misses one. With ``follow`` the stream ends when the task has ended and every line
-was sent; without it, it ends at the current end of the log.
+was sent; without it, it ends at the current end of the log. A line carries what its runtime
+keeps of it: ``time`` (when it was written, RFC 3339 UTC with ``Z``) and ``stream`` (``stdout`` or
+``stderr``, the trainer's stream); None where the runtime does not know (a line's time is never
+made up from when it was read).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class LogLine:
     seq: int  # 1-based line number in this task's log
     task: str  # e.g. "master-replica-0"
     text: str  # the line, without its newline
+    time: str | None = None  # when it was written (RFC 3339 UTC, "2026-12-04T03:20:01.123456Z"), if known
+    stream: str | None = None  # "stdout" or "stderr", where the runtime keeps them apart
 
 
 class JobBackend(Protocol):

@@ -28,8 +28,11 @@ Guarantees:
   waits for the pod to exist and its container to start (ending if the job ends first), streams,
   reconnects after a dropped stream without repeating a line, and ends when the container has
   terminated and every line was sent (a pod its controller replaced meanwhile continues the
-  numbering). Without ``follow`` it ends at the current end of the log.
-  A task the job does not have is `UserInputError("task-name", …)`.
+  numbering). Without ``follow`` it ends at the current end of the log. The log is read with
+  ``timestamps=true``: each line's ``time`` is the kubelet's (RFC 3339 UTC, as given, often with
+  nanoseconds), its text without it. Its ``stream`` is None: the pod log's ``stream=Stdout|Stderr``
+  query is alpha (``PodLogsQuerySplitStreams``, off by default in Kubernetes 1.37), so stdout and
+  stderr come merged. A task the job does not have is `UserInputError("task-name", …)`.
 - Sweeps: a plan with ``sweep``, or a user's own Katib Experiment
   (`submit_experiment`), is a Katib ``Experiment``; this class only dispatches to `kube_sweeps`,
   which says how they are created, cached, read, cancelled, logged (``trial-<id>``) and how
@@ -361,7 +364,7 @@ class KubeBackend:
                 pod_name, pod_uid = found
             partial = b""
             try:
-                reader = kube_pods.read_log(self.kube, project, pod_name, container, follow)
+                reader = kube_pods.read_log(self.kube, project, pod_name, container, follow, timestamps=True)
                 async with contextlib.aclosing(reader) as lines:
                     async for raw in lines:
                         if not raw.endswith(b"\n"):
@@ -369,7 +372,8 @@ class KubeBackend:
                             continue
                         read += 1
                         if base + read > after:
-                            yield LogLine(base + read, label, _text(raw))
+                            when, text = timed(raw)
+                            yield LogLine(base + read, label, text, when)
             except ApiException as e:
                 waiting = e.status == 400 and "waiting to start" in (e.body or "")  # the container has not started
                 if not (waiting or e.status == 404 or (follow and e.status in TRANSIENT)):
@@ -394,7 +398,8 @@ class KubeBackend:
             if partial and (done or not follow):
                 read += 1
                 if base + read > after:
-                    yield LogLine(base + read, label, _text(partial))
+                    when, text = timed(partial)
+                    yield LogLine(base + read, label, text, when)
             if done or not follow:
                 return
             if pod is not None and pod["metadata"].get("uid") != pod_uid:
@@ -423,3 +428,15 @@ class KubeBackend:
 def _text(raw: bytes) -> str:
     text = raw.decode("utf-8", errors="replace")
     return text[:-1] if text.endswith("\n") else text
+
+
+_STAMPED = re.compile(rb"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) ?(.*)", re.DOTALL)
+
+
+def timed(raw: bytes) -> tuple[str | None, str]:
+    """(time, text) of a line read with ``timestamps=true`` (the kubelet's RFC 3339 time, then a
+    space); (None, the line) for one without a time."""
+    match = _STAMPED.fullmatch(raw)
+    if match is None:
+        return None, _text(raw)
+    return match.group(1).decode(), _text(match.group(2))

@@ -5,7 +5,9 @@ then the `JobBackend` methods; ``await backend.close()`` at the end.
 
 A job runs as one process per task (`JobPlan.task_names`): ``<python> -m <pythonModule> <args…>``
 in ``<state_dir>/jobs/<project>/<jobId>/``, each in its own session (process group), stdout and
-stderr merged into ``<task>.log`` there, the environment from `local_env.task_env`. Code comes from
+stderr written line by line, in order, into ``<task>.log`` there with each line's time and stream
+in ``<task>.stamps`` (`local_procs`: `logs` gives them; stream-logs shows a stderr line as ERROR),
+the environment from `local_env.task_env`. Code comes from
 ``packageUris`` (`local_package`): sdists/wheels (local paths, ``file://``, ``gs://``/``s3://``
 fetched by `server_ext.jobs.fetch`, or the package shipped with the job, `JobPlan.package`, copied
 into the job's directory during `submit`) are installed with ``pip install --no-deps --target``

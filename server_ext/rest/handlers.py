@@ -176,7 +176,9 @@ class LogsHandler(_Handler):
     default: stop at the end of the log; anything else is refused). Resume with the
     ``Last-Event-ID`` header (or ``after=N``), in digits: lines after N are sent.
 
-    Events: ``id: <line number>`` + ``data: {"seq", "task", "text"}`` per line; a comment
+    Events: ``id: <line number>`` + ``data: {"seq", "task", "text", "time", "stream"}`` per line
+    (``time``: RFC 3339 UTC, ``stream``: ``stdout``/``stderr``; null where the runtime does not
+    keep them); a comment
     (``: keepalive``) every 15 s of silence; finally ``event: end`` with ``data: {"state"}`` (the
     job's state when the stream ended). Errors before the first byte are Google's error JSON.
     """
@@ -221,7 +223,8 @@ class LogsHandler(_Handler):
         async def pump() -> None:
             nonlocal size
             async for line in lines:
-                chunk = f"id: {line.seq}\ndata: {json.dumps({'seq': line.seq, 'task': line.task, 'text': line.text})}\n\n"
+                data = {"seq": line.seq, "task": line.task, "text": line.text, "time": line.time, "stream": line.stream}
+                chunk = f"id: {line.seq}\ndata: {json.dumps(data)}\n\n"
                 batch.append(chunk)
                 size += len(chunk)
                 ready.set()

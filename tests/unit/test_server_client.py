@@ -104,13 +104,16 @@ def test_errors_that_are_not_the_apis_own():
 
 
 def test_a_log_event_keeps_the_time_the_server_sent_and_makes_none_up():
-    from server_ext.client.rest import TimedLogLine, _log_line
+    from server_ext.client.rest import _log_line
     from server_ext.jobs.backend import LogLine
 
     timed = _log_line('{"seq": 3, "task": "master-replica-0", "text": "x", "time": "2026-12-03T15:54:02Z"}', "a")
-    assert timed == TimedLogLine(3, "master-replica-0", "x", "2026-12-03T15:54:02Z")
+    assert timed == LogLine(3, "master-replica-0", "x", "2026-12-03T15:54:02Z")
     plain = _log_line('{"seq": 3, "task": "master-replica-0", "text": "x"}', "a")
-    assert type(plain) is LogLine and not hasattr(plain, "time")
+    assert plain == LogLine(3, "master-replica-0", "x") and plain.time is None and plain.stream is None
+    err = _log_line('{"seq": 4, "task": "m", "text": "boom", "time": "2026-12-03T15:54:03.5Z", "stream": "stderr"}', "a")
+    assert (err.time, err.stream) == ("2026-12-03T15:54:03.5Z", "stderr")
+    assert _log_line('{"seq": 5, "task": "m", "text": "x", "stream": "tty"}', "a").stream is None
     with pytest.raises(UpstreamError):
         _log_line('["not", "an", "event"]', "a")
 
