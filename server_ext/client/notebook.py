@@ -23,6 +23,10 @@ Guarantees:
   `default_job_id`'s ``<module's last part>_<YYYYmmdd_HHMMSS>`` (UTC; ``trainer.task`` →
   ``task_20261203_155402``), as ``local train`` names its runs; one already given out by this
   process gets ``_2``, ``_3``…
+- A Katib Experiment submitted as it is (Katib's own examples) is changed as the CLI changes it
+  (`native_experiment.named`, `.notes`: JOB names it, a ``kubeflow`` namespace becomes the
+  project); once the server accepted it, `submit` prints each such note on stderr (the cell's
+  output), once per submit, as ``kubectl ai-platform`` does.
 - Every client's HTTP connections are closed when the interpreter exits (`atexit`, on the client
   thread, waiting at most `CLOSE_AT_EXIT_S`), and when a client is garbage-collected; the
   registry of clients holds them weakly, so a client nobody uses can be collected. Scripts end
@@ -41,6 +45,7 @@ import os
 import pathlib
 import queue
 import re
+import sys
 import threading
 import time
 import weakref
@@ -179,7 +184,8 @@ class Client:
         argument (``module_name``); the server's name its field (``trainingInput.pythonModule``).
         Without ``job_id`` (and no ``jobId`` in the config) the job is named `default_job_id`'s way."""
         project = project or self.project
-        doc, staging, mounts = job_document(config, package_path, flags)
+        said: list[str] = []  # what was changed in a Katib Experiment, told once it is accepted
+        doc, staging, mounts = job_document(config, package_path, flags, notes=said)
         made_up = isinstance(doc.get("jobId"), MadeUpId)  # `default_job_id`'s, not the user's
         service = RemoteService(self.jobs)
         for attempt in range(5):
@@ -187,6 +193,7 @@ class Client:
             try:
                 answer = self.call(service.create("", project, body, package_path=pathlib.Path(package_path)
                                                   if package_path else None, staging_bucket=staging))
+                _tell(said + experiment_notes(doc, project))
                 return JobHandle(self, project, answer)
             except JobExists:
                 if not made_up or attempt == 4:  # a name the user chose is theirs to change
@@ -338,12 +345,29 @@ def _fresh(job_id: str) -> str:
         return fresh
 
 
+def experiment_notes(doc: Any, project: str) -> list[str]:
+    """What the server changes in a Katib Experiment `doc` submitted to `project` (its namespace)."""
+    if not (isinstance(doc, Mapping) and doc.get("kind") == "Experiment"):
+        return []
+    from ..jobs.native_experiment import notes
+
+    return notes(doc, project)
+
+
+def _tell(notes: list[str]) -> None:
+    if notes:
+        sys.stderr.write("".join(note + "\n" for note in notes))
+        sys.stderr.flush()
+
+
 def job_document(config: Any, package_path: Any, flags: Mapping[str, Any],
-                 now: datetime.datetime | None = None) -> tuple[dict, str | None, dict]:
+                 now: datetime.datetime | None = None,
+                 notes: list[str] | None = None) -> tuple[dict, str | None, dict]:
     """(the create body without mounts, the staging bucket, the mounts) of a `submit` call, read
     as ``kubectl ai-platform jobs submit training`` reads its flags; without a job id (``job_id``
     or the config's ``jobId``), `default_job_id` of the module at `now` (default: the clock). Pure
-    but for reading a config file, the clock, and the ids made up so far."""
+    but for reading a config file, the clock, and the ids made up so far. `notes` gets what was
+    changed in a Katib Experiment's config (its ``metadata.name``, replaced after ``job_id``)."""
     from ..cli.flags import UsageError, flags_to_job, mounts_from_flags, parse_args
 
     flags = dict(flags)
@@ -389,7 +413,7 @@ def job_document(config: Any, package_path: Any, flags: Mapping[str, Any],
     except UsageError as e:
         raise UserInputError("flags", e.message) from None
     try:
-        doc, _ = flags_to_job(args, read=lambda _path: text)
+        doc, _ = flags_to_job(args, read=lambda _path: text, notes=notes)
     except UserInputError as e:  # named as submit()'s arguments: --module-name → module_name
         field = e.field.replace(" in --config", " in config")
         if field.startswith("--"):

@@ -2,7 +2,10 @@
 `projects.jobs`:
 
     POST   …/jobs                      create (body: a Job; 409 ALREADY_EXISTS for a taken jobId;
-                                       platform fields "mounts" and "package", see rest.package_field)
+                                       platform fields "mounts" and "package", see rest.package_field;
+                                       or a Katib Experiment: what is changed in it, e.g. a replaced
+                                       namespace, comes as ``Warning: 299 - "<note>"`` headers, as
+                                       the Kubernetes API server warns)
     GET    …/jobs?filter=&pageSize=&pageToken=   list
     GET    …/jobs/{jobId}              get
     POST   …/jobs/{jobId}:cancel       cancel (empty body, answers ``{}`` as Google's does)
@@ -40,6 +43,7 @@ from tornado.iostream import StreamClosedError
 
 from ..errors import PlatformError, UserInputError
 from ..jobs.model import JOB_ID
+from ..jobs.native_experiment import notes
 from . import fields, inputs
 from .errors import error_body
 from .package_field import split_package
@@ -138,6 +142,9 @@ class JobsHandler(_Handler):
             job = await service.create(self.user, project, body, package_path=package_path, staging_bucket=bucket)
         except UserInputError as e:
             raise fields.for_create(e, sent) from None
+        if isinstance(body, dict) and body.get("kind") == "Experiment":
+            for note in notes(body, project):
+                self.add_header("Warning", f"299 - {json.dumps(note)}")
         self.finish(json.dumps(job))
 
 
