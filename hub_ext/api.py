@@ -7,7 +7,10 @@ JSON, authenticated with JupyterHub tokens or the hub cookie, and scoped: the cu
 ``custom:mlplatform:read!user``) is checked with the URL's user as filter, so a user reads only
 their own view; a caller holding the scope for nobody gets 403, for someone else 404 (as
 JupyterHub's own API answers). Faces only: every answer comes from the user's spawner's
-`Runtime` (projects, entitlements, catalogue) and its capacity view.
+`Runtime` (projects, entitlements, catalogue) and its capacity view. With a callable
+``profile_list`` (`hub_ext.profile_source`), ``projects`` and ``catalog`` call it for that user
+first, as the spawn form does, so they list that user's profiles; when it raises or gives a list
+with problems they answer 500 naming the path at fault (`profile_source.refusal`).
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from jupyterhub.apihandlers.base import APIHandler
 from jupyterhub.scopes import has_scope
 from tornado import web
 
-from .errors import PlatformError, http_answer
+from .errors import ConfigError, PlatformError, http_answer
 from .mounts import metadata
+from .profile_source import refusal
 from .publish import accelerator_json, profile_json
 
 SCOPE = "custom:mlplatform:read"
@@ -48,6 +52,16 @@ class _PlatformHandler(APIHandler):
             raise web.HTTPError(404, "this hub's spawner is not a platform spawner")
         return spawner
 
+    async def _with_profiles(self, user_name: str):
+        """`_spawner_for`, its profiles loaded for this user (a callable profile_list is called)."""
+        spawner = self._spawner_for(user_name)
+        try:
+            await spawner.load_profiles()
+        except ConfigError as e:
+            self.log.error("the profile list for %s is invalid: %s", spawner.user.name, e)
+            raise refusal(e, spawner.user.name) from None
+        return spawner
+
 
 class ReconcileHandler(APIHandler):
     """``POST /hub/api/mlplatform/reconcile``: one round of `hub_ext.reconcile` (team projects'
@@ -68,18 +82,19 @@ class ReconcileHandler(APIHandler):
 
 class ProjectsHandler(_PlatformHandler):
     async def get(self, user_name):
-        spawner = self._spawner_for(user_name)
+        spawner = await self._with_profiles(user_name)
+        offered = spawner.runtime.profiles_by_slug  # a grant may name a profile a callable did not give
         out = []
         for p in spawner.user_projects():
             in_use = await spawner.usage(p.name)
             out.append({"name": p.name, "display_name": p.display_name, "personal": p.personal,
-                        "profiles": sorted(p.profiles), "limits": p.limits, "in_use": in_use})
+                        "profiles": sorted(p.profiles & offered.keys()), "limits": p.limits, "in_use": in_use})
         self.write({"projects": out})
 
 
 class CatalogHandler(_PlatformHandler):
     async def get(self, user_name):
-        spawner = self._spawner_for(user_name)
+        spawner = await self._with_profiles(user_name)
         rt = spawner.runtime
         usable = set().union(*(p.profiles for p in spawner.user_projects()))
         self.write({"accelerators": [accelerator_json(a) for a in rt.accelerators.values()],
