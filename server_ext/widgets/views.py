@@ -86,14 +86,21 @@ class _Widget(anywidget.AnyWidget):
         """A view is shown (`_handle_msg` has heard it)."""
 
     def _awake(self) -> bool:
-        """Whether the widget talks now (any thread). Waking up schedules `_resume`."""
+        """Whether the widget talks now (any thread). Going quiet schedules `_going_quiet`, waking
+        up `_resume`."""
         awake = self._alive.awake()
         with self._flip:
-            woke = awake and self._quiet
+            woke, went = awake and self._quiet, not awake and not self._quiet
             self._quiet = not awake
         if woke:
             self._soon(self._resume)
+        elif went:
+            self._soon(self._going_quiet)
         return awake
+
+    def _going_quiet(self) -> None:
+        """Gone quiet (client thread): a subclass stops what it feeds its views from (a log stream)
+        and starts it again in `_resume`. Nothing here: the poll leaves a quiet widget out."""
 
     def _resume(self) -> None:
         """Woken (client thread): send the whole state if an update was held back, answer as to a

@@ -65,6 +65,22 @@ def test_reads_are_not_activity_and_writes_are(jp_fetch, run, jp_serverapp):
     assert jp_serverapp.web_app.last_activity() >= LONG_AGO
 
 
+class Table(JobsTable):
+    """A jobs table that counts its transitions (the hooks a subclass uses to pause a log stream)."""
+
+    def __init__(self, *args, **kwargs):
+        self.transitions: list[str] = []
+        super().__init__(*args, **kwargs)
+
+    def _going_quiet(self) -> None:
+        self.transitions.append("quiet")
+        super()._going_quiet()
+
+    def _resume(self) -> None:
+        self.transitions.append("resumed")
+        super()._resume()
+
+
 def test_widgets_no_view_speaks_to_go_quiet_and_a_view_wakes_them(client, run, monkeypatch):
     monkeypatch.setattr(comm, "create_comm", RecordingComm)
     monkeypatch.setattr(liveness, "QUIET_AFTER_S", 2.0)
@@ -78,7 +94,7 @@ def test_widgets_no_view_speaks_to_go_quiet_and_a_view_wakes_them(client, run, m
 
     def go():
         client.submit(job_body("act_run", "--epochs=1000", "--sleep=0.2"))
-        table = JobsTable(client, poll=poll)
+        table = Table(client, poll=poll)
         detail = JobDetail(client, "act_run", poll=poll)
         t0, first = time.monotonic(), len(TRAFFIC.contents)
         from_view(table, {"type": "ready"})
@@ -92,6 +108,7 @@ def test_widgets_no_view_speaks_to_go_quiet_and_a_view_wakes_them(client, run, m
         time.sleep(3.0)  # the trainer logs 5 lines a second meanwhile
         assert TRAFFIC.since(t1) == [], "a widget no view speaks to sent messages"
         assert poll.polls == polls, "a poll no awake widget listens to made requests"
+        assert table.transitions == ["quiet"]
         # the page is reloaded: its widget manager asks the table for its state first (an answer
         # held back would leave the view unrendered), then the view says it is alive
         t2 = time.monotonic()
@@ -99,6 +116,7 @@ def test_widgets_no_view_speaks_to_go_quiet_and_a_view_wakes_them(client, run, m
         assert [r for r in TRAFFIC.since(t2) if r[2] == "update"], "the state a page asks for is held back"
         from_view(table, {"type": "alive"})
         until(lambda: any(r[3] in ("delta", "snapshot") for r in TRAFFIC.since(t2)))
+        assert table.transitions == ["quiet", "resumed"]
         updates = [r for r in TRAFFIC.since(t2) if r[2] == "update"]
         from_view(detail, {"type": "alive"})
         until(lambda: any(r[3] == "log_reset" for r in TRAFFIC.since(t2)))
