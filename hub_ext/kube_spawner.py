@@ -10,11 +10,16 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   with ``when_full = "refuse"`` a spawn that cannot get its accelerator is refused before
   anything is created; with ``"wait"`` the pod waits in the scheduler's queue and progress says
   for what. Datasets still loading are refused, or waited for (``when_dataset_loading``).
-- The pod: the plan's resources (the accelerator limit), node selector and tolerations merged
-  over the configured ones; the project's ServiceAccount, its token mounted; the chosen
-  credentials and datasets mounted read-only (`hub_ext.kube_mounts`), their *paths* in
-  ``GOOGLE_APPLICATION_CREDENTIALS``, ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE`` and
-  ``MLPLATFORM_DATASETS``; names and labels from KubeSpawner's safe slugs.
+- With a callable ``profile_list``, a team project's published catalogue (ConfigMap
+  ``mlplatform-catalog``) has the accelerators and limits the jobs API plans with, no profiles:
+  members' lists differ, and whoever provisions first must not decide (each member's own are in
+  the platform API's). A personal project's has its owner's latest result.
+- The pod: each dict-valued setting of the plan merged into the configured one as KubeSpawner
+  merges overrides (recursively; None removes a key); tolerations, volumes and mounts added; the
+  project's ServiceAccount, its token mounted; the chosen credentials and datasets mounted
+  read-only (`hub_ext.kube_mounts`), their *paths* in ``GOOGLE_APPLICATION_CREDENTIALS``,
+  ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE`` and ``MLPLATFORM_DATASETS``; names and
+  labels from KubeSpawner's safe slugs.
 - The hub's API token for the server is not a plain env value in the pod spec (anyone who may
   read pods would see it, kubespawner#398): it lives in a Secret ``<pod>-hub-token`` (created
   before the pod, deleted when the server stops; `hub_ext.kube_token`) and the env refers to it.
@@ -161,20 +166,20 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
 
     # ---- projects ---------------------------------------------------------------------------------
     def _members(self) -> list[tuple[str, str]]:
-        if not self.member_identity_template:
-            return []
-        return [(self.user.name, self.member_identity_template.format(username=self.user.name))]
+        template = self.member_identity_template
+        return [(self.user.name, template.format(username=self.user.name))] if template else []
 
     async def provision(self) -> list[Project]:
         """Make sure every project of the user exists as it should (idempotent; cached)."""
         rt, shared = self.runtime, self.shared
         projects = self.user_projects()
-        members = self._members()
-        tenancy = self.tenancy_settings()
+        members, tenancy = self._members(), self.tenancy_settings()
         for p in projects:
-            key = (id(rt), repr(p), tuple(members), repr(tenancy))
+            shown = rt.profiles if rt.dynamic is None or p.personal else ()
+            config = id(rt) if rt.dynamic is None else (id(rt.dynamic), repr(rt.accelerators), repr(shown))
+            key = (config, repr(p), tuple(members), repr(tenancy))
             await shared.provisioner.ensure(
-                key, lambda p=p: project_objects(p, rt.accelerators, rt.profiles, members, tenancy),
+                key, lambda p=p, shown=shown: project_objects(p, rt.accelerators, shown, members, tenancy),
                 f"prepare the project {p.name!r}")
         if self.member_identity_template:
             mine = {p.name for p in projects}
@@ -303,12 +308,14 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
     def _apply(self, plan: Plan, available: Available, creds: Any, datasets: Any) -> None:
         ns = plan.project.name
         for trait, value in plan.settings.items():
-            if trait in ("extra_resource_limits", "node_selector", "extra_labels"):
-                value = {**getattr(self, trait), **value}
-            elif trait in ("tolerations", "volumes", "volume_mounts"):
-                value = _added(getattr(self, trait), value)
-            if self.has_trait(trait):
-                self._set(trait, value)
+            if not self.has_trait(trait):
+                continue
+            current = getattr(self, trait)
+            if trait in ("tolerations", "volumes", "volume_mounts"):
+                value = _added(current, value)
+            elif isinstance(value, dict) and isinstance(current, dict):
+                value = _merged(current, value)
+            self._set(trait, value)
         if ns != self.namespace:
             self._pvc_exists = False  # a home PVC is per namespace: KubeSpawner must make it in this one
         self.namespace = ns
@@ -471,6 +478,19 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         if plan is not None:
             state["mlplatform"] = {"project": plan.project.name, "profile": plan.profile.slug}
         return state
+
+
+def _merged(configured: dict, override: dict) -> dict:
+    """KubeSpawner's `_apply_overrides` rule for a dict (recursive; None removes a key), on copies."""
+    out = copy.deepcopy(configured)
+    for key, value in override.items():
+        if isinstance(value, dict):
+            out[key] = _merged(out[key] if isinstance(out.get(key), dict) else {}, value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
 
 
 def _added(configured: list, extra: list) -> list:
