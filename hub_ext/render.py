@@ -9,6 +9,14 @@ the member binding of ``member_identity_template`` and the tenancy settings of t
 ``PlatformSpawner`` section (read as traitlets would: ``c.KubeSpawner.x`` applies unless
 ``c.PlatformSpawner.x`` says otherwise). Output is deterministic: the same file and arguments give
 the same bytes (no time, no absolute paths beyond the file name given).
+
+Problems are named where the file writes them, as ``mlplatform check-config`` names them
+(``KubeSpawner.profile_list[0].slug``, ``singleuser.profileList[0]...`` in values files,
+``hub.config.PlatformSpawner.pod_security_enforce``). A callable ``profile_list`` cannot be
+called here (it is a function of the hub's spawner, called per user at each spawn form and
+spawn): every other object is rendered, the catalogues list no profiles, and the header says so
+naming the setting (on the hub, a team project's catalogue lists none either; a personal
+project's lists its owner's result: `hub_ext.kube_spawner`).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ from traitlets.config import Config, LazyConfigValue
 from .entitlements import Project, projects_for
 from .errors import ConfigError, Problem
 from .platform import Runtime, kubespawner_traits
-from .setup import settings_from_config
+from .setup import locate, located_settings
 from .tenancy import TenancySettings, project_objects
 
 
@@ -94,21 +102,51 @@ def dump(obj: Any) -> str:
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=100)
 
 
+def config_origins(origins: Mapping[str, str], prefix: str = "", profile_list_path: str = "") -> dict[str, str]:
+    """`hub_ext.setup.located_settings`' origins as the file writes them: under the values files'
+    ``hub.config.`` `prefix`, and a z2jh ``singleuser.profileList`` at `profile_list_path`."""
+    out = {key: prefix + origin for key, origin in origins.items()}
+    if profile_list_path and out.get("profile_list", "").endswith("KubeSpawner.profile_list"):
+        out["profile_list"] = profile_list_path
+    return out
+
+
+def _parsed(c: Config, section: str, prefix: str, profile_list_path: str) -> tuple[Runtime, dict[str, str]]:
+    """The platform settings of `c` parsed, and where each is written; problems named there."""
+    settings, origins = located_settings(c, section)
+    origins = config_origins(origins, prefix, profile_list_path)
+    try:
+        return Runtime.parse(settings, kubespawner_traits()), origins
+    except ConfigError as e:
+        located = [locate(p, origins) for p in e.problems]
+        raise ConfigError([Problem(profile_list_path, p.message) if p.path == "profiles" and profile_list_path
+                           and p.message == "no profiles are configured" else p for p in located]) from None
+
+
 def render(c: Config, section: str, source: str, username: str, groups: Iterable[str] = (),
-           admin: bool = False) -> str:
-    """The YAML for `username` in `groups` under config `c` (`section`: the spawner section that
-    applies, from `hub_ext.cli.load_config`; `source`: the file name for the header). Raises
-    ConfigError with every problem of the file, NotKubernetes for a local runtime config."""
+           admin: bool = False, prefix: str = "", profile_list_path: str = "") -> str:
+    """The YAML for `username` in `groups` under config `c` (`section`, `prefix`,
+    `profile_list_path`: from `hub_ext.cli.load_located`; `source`: the file name for the header).
+    Raises ConfigError with every problem of the file, NotKubernetes for a local runtime config."""
     if section != "PlatformSpawner":
         raise NotKubernetes(f"{source}: the spawner is the local runtime ({section}), which creates no Kubernetes "
                             "objects; set c.JupyterHub.spawner_class = \"platform\" (or render a z2jh values file)")
     if not username:
         raise ValueError("the user name is empty")
     groups = sorted(set(groups))
-    runtime = Runtime.parse(settings_from_config(c, section), kubespawner_traits())
-    values = spawner_values(c)
-    members = members_of(username, values)
-    settings = tenancy_settings(values)
+    values, problems = spawner_values(c), []  # every problem of the file at once
+    try:
+        runtime, origins = _parsed(c, section, prefix, profile_list_path)
+    except ConfigError as e:
+        problems += e.problems
+    for step in (lambda: members_of(username, values), lambda: tenancy_settings(values)):
+        try:
+            step()
+        except ConfigError as e:  # named under the spawner's section, as the file writes it
+            problems += [Problem(prefix + p.path, p.message) for p in e.problems]
+    if problems:
+        raise ConfigError(problems)
+    members, settings = members_of(username, values), tenancy_settings(values)
     projects = projects_for(runtime.entitlements, username, groups, admin)
 
     header = [
@@ -122,6 +160,11 @@ def render(c: Config, section: str, source: str, username: str, groups: Iterable
     unknown = [g for g in groups if g not in runtime.entitlements.groups]
     if unknown:
         header.append(f"# note: no grant in this config for group(s): {', '.join(unknown)}")
+    if runtime.dynamic is not None:
+        header += [f"# note: {origins.get('profile_list', 'profile_list')} is a function of the spawner: only the hub "
+                   "can call it (per user, at each spawn form and spawn),",
+                   "#   so the catalogues below list no profiles (on the hub, a team project's lists none either; "
+                   "a personal project's lists its owner's profiles)"]
     docs = []
     for project in projects:
         for obj in project_objects(project, runtime.accelerators, runtime.profiles, members, settings):
@@ -133,7 +176,7 @@ def render(c: Config, section: str, source: str, username: str, groups: Iterable
 
 def render_file(path: pathlib.Path, username: str, groups: Iterable[str] = (), admin: bool = False) -> str:
     """`render` for a jupyterhub_config.py or z2jh values file (`hub_ext.cli.load_config`)."""
-    from .cli import load_config
+    from .cli import load_located
 
-    c, section = load_config(path)
-    return render(c, section, str(path), username, groups, admin)
+    c, section, prefix, profile_list_path = load_located(path)
+    return render(c, section, str(path), username, groups, admin, prefix, profile_list_path)

@@ -158,11 +158,68 @@ def test_a_config_with_problems_prints_each_with_its_field(tmp_path, capsys):
         'c.PlatformSpawner.pod_security_enforce = "lenient"\n'
     code, out, err = render(tmp_path, capsys, "--user", "alice", text=text)
     assert code == 1 and out == ""
-    assert "error: profiles['gpu'].accelerator: unknown accelerator 'h100'" in err
+    assert "error: PlatformConfig.profiles['gpu'].accelerator: unknown accelerator 'h100'" in err  # as written
     text = CONFIG_PY + 'c.PlatformSpawner.pod_security_enforce = "lenient"\n'
     code, out, err = render(tmp_path, capsys, "--user", "alice", text=text)
     assert code == 1 and out == ""
     assert "error: PlatformSpawner.pod_security_enforce: must be one of" in err
+
+
+Z2JH_CONFIG_PY = """
+c = get_config()
+c.KubeSpawner.profile_list = [
+    {"display_name": "Small", "slug": "small", "default": True, "kubespawner_override": {"cpu_limt": 2}},
+    {"slug": "gpu", "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "1"}}},
+]
+"""
+
+Z2JH_VALUES = """
+hub:
+  config:
+    PlatformSpawner: {pod_security_enforce: lenient}
+singleuser:
+  profileList:
+    - {display_name: Small, slug: small, kubespawner_override: {mem_limit: lots}}
+"""
+
+
+def test_problems_are_named_where_the_file_writes_them(tmp_path, capsys):
+    """As check-config names them: the KubeSpawner section a jupyterhub_config.py sets, a values
+    file's singleuser.profileList and hub.config sections."""
+    code, out, err = render(tmp_path, capsys, "--user", "alice", text=Z2JH_CONFIG_PY)
+    assert code == 1 and out == ""
+    assert "error: KubeSpawner.profile_list[0].kubespawner_override.cpu_limt: is not a KubeSpawner trait; " \
+           "did you mean 'cpu_limit'?" in err
+    assert "error: KubeSpawner.profile_list[1].display_name:" in err
+    code, out, err = render(tmp_path, capsys, "--user", "alice", text=Z2JH_VALUES, name="values.yaml")
+    assert code == 1 and out == ""
+    assert "error: singleuser.profileList[0].kubespawner_override.mem_limit:" in err
+    assert "error: hub.config.PlatformSpawner.pod_security_enforce: must be one of" in err
+
+
+CALLABLE_PY = CONFIG_PY.replace("c.PlatformConfig.profiles = {", "_unused = {") + """
+def per_user(spawner):
+    return [{"display_name": "CPU", "slug": "cpu", "description": f"for {spawner.user.name}"}]
+
+
+c.KubeSpawner.profile_list = per_user
+"""
+
+
+def test_a_callable_profile_list_renders_every_other_object_and_says_why_no_profile_is_listed(tmp_path, capsys):
+    code, out, err = render(tmp_path, capsys, "--user", "alice", "--group", "vision", text=CALLABLE_PY)
+    assert code == 0, err
+    header = out.split("---", 1)[0]
+    assert "# note: KubeSpawner.profile_list is a function of the spawner: only the hub can call it" in header
+    assert "the catalogues below list no profiles" in header
+    objects = docs(out)
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == [personal_project_name("alice"),
+                                                                                    "vision"]
+    for cm in (o for o in objects if o["kind"] == "ConfigMap"):
+        assert yaml.safe_load(cm["data"]["catalog.json"])["profiles"] == []
+    quota = next(o for o in objects if o["metadata"]["name"] == "mlplatform-accelerators"
+                 and o["metadata"]["namespace"] == "vision")
+    assert quota["spec"]["hard"]["requests.nvidia.com/mig-1g.5gb"] == "2"  # the limits do not need the list
 
 
 @pytest.mark.parametrize("text, name, words", [
