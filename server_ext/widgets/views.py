@@ -255,6 +255,14 @@ class JobDetail(_Widget):
     def _on_ready(self, _msg: dict) -> None:
         self._logs.view_ready()
 
+    def _going_quiet(self) -> None:
+        """No view is left: stop reading the log (resumed after the last line held)."""
+        self._logs.follow(False)
+
+    def _resume(self) -> None:
+        super()._resume()
+        self._logs.follow(self.follow)
+
     def _on_cancel(self, _msg: dict) -> None:
         now = time.monotonic()
         self._tokens = {k: v for k, v in self._tokens.items() if now - v < CONFIRM_TTL_S}

@@ -109,6 +109,7 @@ def test_widgets_no_view_speaks_to_go_quiet_and_a_view_wakes_them(client, run, m
         assert TRAFFIC.since(t1) == [], "a widget no view speaks to sent messages"
         assert poll.polls == polls, "a poll no awake widget listens to made requests"
         assert table.transitions == ["quiet"]
+        assert detail._logs._reader is None, "a quiet job detail still reads its log stream"
         # the page is reloaded: its widget manager asks the table for its state first (an answer
         # held back would leave the view unrendered), then the view says it is alive
         t2 = time.monotonic()
