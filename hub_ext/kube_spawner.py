@@ -171,6 +171,8 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
 
     async def provision(self) -> list[Project]:
         """Make sure every project of the user exists as it should (idempotent; cached)."""
+        if self.runtime.dynamic is not None and not self.runtime.profiles:  # not called yet: the API, credentials
+            await self._profiles_or_refusal()
         rt, shared = self.runtime, self.shared
         projects = self.user_projects()
         members, tenancy = self._members(), self.tenancy_settings()
@@ -307,9 +309,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
 
     def _apply(self, plan: Plan, available: Available, creds: Any, datasets: Any) -> None:
         ns = plan.project.name
-        for trait, value in plan.settings.items():
-            if not self.has_trait(trait):
-                continue
+        for trait, value in [(t, v) for t, v in plan.settings.items() if self.has_trait(t)]:
             current = getattr(self, trait)
             if trait in ("tolerations", "volumes", "volume_mounts"):
                 value = _added(current, value)

@@ -75,6 +75,11 @@ async def test_published_catalogues_do_not_depend_on_who_provisioned_first(clust
                                                                                   ("mig-1g", "")]
     assert [p["slug"] for p in mine["bob"]["profiles"]] == ["cpu", "bob-box"]
 
+    # a spawner the function was not called for yet (the platform API's files, the credentials
+    # page) calls it before provisioning: the personal catalogue stays its owner's
+    await make_spawner(make_user("alice", ["vision"]), **SETTINGS).project_files(personal["alice"])
+    assert catalog(cluster, personal["alice"]) == mine["alice"]
+
     # each call of the function makes a new result, but an unchanged one requests nothing again
     before = len(cluster.requests())
     await provisioned("alice")
