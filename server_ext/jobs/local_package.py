@@ -27,7 +27,8 @@ directories to run in place, the package shipped with it (``--package-path``) in
   renamed into place only once pip succeeded, so two trials starting at once never both install,
   and no job ever sees a half install (a temporary directory left by a crash is removed by the
   next install). The first job's log gets "Installing … into …" and pip's output; a job that
-  reuses it one line, "Using … installed before (…) from …". pip failing raises `InstallFailed`.
+  reuses it one line, "Using … installed before (…) from …"; every one of these lines is stamped
+  with its time and stream, as the trainer's are (`local_procs.tagged`, `local_procs.note`). pip failing raises `InstallFailed`.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from hub_ext.errors import PlatformError, UserInputError
 from hub_ext.local_files import PRIVATE_UMASK, private_dir, private_opener
 
 from .local_env import PackageSource, package_sources
+from .local_procs import note, tagged
 from .plan import JobPlan, ShippedPackage
 
 SHIPPED_DIR = "shipped"
@@ -190,11 +192,6 @@ async def _lock(path: pathlib.Path, cancelled: asyncio.Event) -> int | None:
             await asyncio.sleep(_LOCK_POLL_S)
 
 
-def _note(log_path: pathlib.Path, text: str) -> None:
-    with open(log_path, "ab", opener=private_opener) as out:
-        out.write(text.encode() + b"\n")
-
-
 async def install(files: Sequence[pathlib.Path], *, python: str, state_dir: pathlib.Path, project: str,
                   log_path: pathlib.Path, env: Mapping[str, str], cancelled: asyncio.Event,
                   started: Callable[[asyncio.subprocess.Process | None], None]) -> pathlib.Path | None:
@@ -211,17 +208,17 @@ async def install(files: Sequence[pathlib.Path], *, python: str, state_dir: path
     try:
         if (target / "site").is_dir():
             os.utime(target)  # when it was last used
-            _note(log_path, f"Using {names} installed before (sha256 {key[:12]}) from {target / 'site'}")
+            note(log_path, f"Using {names} installed before (sha256 {key[:12]}) from {target / 'site'}")
             return target / "site"
         for stale in [*root.glob(f".{key}-*"), target]:  # a crashed install's, or a directory without its site
             await asyncio.to_thread(shutil.rmtree, stale, True)  # (only the lock's holder installs this key)
         work = pathlib.Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
         try:
-            _note(log_path, f"Installing {names} into {target / 'site'}")
+            note(log_path, f"Installing {names} into {target / 'site'}")
             with open(log_path, "ab", opener=private_opener) as out:
-                process = await asyncio.create_subprocess_exec(
+                process = await asyncio.create_subprocess_exec(*tagged(log_path, [
                     python, "-m", "pip", "install", "--no-deps", "--no-input", "--disable-pip-version-check",
-                    "--target", str(work / "site"), *map(str, files), stdin=asyncio.subprocess.DEVNULL,
+                    "--target", str(work / "site"), *map(str, files)]), stdin=asyncio.subprocess.DEVNULL,
                     stdout=out, stderr=asyncio.subprocess.STDOUT, env=dict(env), cwd=work,
                     start_new_session=True, umask=PRIVATE_UMASK)
             started(process)

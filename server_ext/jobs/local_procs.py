@@ -41,6 +41,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import functools
 import os
 import pathlib
@@ -182,6 +183,22 @@ def stamps_path(log_path: pathlib.Path) -> pathlib.Path:
     return log_path.with_suffix(".stamps")
 
 
+def tagged(log_path: pathlib.Path, argv: Sequence[str]) -> list[str]:
+    """`argv` run under the tagger: its stdout and stderr lines go to fd 1 (the log, opened for
+    appending) with their stamps in `stamps_path` (as a replica's are)."""
+    return [sys.executable, "-I", "-S", "-c", _TAG, str(stamps_path(log_path)), *argv]
+
+
+def note(log_path: pathlib.Path, text: str) -> None:
+    """Append the platform's own line `text` to the log, stamped now as stdout."""
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    with open(log_path, "ab", opener=private_opener) as out:
+        offset = out.seek(0, os.SEEK_END)
+        with open(stamps_path(log_path), "ab", opener=private_opener) as stamps:
+            stamps.write(b"%d %s stdout\n" % (offset, when.encode()))
+        out.write(text.encode() + b"\n")
+
+
 def tmp_path(path: pathlib.Path) -> pathlib.Path:
     return path.with_name(path.name + ".tmp")
 
@@ -259,8 +276,7 @@ async def start_replica(task: str, argv: Sequence[str], env: Mapping[str, str], 
                         log_path: pathlib.Path, exit_path: pathlib.Path) -> Replica:
     with open(log_path, "ab", opener=private_opener) as out:
         process = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", _WRAP, str(exit_path), sys.executable, "-I", "-S", "-c", _TAG,
-            str(stamps_path(log_path)), *argv, stdin=asyncio.subprocess.DEVNULL, stdout=out,
+            "/bin/sh", "-c", _WRAP, str(exit_path), *tagged(log_path, argv), stdin=asyncio.subprocess.DEVNULL, stdout=out,
             stderr=asyncio.subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True, umask=PRIVATE_UMASK)
     stat = _proc_stat(process.pid)
     return Replica(task, process.pid, stat[1] if stat else None, boot_id(), exit_path, process)

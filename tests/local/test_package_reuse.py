@@ -1,5 +1,6 @@
 """A local job's package is installed once per digest and reused (`local_package.install`): a
-second job with the same sdist runs no pip (its log says so in one line), two jobs starting at once
+second job with the same sdist runs no pip (its log says so in one line; every line of either log
+carries its time and stream, pip's and the platform's notes too), two jobs starting at once
 install it once, and a changed sdist (new bytes) is installed again."""
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ async def test_the_second_job_reuses_the_install_and_a_changed_package_installs_
     assert not any(PIP in t or "Processing" in t for t in second)  # no pip run: its lines are not there
     assert second[1:] and not second[1].startswith(("Using", "Installing"))  # the trainer's own output next
     assert len(first) - len(second) >= 3
+    # every line, the platform's notes and pip's output included, carries its time and stream
+    for job in (await backend.list("alice"))[:2]:
+        lines = [line async for line in backend.logs("alice", job["jobId"])]
+        assert lines and all(line.time and line.stream for line in lines), [
+            (line.text, line.time, line.stream) for line in lines if not (line.time and line.stream)]
 
     changed = changed_copy(sdist, tmp_path)
     (third,) = await run(backend, changed)
