@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--user", required=True, metavar="NAME", help="the hub user name")
     render.add_argument("--group", action="append", default=[], metavar="G",
                         help="a JupyterHub group of the user (repeat for several)")
-    render.add_argument("--admin", action="store_true", help="the user is a hub admin (every profile, no limits)")
+    render.add_argument("--admin", action="store_true", help="the user is a hub admin (every project; no limits in their own)")
     demo = sub.add_parser("demo", help="start the local platform on http://127.0.0.1:8000")
     demo.add_argument("--port", type=int, default=None)
     demo.add_argument("--state-dir", type=pathlib.Path, default=None)

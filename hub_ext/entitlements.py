@@ -152,7 +152,9 @@ def projects_for(ent: Entitlements, username: str, groups: Iterable[str], admin:
     if admin:
         all_profiles = frozenset().union(*(g.profiles for g in [ent.everyone, *ent.groups.values()]))
         personal = Project(personal_project_name(username), "Personal", True, all_profiles, None, f"user:{username}")
-        teams = [Project(t.name, t.display_name, False, all_profiles, None, f"group:{t.group}")
+        # every team project, within the team's own grant: what a project may use is the project's
+        # (its namespace's quota and entitlement), so an admin provisioning it must not lift it
+        teams = [Project(t.name, t.display_name, False, t.grant.profiles, dict(t.grant.limits), f"group:{t.group}")
                  for t in ent.teams.values()]
     else:
         limits: dict[str, int] = {}

@@ -12,7 +12,8 @@ there, in the order they must exist:
    project is entitled to, which the pod policy reads (members cannot edit namespaces):
    ``accelerators.mlplatform.io/<name>: <resource>;<node selector k=v,...>`` per accelerator it
    may use, ``mlplatform.io/accelerator-resources`` listing every accelerator resource of the
-   catalogue, and ``mlplatform.io/accelerators: all`` for admins' projects (no limits);
+   catalogue, and ``mlplatform.io/accelerators: all`` for an admin's personal project (no limits; a team
+   project keeps the team's grant whoever provisions it);
 2. the RoleBinding ``mlplatform-hub`` giving the hub's ServiceAccount the ClusterRole
    ``mlplatform-hub-project`` *in this namespace only* (the hub holds no cluster-wide right to
    Secrets or to create pods; see ``helm-values/hub-rbac.yaml``);

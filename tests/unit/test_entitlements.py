@@ -39,7 +39,9 @@ ALL = frozenset({"cpu", "mig", "gpu"})
     ("alice@example.com", ["vision", "research"], False, [
         ("Personal", True, ALL, {"1g.5gb": 2, "a100": 1}),
         ("Vision team", False, frozenset({"cpu", "mig"}), {"1g.5gb": 2})]),
-    ("root", [], True, [("Personal", True, ALL, None), ("Vision team", False, ALL, None)]),
+    # an admin uses every team project within the team's grant (provisioning it must not lift its quota)
+    ("root", [], True, [("Personal", True, ALL, None), ("Vision team", False, frozenset({"cpu", "mig"}),
+                                                        {"1g.5gb": 2})]),
 ])
 def test_projects_for(user, groups, admin, expected):
     names = [personal_project_name(user)] + (["vision"] if len(expected) > 1 else [])

@@ -121,14 +121,22 @@ def test_without_a_member_template_only_the_service_account_is_bound(tmp_path, c
     assert {s["kind"] for s in subjects} == {"ServiceAccount"}
 
 
-def test_an_admin_sees_every_team_project_without_accelerator_limits(tmp_path, capsys):
+def test_an_admin_sees_every_team_project_within_the_teams_limits(tmp_path, capsys):
     code, out, err = render(tmp_path, capsys, "--user", "root", "--admin")
     assert code == 0, err
     objects = docs(out)
     assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == \
         [personal_project_name("root"), "vision", "zeta"]
-    quotas = [o["spec"]["hard"] for o in objects if o["metadata"]["name"] == "mlplatform-accelerators"]
-    assert quotas and all(not any("nvidia.com" in k for k in hard) for hard in quotas)
+    quotas = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in objects
+              if o["metadata"]["name"] == "mlplatform-accelerators"}
+    # the admin's own project is uncapped; a team's keeps the team's quota whoever provisions it
+    assert not any("nvidia.com" in k for k in quotas[personal_project_name("root")])
+    _, team_out, _ = render(tmp_path, capsys, "--user", "bob", "--group", "vision")
+    team = {o["metadata"]["namespace"]: o["spec"]["hard"] for o in docs(team_out)
+            if o["metadata"]["name"] == "mlplatform-accelerators"}
+    assert quotas["vision"] == team["vision"] and any("nvidia.com" in k for k in quotas["vision"])
+    namespaces = {o["metadata"]["name"]: o["metadata"].get("annotations", {}) for o in objects if o["kind"] == "Namespace"}
+    assert namespaces["vision"].get("mlplatform.io/accelerators") != "all"
 
 
 def test_tenancy_settings_come_from_the_spawner_section(tmp_path, capsys):
