@@ -4,6 +4,7 @@
      ├── UserInputError     a field of a job spec, flag or REST body is wrong: HTTP 400
      │                      INVALID_ARGUMENT (403 PERMISSION_DENIED for a project the caller may
      │                      not use); CLI exit 2; nothing is created
+     │   └── UserInputErrors  several at once: one ``fieldViolation`` each, in order
      ├── UpstreamError      Kubernetes (or object storage) failed: HTTP 502 UNAVAILABLE
      ├── JobNotFound        no such job in that project: HTTP 404 NOT_FOUND; CLI exit 1
      ├── JobExists          the jobId is taken in that project: HTTP 409 ALREADY_EXISTS
@@ -16,9 +17,11 @@ contain secret values or stack traces.
 
 from __future__ import annotations
 
-from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
+from hub_ext.errors import (ConfigError, PlatformError, UpstreamError, UserInputError, UserInputErrors, collect,
+                            errors_of)
 
-__all__ = ["PlatformError", "UserInputError", "UpstreamError", "JobNotFound", "JobExists", "JobFinished",
+__all__ = ["PlatformError", "UserInputError", "UserInputErrors", "collect", "errors_of", "UpstreamError", "JobNotFound",
+           "JobExists", "JobFinished",
            "google_error"]
 
 
@@ -47,12 +50,16 @@ class JobFinished(PlatformError):
 
 
 def google_error(e: PlatformError) -> tuple[int, dict]:
-    """(HTTP status, Google's error body ``{"error": {"code", "message", "status", "details"}}``)."""
+    """(HTTP status, Google's error body ``{"error": {"code", "message", "status", "details"}}``). A
+    `UserInputError` gives one ``google.rpc.BadRequest`` detail with a ``fieldViolation``
+    (``field``, ``description``) for each of its ``violations``; the message lists them all."""
     details: list[dict] = []
     if isinstance(e, UserInputError):
-        status, code = e.status, {403: "PERMISSION_DENIED", 409: "FAILED_PRECONDITION"}.get(e.status, "INVALID_ARGUMENT")
+        status = e.status
+        code = {403: "PERMISSION_DENIED", 409: "FAILED_PRECONDITION"}.get(e.status, "INVALID_ARGUMENT")
         details.append({"@type": "type.googleapis.com/google.rpc.BadRequest",
-                        "fieldViolations": [{"field": e.field, "description": e.message}]})
+                        "fieldViolations": [{"field": field, "description": description} for field, description
+                                            in (getattr(e, "violations", None) or ((e.field, e.message),))]})
     elif isinstance(e, UpstreamError):
         status, code = 502, "UNAVAILABLE"
     elif isinstance(e, ConfigError):

@@ -22,13 +22,16 @@ Guarantees:
   gcloud (which leaves it to the server to refuse), a job with custom-tier fields (machine types,
   counts) and no scale tier anywhere gets ``scaleTier: CUSTOM``. The whole job is validated by
   `parse_job` (``shipped_package=True`` with ``--package-path``: the package is still to be
-  built), and a problem is reported as `UserInputError` naming the flag that set the field (an
+  built), and every problem it finds (all at once: `UserInputErrors` when several; the flag
+  rules of `_check_groups` together too) is reported naming the flag that set the field (an
   item of a list flag is also named by its field, ``--packages`` … ``trainingInput.packageUris[1]``),
   else ``<field> in --config`` for any field that came from the file (list items included, e.g.
   ``trainingInput.hyperparameters.params[0].minValue in --config``). A ``--config`` file that
   cannot be read, or is not UTF-8 text, is refused naming ``--config``. A ``--config`` that is a
   Katib Experiment is taken as it is, named by JOB (`native_experiment_of`); what was replaced is
   said in the `notes` list the caller passes (for stderr).
+- `flagged(e, args)`: a refusal found after `flags_to_job` (planning, mounts) with each mistake
+  named by the flag that set its field (`flag_for`).
 - `local_train_job(args, job_id, cwd)`: the Job that ``local train`` runs through the local backend.
 """
 
@@ -42,7 +45,7 @@ import pathlib
 import re
 from typing import Any, Callable, NoReturn
 
-from hub_ext.errors import UserInputError
+from hub_ext.errors import UserInputError, UserInputErrors, collect, errors_of
 from server_ext.jobs.model import load_config, parse_job
 
 from .argtypes import (SCALE_TIERS, accelerator, at_least_one, boolean, bucket, csv_list, labels, non_negative, port,
@@ -326,15 +329,16 @@ def _parents(field: str) -> list[str]:
 
 def _check_groups(args: argparse.Namespace) -> None:
     """gcloud's rules between flags (before any field is looked at)."""
-    if args.master_image_uri and args.runtime_version:
-        raise UserInputError("--master-image-uri", "Only one of --master-image-uri, --runtime-version can be set.")
-    for role in ("worker", "parameter_server"):
-        count, machine = getattr(args, f"{role}_count"), getattr(args, f"{role}_machine_type")
-        flag = role.replace("_", "-")
-        if count is not None and not machine:
-            raise UserInputError(f"--{flag}-machine-type", f"must be specified with --{flag}-count")
-        if machine and count is None:
-            raise UserInputError(f"--{flag}-count", f"must be specified with --{flag}-machine-type")
+    with collect() as problems:
+        if args.master_image_uri and args.runtime_version:
+            problems.add("--master-image-uri", "Only one of --master-image-uri, --runtime-version can be set.")
+        for role in ("worker", "parameter_server"):
+            count, machine = getattr(args, f"{role}_count"), getattr(args, f"{role}_machine_type")
+            flag = role.replace("_", "-")
+            if count is not None and not machine:
+                problems.add(f"--{flag}-machine-type", f"must be specified with --{flag}-count")
+            if machine and count is None:
+                problems.add(f"--{flag}-count", f"must be specified with --{flag}-machine-type")
 
 
 def _blame(field: str, given: dict[str, str], config: dict) -> str:
@@ -367,6 +371,13 @@ def flag_for(field: str, args: argparse.Namespace) -> str:
         field = field.split("[")[0]
     best = _blame(field, given, {})
     return best if best in given else field
+
+
+def flagged(e: UserInputError, args: argparse.Namespace) -> UserInputError:
+    """`e` (found after `flags_to_job`: planning, mounts) with each of its mistakes named by
+    `flag_for`; same messages and statuses."""
+    renamed = [UserInputError(flag_for(one.field, args), one.message, one.status) for one in errors_of(e)]
+    return renamed[0] if len(renamed) == 1 else UserInputErrors(renamed)
 
 
 def _read(path: str) -> str:
@@ -428,11 +439,17 @@ def flags_to_job(args: argparse.Namespace, read: Callable[[str], str] = _read,
     try:
         job = parse_job(doc, shipped_package=bool(args.package_path)).to_json()
     except UserInputError as e:
-        where, message = _blame(e.field, given, config), e.message
-        if where in given and e.field.startswith(given[where] + "["):
-            message = f"{e.field}: {message}"  # which item of the flag's list
-        raise UserInputError(where, message, e.status) from None
+        renamed = [_renamed(one, given, config) for one in errors_of(e)]
+        raise (renamed[0] if len(renamed) == 1 else UserInputErrors(renamed)) from None
     return job, args.package_path or None
+
+
+def _renamed(e: UserInputError, given: dict[str, str], config: dict) -> UserInputError:
+    """`e` naming the flag (or the field in --config) that set its field."""
+    where, message = _blame(e.field, given, config), e.message
+    if where in given and e.field.startswith(given[where] + "["):
+        message = f"{e.field}: {message}"  # which item of the flag's list
+    return UserInputError(where, message, e.status)
 
 
 def mounts_from_flags(args: argparse.Namespace) -> dict[str, list[str]]:

@@ -15,6 +15,10 @@ local zone, as gcloud's ``date(tz=LOCAL)``).
   message)``: tab-separated, time as gcloud's ``timestamp.date("%Y-%m-%d %H:%M:%S %z", tz=LOCAL)``
   (``2026-12-04 02:48:40 +0000`` where local time is UTC: an offset, not ``Z``; no fraction); an
   empty field for a line the runtime gave no time (as gcloud prints a record without one).
+- `input_error(e)`: a refused input as gcloud words it, ``Invalid value for [FLAG]: message``
+  (``PERMISSION_DENIED: message`` for a 403): the first mistake on the first line (the caller
+  puts ``ERROR: (command)`` before it), then one line for each further mistake of a
+  `UserInputErrors`, so every mistake of one command line is told at once.
 - Times: `describe` prints the API's values unchanged (RFC 3339, UTC with ``Z``); the tables,
   `job_status` and `summary` show them as gcloud's ``date(tz=LOCAL)``: ``%Y-%m-%dT%H:%M:%S`` in
   `tz` (this machine's local zone by default), no offset.
@@ -29,13 +33,18 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from hub_ext.errors import UserInputError
+from hub_ext.errors import UserInputError, errors_of
 
 PROG = "kubectl ai-platform"
 LIST_COLUMNS = (("jobId", "JOB_ID"), ("state", "STATUS"), ("createTime", "CREATED"))
 EMPTY_LIST = "Listed 0 items."
 _TIME_FIELDS = ("createTime", "startTime", "endTime")
 _PROJECTION = re.compile(r"(?P<kind>value|table)\((?P<fields>.*)\)")
+
+
+def input_error(e: UserInputError) -> str:
+    return "\n".join(f"PERMISSION_DENIED: {one.message}" if one.status == 403 else
+                     f"Invalid value for [{one.field}]: {one.message}" for one in errors_of(e))
 
 
 def local_time(text: str | None, tz: datetime.tzinfo | None = None, fmt: str = "%Y-%m-%dT%H:%M:%S") -> str:

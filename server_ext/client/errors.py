@@ -14,8 +14,8 @@ Pure.
 A `UserInputError` read from an answer carries **every** fieldViolation of it, in order, as
 ``violations``: a tuple of ``(field, description)`` pairs (empty when the answer names no field);
 `field` and `message` are the first's, and its text lists them all (``f1: d1; f2: d2``). This
-server sends one; other ml.v1 servers may send several, and the submit form shows each next to its
-field.
+server sends one for each independent mistake of a request (`hub_ext.errors.UserInputErrors`), as
+other ml.v1 servers may, and the submit form shows each next to its field.
 
 Connection failures are `UpstreamError` too (`unreachable`). Messages are the server's (never a
 stack trace: the server does not send one).

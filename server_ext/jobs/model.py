@@ -5,7 +5,10 @@ Google's rules, kept in the API's own JSON shape. Pure.
   mapping with ``trainingInput:`` at the top (``jobId`` and ``labels`` optional).
 - `parse_job(doc)`: any Job document → `Job`, every field coerced by the discovery document's
   types (`server_ext.jobs.schema`: unknown fields refused with their path; ``"4"``/``4`` for
-  counts; loose booleans) and then checked:
+  counts; loose booleans; a value of the wrong type stops there) and then checked, every check
+  that does not need another's value run, so all the independent mistakes of one document are
+  told at once (`hub_ext.errors.UserInputErrors`; a lone one is a plain `UserInputError`; a check
+  whose input is already wrong, such as a count's type, is skipped):
   - ``jobId``: ``[A-Za-z][A-Za-z0-9_]*``, at most 128 characters;
   - labels: keys and values as Google allows (lower-case letters, digits, ``_`` and ``-``,
     at most 63 characters, keys starting with a letter; at most 64 labels);
@@ -48,7 +51,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from hub_ext.errors import UserInputError
+from hub_ext.errors import UserInputError, collect
 
 from .package_uri import parse_all
 from .hptuning import parse_spec
@@ -101,95 +104,107 @@ def load_config(text: str, source: str = "--config") -> dict:
 def parse_job(doc: Any, create: bool = True, *, shipped_package: bool = False) -> Job:
     if not isinstance(doc, dict):
         raise UserInputError("job", "must be a JSON object")
-    if create:
-        for key in OUTPUT_ONLY:
-            if key in doc:
-                raise UserInputError(key, "is output only: the service sets it")
-    if "predictionInput" in doc:
-        raise UserInputError("predictionInput", "prediction jobs are not supported; submit a training job")
-    job = coerce(doc, "GoogleCloudMlV1__Job")
-    job_id = job.get("jobId")
-    if not job_id:
-        raise UserInputError("jobId", "is required")
-    if len(job_id) > 128 or not JOB_ID.fullmatch(job_id):
-        raise UserInputError("jobId", "must start with a letter and hold only letters, digits and '_' "
-                                      "(at most 128 characters)")
-    _check_labels(job.get("labels") or {})
-    if "trainingInput" not in job:
-        raise UserInputError("trainingInput", "is required")
-    job["trainingInput"] = _check_training(job["trainingInput"], shipped_package)
+    with collect() as problems:
+        if create:
+            for key in OUTPUT_ONLY:
+                if key in doc:
+                    problems.add(key, "is output only: the service sets it")
+        if "predictionInput" in doc:
+            problems.add("predictionInput", "prediction jobs are not supported; submit a training job")
+        job = coerce(doc, "GoogleCloudMlV1__Job")  # a field of the wrong type stops here
+        job_id = job.get("jobId")
+        if not job_id:
+            problems.add("jobId", "is required")
+        elif len(job_id) > 128 or not JOB_ID.fullmatch(job_id):
+            problems.add("jobId", "must start with a letter and hold only letters, digits and '_' "
+                                  "(at most 128 characters)")
+        _check_labels(job.get("labels") or {}, problems)
+        if "trainingInput" not in job:
+            problems.add("trainingInput", "is required")
+        else:
+            job["trainingInput"] = _check_training(job["trainingInput"], shipped_package, problems)
     return Job(job)
 
 
-def _check_labels(labels: Mapping[str, str]) -> None:
+def _check_labels(labels: Mapping[str, str], problems: collect) -> None:
     if len(labels) > 64:
-        raise UserInputError("labels", "at most 64 labels")
+        problems.add("labels", "at most 64 labels")
+        return
     for key, value in labels.items():
         if not LABEL_KEY.fullmatch(key):
-            raise UserInputError(f"labels.{key}", "keys must start with a lower-case letter and hold only "
-                                                  "lower-case letters, digits, '_' and '-' (at most 63)")
-        if not LABEL_VALUE.fullmatch(value):
-            raise UserInputError(f"labels.{key}", "values may hold only lower-case letters, digits, '_' and '-' "
-                                                  "(at most 63)")
+            problems.add(f"labels.{key}", "keys must start with a lower-case letter and hold only "
+                                          "lower-case letters, digits, '_' and '-' (at most 63)")
+        elif not LABEL_VALUE.fullmatch(value):
+            problems.add(f"labels.{key}", "values may hold only lower-case letters, digits, '_' and '-' "
+                                          "(at most 63)")
 
 
-def _check_training(t: dict, shipped_package: bool = False) -> dict:
+def _check_training(t: dict, shipped_package: bool, problems: collect) -> dict:
+    """`t` with its defaults; every independent mistake is kept in `problems` (a check that needs an
+    earlier value is skipped once that value is wrong)."""
     t = dict(t)
     tier = t.setdefault("scaleTier", "BASIC")
     if tier not in TIERS:
-        raise UserInputError("trainingInput.scaleTier", "TPU tiers are not offered on this platform; use "
-                                                        "BASIC_GPU or CUSTOM with GPU accelerators")
-    if tier == "CUSTOM":
-        master_image = (t.get("masterConfig") or {}).get("imageUri")
-        if not t.get("masterType") and not master_image:
-            raise UserInputError("trainingInput.masterType", "is required with scaleTier CUSTOM")
-        for role in ("worker", "parameterServer", "evaluator"):
-            count = int(t.get(f"{role}Count", "0"))
-            if count < 0:
-                raise UserInputError(f"trainingInput.{role}Count", "must be 0 or more")
-            if count > MAX_REPLICAS:
-                raise UserInputError(f"trainingInput.{role}Count", f"must be at most {MAX_REPLICAS}")
-            if count and not t.get(f"{role}Type") and not (t.get(f"{role}Config") or {}).get("imageUri"):
-                raise UserInputError(f"trainingInput.{role}Type", f"is required when {role}Count is set")
-            if t.get(f"{role}Type") and not count:
-                raise UserInputError(f"trainingInput.{role}Count", f"is required (at least 1) with {role}Type")
+        problems.add("trainingInput.scaleTier", "TPU tiers are not offered on this platform; use "
+                                                "BASIC_GPU or CUSTOM with GPU accelerators")
+    elif tier == "CUSTOM":
+        _check_custom(t, problems)
     else:
         for key in _CUSTOM_ONLY:
             if key in t:
-                raise UserInputError(f"trainingInput.{key}", f"needs scaleTier CUSTOM (the job has {tier})")
+                problems.add(f"trainingInput.{key}", f"needs scaleTier CUSTOM (the job has {tier})")
     for role in ("master", "worker", "parameterServer", "evaluator"):
         acc = (t.get(f"{role}Config") or {}).get("acceleratorConfig")
         if acc is not None:
-            where = f"trainingInput.{role}Config.acceleratorConfig"
-            if str(acc.get("type", "")).startswith("TPU"):
-                raise UserInputError(f"{where}.type", "TPUs are not offered on this platform; use a GPU or a "
-                                                      "MIG slice")
-            if not acc.get("type"):
-                raise UserInputError(f"{where}.type", "is required")
-            if int(acc.get("count", "1")) < 1:
-                raise UserInputError(f"{where}.count", "must be 1 or more")
-            if int(acc.get("count", "1")) > MAX_ACCELERATORS:
-                raise UserInputError(f"{where}.count", f"must be at most {MAX_ACCELERATORS} per replica")
+            _check_accelerator(acc, f"trainingInput.{role}Config.acceleratorConfig", problems)
     if t.get("packageUris"):
-        parse_all(list(t["packageUris"]))
+        problems.check(parse_all, list(t["packageUris"]))
     if "hyperparameters" in t:
-        parse_spec(t["hyperparameters"])
+        problems.check(parse_spec, t["hyperparameters"])
     if _ZERO_DURATION.fullmatch((t.get("scheduling") or {}).get("maxRunningTime", "1s")):
-        raise UserInputError("trainingInput.scheduling.maxRunningTime", "must be a positive duration such as 7200s")
+        problems.add("trainingInput.scheduling.maxRunningTime", "must be a positive duration such as 7200s")
     module = t.get("pythonModule")
     if module and not all(part.isidentifier() for part in module.split(".")):
-        raise UserInputError("trainingInput.pythonModule", "must be a dotted Python module name such as "
-                                                           "trainer.task (what python -m runs)")
-    _check_sizes(t)
+        problems.add("trainingInput.pythonModule", "must be a dotted Python module name such as "
+                                                   "trainer.task (what python -m runs)")
+    problems.check(_check_sizes, t)
     has_image = bool((t.get("masterConfig") or {}).get("imageUri"))
     if not has_image:
         if not module:
-            raise UserInputError("trainingInput.pythonModule", "is required (or a custom container: "
-                                                               "masterConfig.imageUri)")
+            problems.add("trainingInput.pythonModule", "is required (or a custom container: "
+                                                       "masterConfig.imageUri)")
         if not t.get("packageUris") and not shipped_package:
-            raise UserInputError("trainingInput.packageUris", "is required with pythonModule (or use "
-                                                              "--package-path)")
+            problems.add("trainingInput.packageUris", "is required with pythonModule (or use --package-path)")
     return t
+
+
+def _check_custom(t: Mapping[str, Any], problems: collect) -> None:
+    """Scale tier CUSTOM: the master's type, and each other role's count and type together."""
+    master_image = (t.get("masterConfig") or {}).get("imageUri")
+    if not t.get("masterType") and not master_image:
+        problems.add("trainingInput.masterType", "is required with scaleTier CUSTOM")
+    for role in ("worker", "parameterServer", "evaluator"):
+        count = int(t.get(f"{role}Count", "0"))
+        if count < 0:
+            problems.add(f"trainingInput.{role}Count", "must be 0 or more")
+        elif count > MAX_REPLICAS:
+            problems.add(f"trainingInput.{role}Count", f"must be at most {MAX_REPLICAS}")
+        elif count and not t.get(f"{role}Type") and not (t.get(f"{role}Config") or {}).get("imageUri"):
+            problems.add(f"trainingInput.{role}Type", f"is required when {role}Count is set")
+        elif t.get(f"{role}Type") and not count:
+            problems.add(f"trainingInput.{role}Count", f"is required (at least 1) with {role}Type")
+
+
+def _check_accelerator(acc: Mapping[str, Any], where: str, problems: collect) -> None:
+    if str(acc.get("type", "")).startswith("TPU"):
+        problems.add(f"{where}.type", "TPUs are not offered on this platform; use a GPU or a MIG slice")
+    elif not acc.get("type"):
+        problems.add(f"{where}.type", "is required")
+    count = int(acc.get("count", "1"))
+    if count < 1:
+        problems.add(f"{where}.count", "must be 1 or more")
+    elif count > MAX_ACCELERATORS:
+        problems.add(f"{where}.count", f"must be at most {MAX_ACCELERATORS} per replica")
 
 
 def _check_sizes(t: Mapping[str, Any]) -> None:

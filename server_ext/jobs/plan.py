@@ -18,6 +18,10 @@
 - the mounts: the credentials and datasets the job asked for (already checked against the
   project by `hub_ext.mounts.select`).
 
+The runtime and every replica's machine type and accelerator are checked each on its own, so all
+their mistakes are told at once (`hub_ext.errors.UserInputErrors`); the project's limits, which
+need every replica's shape, only once those are valid.
+
 `with_package(plan, sdist, sha256, size, staging_bucket=…)` attaches a package built from
 ``--package-path`` (`package.build_sdist`, by the caller: `plan_job` stays pure) as a
 `ShippedPackage`: how it travels (`package.choose_delivery`: a ConfigMap owned by the job when it
@@ -40,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
 from hub_ext.catalog import Accelerator
-from hub_ext.errors import UserInputError
+from hub_ext.errors import UserInputError, collect
 from hub_ext.mounts import Credential, Dataset
 
 from . import package as packages
@@ -196,12 +200,15 @@ def task_name(text: str, plan: JobPlan | None = None) -> str:
 
 
 def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, settings: PlanSettings,
-             tier_fields: frozenset[str] = frozenset()) -> Replica:
+             tier_fields: frozenset[str], problems: collect, runtime_failed: bool = False) -> Replica | None:
+    """The replica, or None with its mistakes kept in `problems` (its machine type and its
+    ``acceleratorConfig`` are checked each on their own; the image only when the runtime was found)."""
     key = _FIELD[role]
     config = t.get(f"{key}Config") or {}
     machine_name = t.get(f"{key}Type")
     where = "trainingInput.scaleTier" if f"{key}Type" in tier_fields else f"trainingInput.{key}Type"
-    machine = settings.machines.machine(machine_name, where) if machine_name else None
+    found = len(problems.errors)
+    machine = problems.check(settings.machines.machine, machine_name, where) if machine_name else None
     cpu, memory = (machine.cpu, machine.memory_gib) if machine else (4, 15)
     acc_name, acc_count = (machine.accelerator, machine.count) if machine else (None, 0)
     acc_config = config.get("acceleratorConfig")
@@ -213,11 +220,14 @@ def _replica(t: Mapping, role: str, count: int, runtime_image: str | None, setti
     # only the GPUs of AI Platform's legacy names (and so of BASIC_GPU) may stand in: an a2-highgpu or
     # an operator's machine names exactly what it needs
     implied = not acc_config and settings.machines.is_legacy(machine_name)
-    accelerator = settings.machines.accelerator(acc_name, acc_where, implied=implied) if acc_name else None
+    accelerator = problems.check(settings.machines.accelerator, acc_name, acc_where, implied=implied) \
+        if acc_name else None
     image = config.get("imageUri") or runtime_image
-    if not image:
-        raise UserInputError(f"trainingInput.{key}Config.imageUri", "is required: the master has a custom "
-                                                                    "container and no runtimeVersion is set")
+    if not image and not runtime_failed:
+        problems.add(f"trainingInput.{key}Config.imageUri", "is required: the master has a custom container and "
+                                                            "no runtimeVersion is set")
+    if len(problems.errors) > found or not image:
+        return None
     return Replica(role, count, image, cpu, memory, accelerator, acc_count if accelerator else 0,
                    tuple(config.get("containerCommand") or ()), tuple(config.get("containerArgs") or ()))
 
@@ -252,18 +262,24 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
     version = python = None
     framework = None
     runtime_image = None
-    if t.get("runtimeVersion") or not custom_image:
-        version, python, runtime = settings.runtimes.pick(t.get("runtimeVersion"), t.get("pythonVersion"))
-        runtime_image, framework = runtime.image, runtime.framework
-    replicas = [_replica(t, "master", 1, runtime_image, settings, tier_fields)]
-    for role in ROLES[1:]:
-        count = int(t.get(f"{_FIELD[role]}Count", "0"))
-        if count:
-            replicas.append(_replica(t, role, count, runtime_image, settings, tier_fields))
-    if framework == "pytorch" and any(r.role in ("ps", "evaluator") for r in replicas):
-        raise UserInputError("trainingInput.parameterServerCount", "PyTorch jobs have a master and workers only")
+    with collect() as problems:  # the runtime and each replica's machine and accelerator are told together
+        runtime_failed = False
+        if t.get("runtimeVersion") or not custom_image:
+            picked = problems.check(settings.runtimes.pick, t.get("runtimeVersion"), t.get("pythonVersion"))
+            runtime_failed = picked is None
+            if picked:
+                version, python, runtime = picked
+                runtime_image, framework = runtime.image, runtime.framework
+        replicas = [_replica(t, "master", 1, runtime_image, settings, tier_fields, problems, runtime_failed)]
+        for role in ROLES[1:]:
+            count = int(t.get(f"{_FIELD[role]}Count", "0"))
+            if count:
+                replicas.append(_replica(t, role, count, runtime_image, settings, tier_fields, problems,
+                                         runtime_failed))
+        if framework == "pytorch" and any(r and r.role in ("ps", "evaluator") for r in replicas):
+            problems.add("trainingInput.parameterServerCount", "PyTorch jobs have a master and workers only")
     sweep = parse_spec(t["hyperparameters"]) if t.get("hyperparameters") else None
-    if settings.limits is not None:
+    if settings.limits is not None:  # what the replicas ask for at once: needs them all valid
         _within_limits(replicas, sweep, settings.limits, project)
     args = list(t.get("args") or ())
     if t.get("jobDir"):
