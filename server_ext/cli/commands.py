@@ -42,7 +42,7 @@ from server_ext.jobs.plan import ROLES, task_name
 from server_ext.jobs.service import JobService
 
 from . import output
-from .flags import flag_for, mounts_from_flags
+from .flags import flagged, mounts_from_flags
 
 _COUNT_FIELD = {"worker": "workerCount", "ps": "parameterServerCount", "evaluator": "evaluatorCount"}
 _LIST_FIELDS = {"pageSize": "--page-size", "filter": "--filter", "pageToken": "--page-size"}
@@ -161,7 +161,7 @@ async def submit_training(ctx: Context, args: argparse.Namespace, doc: dict, pac
                                        package_path=pathlib.Path(package_path) if package_path else None,
                                        staging_bucket=getattr(args, "staging_bucket", None))
     except UserInputError as e:
-        raise UserInputError(flag_for(e.field, args), e.message, e.status) from None
+        raise flagged(e, args) from None
     job_id = job["jobId"]
     if not args.stream_logs:
         if ctx.settle:

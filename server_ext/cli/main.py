@@ -95,7 +95,7 @@ from server_ext.jobs.tables import JobTables
 from server_ext.config import cli_config, context_for_region, region_note
 
 from . import commands, output
-from .flags import (PROG, UsageError, command_path, flag_for, flags_to_job, is_experiment, local_train_job,
+from .flags import (PROG, UsageError, command_path, flagged, flags_to_job, is_experiment, local_train_job,
                     mounts_from_flags, parse_args)
 
 _TRUE = ("1", "true", "yes", "on")
@@ -269,10 +269,8 @@ def error_message(e: BaseException) -> tuple[int, str]:
     """(exit code, message) of an expected error; the caller prefixes ``ERROR: (command)``."""
     if isinstance(e, UsageError):
         return 2, e.message
-    if isinstance(e, UserInputError):
-        if e.status == 403:
-            return 1, f"PERMISSION_DENIED: {e.message}"
-        return 2, f"Invalid value for [{e.field}]: {e.message}"
+    if isinstance(e, UserInputError):  # every mistake, one line each (output.input_error)
+        return (1 if e.status == 403 else 2), output.input_error(e)
     if isinstance(e, JobNotFound):
         return 1, f"NOT_FOUND: {e}"
     if isinstance(e, JobExists):
@@ -347,7 +345,7 @@ async def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None,
     try:
         plan = plan_job(job, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project=project, owner=user)
     except UserInputError as e:
-        raise UserInputError(flag_for(e.field, args), e.message, e.status) from None
+        raise flagged(e, args) from None
     if mounts_from_flags(args):
         err.write("note: --credentials and --datasets are checked against the project, and mounted, only when "
                   "the job is submitted\n")

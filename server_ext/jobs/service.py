@@ -5,8 +5,9 @@
   gcloud ``--config`` file already loaded), plus one platform field, ``mounts``
   (``{"credentials": [names], "datasets": [names]}``), which is checked against what the project
   has (`hub_ext.mounts.select`) and never echoed back. The job is parsed and validated
-  (`model.parse_job`), planned (`plan.plan_job`) and only then submitted: a bad field raises
-  `UserInputError` naming it before anything is created.
+  (`model.parse_job`), planned (`plan.plan_job`) and only then submitted: before anything is
+  created, every independent mistake of the body, the mounts and the plan is raised at once
+  (`UserInputErrors`, one violation per field; a lone one as the `UserInputError` it is).
 - `create(…, package_path=DIR, staging_bucket=URI)`: ``--package-path``. After every check above
   (a bad job spec never spends a build; ``packageUris`` may then be left out) the package is built
   (`package.build_sdist`) into a temporary directory, attached to the plan (`plan.with_package`:
@@ -30,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from hub_ext.errors import UserInputError
+from hub_ext.errors import UserInputError, collect
 from hub_ext.mounts import Available, select, selected
 
 from . import package
@@ -83,13 +84,18 @@ class JobService:
         mounts = body.pop("mounts", None) or {}
         if not isinstance(mounts, dict) or not set(mounts) <= {"credentials", "datasets"}:
             raise UserInputError("mounts", "must be a mapping with 'credentials' and/or 'datasets' lists")
-        job = parse_job(body, shipped_package=package_path is not None)
-        available = await self.files(project) if mounts else Available()
-        select(available, mounts.get("credentials"), mounts.get("datasets"), project)
-        settings = await self.settings_for(project, user) if self.settings_for else self.settings
-        plan = plan_job(job, settings, project=project, owner=user,
-                        credentials=tuple(selected(available.credentials, mounts.get("credentials"), "credentials")),
-                        datasets=tuple(selected(available.datasets, mounts.get("datasets"), "datasets")))
+        with collect() as problems:  # the body's, the mounts' and the plan's mistakes are told together
+            job = problems.check(parse_job, body, shipped_package=package_path is not None)
+            available = await self.files(project) if mounts else Available()
+            mounts_ok = problems.check(select, available, mounts.get("credentials"), mounts.get("datasets"),
+                                       project) is not None
+            if job is not None:
+                settings = await self.settings_for(project, user) if self.settings_for else self.settings
+                chosen = mounts if mounts_ok else {}
+                plan = problems.check(
+                    plan_job, job, settings, project=project, owner=user,
+                    credentials=tuple(selected(available.credentials, chosen.get("credentials"), "credentials")),
+                    datasets=tuple(selected(available.datasets, chosen.get("datasets"), "datasets")))
         if package_path is None:
             return await self.backend.submit(plan)
         if not plan.python_module:

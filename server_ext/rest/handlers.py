@@ -41,8 +41,8 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..errors import PlatformError, UserInputError
-from ..jobs.model import JOB_ID
+from ..errors import PlatformError, UserInputError, UserInputErrors
+from ..jobs.model import JOB_ID, parse_job
 from ..jobs.native_experiment import notes
 from . import fields, inputs
 from .errors import error_body
@@ -137,7 +137,10 @@ class JobsHandler(_Handler):
     async def post(self, project: str):
         service = await self.service()
         sent = self.json_body()
-        body, package_path, bucket = split_package(sent, pathlib.Path(self.serverapp.root_dir))
+        try:
+            body, package_path, bucket = split_package(sent, pathlib.Path(self.serverapp.root_dir))
+        except UserInputError as e:
+            raise fields.for_create(_with_body_mistakes(e, sent), sent) from None
         try:
             job = await service.create(self.user, project, body, package_path=package_path, staging_bucket=bucket)
         except UserInputError as e:
@@ -146,6 +149,18 @@ class JobsHandler(_Handler):
             for note in notes(body, project):
                 self.add_header("Warning", f"299 - {json.dumps(note)}")
         self.finish(json.dumps(job))
+
+
+def _with_body_mistakes(package_error: UserInputError, sent: Any) -> UserInputError:
+    """A bad ``package`` field together with the job body's own mistakes (the body checked as one
+    whose code the package ships; nothing is created)."""
+    if not isinstance(sent, dict) or sent.get("kind") == "Experiment":
+        return package_error
+    try:
+        parse_job({k: v for k, v in sent.items() if k not in ("package", "mounts")}, shipped_package=True)
+    except UserInputError as e:
+        return UserInputErrors([package_error, e])
+    return package_error
 
 
 class JobHandler(_Handler):

@@ -61,3 +61,27 @@ def test_one_mistake_is_still_one_field_violation(api, run):
     assert field_violations(code, answer) == ["trainingInput.scheduling.maxRunningTime"]
     assert answer["error"]["message"] == ("trainingInput.scheduling.maxRunningTime: must be a positive duration "
                                           "such as 7200s")
+
+
+def test_the_body_the_mounts_and_the_plan_are_told_together(api, run):
+    def fields_of(body):
+        code, answer = run(api("POST", PROJECT, "jobs", body=body))
+        assert code == 400, answer  # a 403 (an unknown credential) among 400s is a 400
+        return [v["field"] for v in answer["error"]["details"][0]["fieldViolations"]]
+
+    body = job_body("mounted")
+    body["mounts"] = {"credentials": ["no-such-credential"]}
+    body["labels"] = {"Team": "vision"}
+    assert fields_of(body) == ["labels.Team", "mounts.credentials[0]"]
+    del body["labels"]  # a body that parses is planned too (the plan needs a valid job)
+    body["trainingInput"]["runtimeVersion"] = "0.1"
+    assert fields_of(body) == ["mounts.credentials[0]", "trainingInput.runtimeVersion"]
+    code, listed = run(api("GET", PROJECT, "jobs"))
+    assert (code, listed.get("jobs", [])) == (200, [])
+
+
+def test_a_bad_package_field_does_not_hide_the_body_s_own_mistakes(api, run):
+    body = {**job_body("1st_pkg"), "package": {"path": "../elsewhere"}}
+    body["trainingInput"].pop("packageUris", None)
+    code, answer = run(api("POST", PROJECT, "jobs", body=body))
+    assert field_violations(code, answer) == ["package.path", "jobId"]
