@@ -64,8 +64,12 @@ class JobService:
     settings_for: Settings | None = None  # per project (a cluster's published catalogue); else `settings`
 
     async def _check(self, user: str, project: str) -> None:
-        if project not in await self.projects(user):
-            raise UserInputError("project", f"{user!r} may not use project {project!r}", 403)
+        mine = await self.projects(user)
+        if project not in mine:  # the user's own projects, named to them: a script's --project is often
+            # a Google Cloud project's id
+            yours = ", ".join(sorted(mine)) or "none"
+            raise UserInputError("project", f"{user!r} may not use project {project!r} (the projects of this "
+                                            f"platform you may use: {yours})", 403)
 
     async def create(self, user: str, project: str, body: Any, package_path: pathlib.Path | None = None,
                      staging_bucket: str | None = None) -> dict:

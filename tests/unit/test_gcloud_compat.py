@@ -229,3 +229,21 @@ def test_a_line_the_trainer_wrote_to_stderr_is_error_as_cloud_logging_shows_it()
     assert severity_of(LogLine(3, "master-replica-0", "merged streams")) == "INFO"  # a runtime that cannot tell
     object.__setattr__(stdout, "severity", "WARNING")
     assert severity_of(stdout) == "WARNING"  # the runtime's own severity wins
+
+
+def test_a_google_cloud_project_id_is_refused_naming_the_projects_the_user_may_use():
+    """Scripts often pass ``--project my-gcp-project``: the refusal says which projects exist here."""
+    import asyncio
+
+    from hub_ext.errors import UserInputError
+    from server_ext.jobs.service import JobService
+    from tests.unit.test_job_kubeflow import PLAN_SETTINGS
+
+    async def projects(user):
+        return ["vision", "user-alice"]
+
+    with pytest.raises(UserInputError) as e:
+        asyncio.run(JobService(object(), PLAN_SETTINGS, projects).create("alice", "my-gcp-project", {}))
+    assert (e.value.field, e.value.status) == ("project", 403)
+    assert e.value.message == ("'alice' may not use project 'my-gcp-project' (the projects of this platform you "
+                               "may use: user-alice, vision)")
