@@ -3,7 +3,9 @@
 Single-user servers are local processes (JupyterHub's `SimpleLocalProcessSpawner`: every server
 runs as the hub's own OS user, with its home under `home_dir_template`). On top of that it applies
 the plan pure code made (`Runtime.plan`): the project and profile the user may use, the profile's
-option choices, and the accelerator, which it reserves atomically against the project's limit
+option choices (its settings applied as KubeSpawner applies an override: a dict-valued trait such
+as ``environment`` merged recursively, a None removing a key; each spawn starts from the configured
+values, `apply_settings`), and the accelerator, which it reserves atomically against the project's limit
 (`Ledger`) and then takes from the device inventory, handing the devices to the server as
 ``CUDA_VISIBLE_DEVICES`` (UUIDs; one device is never given to two servers; devices come back on
 stop, and after a hub restart from the allocator's state file).
@@ -38,6 +40,7 @@ refused API request made.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import os
 import pathlib
@@ -57,6 +60,7 @@ from .local_files import PRIVATE_UMASK, private_dir, project_files, tighten
 from .capacity import own_servers_note
 from .mounts import Available, select
 from .platform import Plan, PlatformConfig
+from .profile_resolve import apply_override
 from .progress_text import assigned, places_from_nvidia_smi, wanting
 from .slugs import safe_slug
 from .spawn_experience import SpawnExperience
@@ -206,6 +210,21 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
             self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
             raise web.HTTPError(*http_answer(e)) from None
 
+    def apply_settings(self, plan: Plan) -> None:
+        """The plan's settings on this spawner's traits, as KubeSpawner applies an override: a
+        dict-valued one merged into the configured value (`apply_override`: recursive, None removes
+        a key), others replacing it; Kubernetes placement is skipped (the device allocation stands
+        for it here). Every trait an earlier spawn changed gets its configured value back first."""
+        configured = self.__dict__.setdefault("_configured_traits", {})
+        for trait, value in configured.items():
+            setattr(self, trait, copy.deepcopy(value))
+        for trait, value in plan.settings.items():
+            if trait in ("extra_resource_limits", "node_selector", "tolerations") or not self.has_trait(trait):
+                continue
+            current = getattr(self, trait)
+            configured.setdefault(trait, copy.deepcopy(current))
+            setattr(self, trait, apply_override(current, value))
+
     async def start(self):
         try:
             return await self._start()
@@ -219,11 +238,7 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
         plan = await self.make_plan()
         self._plan = plan
         self._reserved_in = plan.project.name
-        for trait, value in plan.settings.items():
-            if trait in ("extra_resource_limits", "node_selector", "tolerations"):
-                continue  # Kubernetes placement: the device allocation stands for it here
-            if self.has_trait(trait):
-                setattr(self, trait, value)
+        self.apply_settings(plan)
         self.devices = []
         if plan.accelerator is not None:
             try:

@@ -12,7 +12,7 @@ A callable ``profile_list`` (KubeSpawner's ``f(spawner)``, maybe async; `hub_ext
 is called for each spawn form and each spawn (`PlatformConfig.load_profiles`, run by
 `get_options_form` and `run_pre_spawn_hook`): that spawner's Runtime is the hub's with the
 profiles of the result, checked by the same parser, and entitlements naming a profile the result
-lacks simply do not offer it; it shares the hub's ledger.
+lacks simply do not offer it (no project names it, ``"*"`` grants included); it shares the hub's ledger.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from traitlets import Dict, Enum, List, Union, default
 from traitlets.config import Configurable
 
 from .catalog import Accelerator, parse_accelerators
-from .entitlements import Entitlements, Ledger, Project, choose, parse_entitlements, projects_for
+from .entitlements import Entitlements, Grant, Ledger, Project, choose, parse_entitlements, projects_for
 from .errors import ConfigError, Problem, UserInputError
 from .form import options_from_form
 from .logs import LOGGER
@@ -256,6 +256,8 @@ class Runtime:
                                                  _referenced(everyone, groups, "limits", unparsed_accelerators)}}
         try:
             ent = parse_entitlements(everyone, groups, known_profiles, known_accelerators)
+            if offered_only:
+                ent = _offered(ent, frozenset(p.slug for p in profiles))
         except ConfigError as e:
             problems += e.problems
         if problems:
@@ -309,13 +311,23 @@ _EVERY = _Every()
 
 class _Offered:
     """Contains every name but the given ones: entitlements naming a profile a callable's result
-    lacks get a stand-in for it (not offered, not a problem)."""
+    lacks get a stand-in for it (not a problem), which `_offered` then takes out of every grant."""
 
     def __init__(self, offered: set[str]):
         self.offered = offered
 
     def __contains__(self, item) -> bool:
         return item not in self.offered
+
+
+def _offered(ent: Entitlements, offered: frozenset[str]) -> Entitlements:
+    """The entitlements with every grant's profiles cut to those offered: a stand-in (a profile a
+    grant names, or a ``"*"`` grant took, that a callable's result lacks) is in no project."""
+    def cut(grant: Grant) -> Grant:
+        return dataclasses.replace(grant, profiles=grant.profiles & offered)
+
+    return Entitlements(cut(ent.everyone), {name: cut(g) for name, g in ent.groups.items()},
+                        {name: dataclasses.replace(t, grant=cut(t.grant)) for name, t in ent.teams.items()})
 
 
 def _parsed_accelerators(raw: Any) -> tuple[dict[str, Accelerator], Container[str]]:

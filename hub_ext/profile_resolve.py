@@ -5,11 +5,14 @@
 (`resource_settings`), then each option's chosen (or default) choice's override, or its
 ``unlisted_choice`` override with ``{value}`` replaced by the user's text. `user_options` is
 untrusted: anything not offered is refused with a `UserInputError` naming the field, and nothing
-is partially applied.
+is partially applied. A None inside a dict-valued setting is kept in the result: it says "remove
+this key from the configured value", as in KubeSpawner. `apply_override` is that rule, applying a
+dict-valued setting to a spawner's configured value (KubeSpawner's ``recursive_update``, on copies).
 """
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any, Mapping
 
@@ -29,15 +32,45 @@ def _substitute(value: Any, text: str) -> Any:
     return value
 
 
+class Replacing(dict):
+    """A dict-valued override that replaces the configured value instead of merging into it: what
+    a None (remove the key) and then a dict (KubeSpawner makes the key anew) come to as one."""
+
+
 def merge_override(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """KubeSpawner's rule: dict values merge recursively (None removes a key); others replace."""
+    """Two overrides as one, `extra` applied after `base` (KubeSpawner's order): dict values merge
+    recursively, others replace. A None is kept (it is an instruction: `apply_override` removes
+    that key from the configured value), so a profile's ``environment: {A: None}`` still removes
+    ``A`` when a choice adds ``environment: {D: "5"}``; a later value replaces a None, a later dict
+    after a None becomes `Replacing`."""
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            merged = merge_override(out[key], value)
-            out[key] = {k: v for k, v in merged.items() if v is not None}
+        before = out.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            merged = merge_override(before, value)
+            out[key] = Replacing(merged) if isinstance(before, Replacing) else merged
+        elif isinstance(value, Mapping) and key in out and before is None:
+            out[key] = Replacing(merge_override({}, value))
         else:
             out[key] = value
+    return out
+
+
+def apply_override(configured: Any, override: Any) -> Any:
+    """A trait's value after `override` (one setting of a resolved plan) is applied to its
+    `configured` value, by KubeSpawner's `_apply_overrides` rule (``recursive_update``), on copies:
+    a dict merges recursively into a configured dict (None removes a key; a `Replacing` dict starts
+    from nothing), anything else replaces the value. Neither argument is changed."""
+    if not isinstance(override, Mapping) or (not isinstance(configured, Mapping) and not isinstance(override, Replacing)):
+        return copy.deepcopy(override)
+    out = {} if isinstance(override, Replacing) else copy.deepcopy(dict(configured))
+    for key, value in override.items():
+        if isinstance(value, Mapping):
+            out[key] = apply_override(out[key] if isinstance(out.get(key), Mapping) else {}, value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = copy.deepcopy(value)
     return out
 
 
