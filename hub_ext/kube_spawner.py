@@ -56,6 +56,7 @@ from .kube_token import HubTokenSecret
 from .mount_config import MountConfig
 from .mounts import Available, select, selected
 from .platform import Plan, PlatformConfig
+from .profile_resolve import apply_override
 from .progress_text import assigned, describe, free_text, scheduled_node, wanting
 from .provision import Provisioner
 from .spawn_experience import SpawnExperience
@@ -313,8 +314,8 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
             current = getattr(self, trait)
             if trait in ("tolerations", "volumes", "volume_mounts"):
                 value = _added(current, value)
-            elif isinstance(value, dict) and isinstance(current, dict):
-                value = _merged(current, value)
+            else:  # KubeSpawner's rule, shared with the local spawner
+                value = apply_override(current, value)
             self._set(trait, value)
         if ns != self.namespace:
             self._pvc_exists = False  # a home PVC is per namespace: KubeSpawner must make it in this one
@@ -478,19 +479,6 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         if plan is not None:
             state["mlplatform"] = {"project": plan.project.name, "profile": plan.profile.slug}
         return state
-
-
-def _merged(configured: dict, override: dict) -> dict:
-    """KubeSpawner's `_apply_overrides` rule for a dict (recursive; None removes a key), on copies."""
-    out = copy.deepcopy(configured)
-    for key, value in override.items():
-        if isinstance(value, dict):
-            out[key] = _merged(out[key] if isinstance(out.get(key), dict) else {}, value)
-        elif value is None:
-            out.pop(key, None)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def _added(configured: list, extra: list) -> list:

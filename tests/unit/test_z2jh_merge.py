@@ -91,6 +91,8 @@ async def test_platform_spawner_matches_kubespawner(kubeconfig, choice):  # noqa
     expected = kubespawners_own(choice)
     assert spawner.environment == expected.environment
     assert "LEGACY_PROXY" not in spawner.environment
+    # a dict the profile removed and a choice gives again starts afresh, as in KubeSpawner
+    assert spawner.extra_pod_config == expected.extra_pod_config
 
 
 def local_spawner(profiles, tmp_path):
