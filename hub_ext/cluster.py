@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import asyncio
 
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from . import capacity as cap
 from .credentials import CREATED_BY, CredentialFiles, check_may_delete, check_name, secret_manifest
 from .errors import UpstreamError, UserInputError
-from .kube import Kube, path_of, reason
+from .kube import Conflict, Forbidden, Kube, KubeError, NotFound, path_of, reason
 from .kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
 from .mounts import Available
 from .watchcache import WatchCache
@@ -70,13 +69,11 @@ async def list_in(kube: Kube, kind: str, namespace: str, forbidden: Exception | 
     when the API refuses (403) and one is given; otherwise `UpstreamError` when it refuses or fails."""
     try:
         return (await kube.list(path_of(kind, namespace), **query)).get("items") or []
-    except ApiException as e:
-        if e.status == 404:
-            return []
-        if e.status == 403 and forbidden is not None:
+    except NotFound:
+        return []
+    except KubeError as e:
+        if isinstance(e, Forbidden) and forbidden is not None:
             raise forbidden from None
-        raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
-    except (asyncio.TimeoutError, OSError) as e:
         raise UpstreamError(f"read the {kind}s of the project {namespace!r}", reason(e)) from None
 
 
@@ -154,12 +151,10 @@ class ProjectResources:
                                created_by)
         try:
             created = await self.kube.create(body)
-        except ApiException as e:
-            if e.status == 409:
-                raise UserInputError("name", f"the project {namespace!r} already has a secret named {name!r}; "
-                                             "delete it first or choose another name", 409) from None
-            raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
-        except (asyncio.TimeoutError, OSError) as e:
+        except Conflict:
+            raise UserInputError("name", f"the project {namespace!r} already has a secret named {name!r}; "
+                                         "delete it first or choose another name", 409) from None
+        except KubeError as e:
             raise UpstreamError(f"store the credential {name!r}", reason(e)) from None
         self._secret_cache(namespace).put(created or body)
 
@@ -181,14 +176,11 @@ class ProjectResources:
             await self.kube.request("DELETE", path, {
                 "propagationPolicy": "Background",
                 "preconditions": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}})
-        except ApiException as e:
-            if e.status == 404:
-                pass  # deleted meanwhile: what was asked for holds
-            elif e.status == 409:
-                raise UserInputError("name", f"the credential {name!r} changed while it was being deleted; "
-                                             "try again", 409) from None
-            else:
-                raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
-        except (asyncio.TimeoutError, OSError) as e:
+        except NotFound:
+            pass  # deleted meanwhile: what was asked for holds
+        except Conflict:
+            raise UserInputError("name", f"the credential {name!r} changed while it was being deleted; "
+                                         "try again", 409) from None
+        except KubeError as e:
             raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
         self._secret_cache(namespace).remove(namespace, name)

@@ -1,12 +1,23 @@
 """A small JSON-in, JSON-out layer over `kubernetes_asyncio`'s ApiClient, for the objects the
-platform manages by path (plain dicts, as the pure builders make them).
+platform manages by path (plain dicts, as the pure builders make them), and the one place where
+the API's failures become the platform's exceptions.
 
 Guarantees: transient failures (429, 5xx, timeouts, dropped connections) are retried a few times
 with a short backoff, except that a POST is retried only when the server said it did nothing
-(429, 503), so a create that timed out is never sent twice; any other failure raises
-`ApiException` at once, and a connection that still fails raises `ConnectionError` (an `OSError`);
-`get` and `delete` treat 404 as "not there". `path_of` knows where each kind the platform manages lives. No request or
-response body is ever logged.
+(429, 503), so a create that timed out is never sent twice. What still fails is raised as a
+`KubeError` (an `UpstreamError`: HTTP 502 at a face, its `reason` safe to show), by kind:
+
+    KubeError        any other refusal; ``code`` the API's HTTP status, ``body`` its answer (never logged)
+     ├── NotFound    404            ├── Conflict   409 (exists, or changed meanwhile)
+     ├── Gone        410 (a watch's resourceVersion is too old: list again)
+     ├── Forbidden   403 (RBAC or an admission/quota refusal; 401 is a plain KubeError)
+     ├── Invalid     422, with ``causes``: the API's ``(field, message)`` pairs
+     └── Unavailable 429, 5xx, a timeout or no connection (``code`` 0: no answer)
+
+No other module sees an `ApiException` from these calls (KubeSpawner's own calls raise theirs,
+which `reason` also describes). `get` and `delete` treat 404 as "not there"; `stream` yields the raw
+lines of a streaming GET (a pod's log, a watch). `path_of` knows where each kind the platform
+manages lives. No request or response body is ever logged.
 """
 
 from __future__ import annotations
@@ -19,8 +30,12 @@ import aiohttp
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from .errors import UpstreamError
+
 TRANSIENT = {429, 500, 502, 503, 504}
 NOT_PROCESSED = {429, 503}
+_VERBS = {"GET": "read", "POST": "create in", "PUT": "replace", "PATCH": "change", "DELETE": "delete"}
+
 _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ResourceQuota": "resourcequotas",
          "ConfigMap": "configmaps", "Secret": "secrets", "PersistentVolumeClaim": "persistentvolumeclaims",
          "Pod": "pods", "Node": "nodes", "Event": "events", "LimitRange": "limitranges"}
@@ -46,14 +61,79 @@ def obj_path(obj: dict, with_name: bool = True) -> str:
     return path_of(obj["kind"], meta.get("namespace"), meta["name"] if with_name else None)
 
 
+class KubeError(UpstreamError):
+    """The Kubernetes API refused a request, or could not be reached, after the retries."""
+
+    def __init__(self, code: int, reason: str, body: str = "", action: str = "use the Kubernetes API"):
+        self.code, self.body = code, body or ""
+        super().__init__(action, reason)
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Gone(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class Forbidden(KubeError):
+    pass
+
+
+class Unavailable(KubeError):
+    pass
+
+
+class Invalid(KubeError):
+    """422: ``causes`` are the API's ``(field, message)`` pairs (the field may be empty)."""
+
+    def __init__(self, code: int, reason: str, body: str = "", action: str = "use the Kubernetes API",
+                 causes: tuple[tuple[str, str], ...] = ()):
+        super().__init__(code, reason, body, action)
+        self.causes = causes
+
+
+_KINDS: dict[int, type[KubeError]] = {404: NotFound, 409: Conflict, 410: Gone, 403: Forbidden, 422: Invalid}
+
+
+def _answered(code: int, http_reason: str | None, body: str | None) -> tuple[str, dict]:
+    """(safe text, the API's Status object or {}) of an answer."""
+    try:
+        status = json.loads(body or "{}")
+        text = f"Kubernetes answered {code} {status.get('reason') or http_reason}: {status.get('message', '')}".strip()
+        return text, status
+    except (ValueError, TypeError, AttributeError):
+        return f"Kubernetes answered {code} {http_reason}", {}
+
+
+def error_of(code: int, http_reason: str | None, body: str | None = "",
+             action: str = "use the Kubernetes API") -> KubeError:
+    """The platform's exception for an answer of the API (`code`: its HTTP status)."""
+    text, status = _answered(code, http_reason, body)
+    kind = _KINDS.get(code) or (Unavailable if code in TRANSIENT else KubeError)
+    if kind is Invalid:
+        causes = ((status.get("details") or {}).get("causes") or []) if isinstance(status, dict) else []
+        return Invalid(code, text, body or "", action, tuple(
+            (str(c.get("field") or ""), str(c.get("message") or "")) for c in causes if isinstance(c, dict)))
+    return kind(code, text, body or "", action)
+
+
+def unreachable(e: BaseException, action: str = "use the Kubernetes API") -> Unavailable:
+    """`Unavailable` (code 0) for a request that got no answer (timeout, broken connection)."""
+    return Unavailable(0, reason(e), "", action)
+
+
 def reason(e: BaseException) -> str:
     """A short, safe description of a Kubernetes failure (the API's Status message, never a body we sent)."""
-    if isinstance(e, ApiException):
-        try:
-            status = json.loads(e.body or "{}")
-            return f"Kubernetes answered {e.status} {status.get('reason') or e.reason}: {status.get('message', '')}".strip()
-        except (ValueError, TypeError, AttributeError):
-            return f"Kubernetes answered {e.status} {e.reason}"
+    if isinstance(e, KubeError):
+        return e.reason
+    if isinstance(e, ApiException):  # KubeSpawner's own calls
+        return _answered(e.status, e.reason, e.body)[0]
     if isinstance(e, asyncio.TimeoutError):
         return "the Kubernetes API did not answer in time"
     if isinstance(e, ConnectionError) and str(e):
@@ -68,6 +148,7 @@ class Kube:
     async def request(self, method: str, path: str, body: Any = None, query: dict | None = None,
                       content_type: str = "application/json", timeout: float | None = None) -> Any:
         retry_on = NOT_PROCESSED if method == "POST" else TRANSIENT
+        action = f"{_VERBS.get(method, method)} {path}"
         for attempt in range(self.retries + 1):
             try:
                 return await self.api_client.call_api(
@@ -77,21 +158,20 @@ class Kube:
                     _return_http_data_only=True, _request_timeout=timeout or self.timeout)
             except ApiException as e:
                 if e.status not in retry_on or attempt == self.retries:
-                    raise
+                    raise error_of(e.status, e.reason, e.body, action) from None
             except (asyncio.TimeoutError, aiohttp.ClientError) as e:
                 if method == "POST" or attempt == self.retries:
                     if isinstance(e, asyncio.TimeoutError):
-                        raise
-                    raise ConnectionError(f"the Kubernetes API could not be reached ({type(e).__name__})") from None
+                        raise unreachable(e, action) from None
+                    raise Unavailable(0, f"the Kubernetes API could not be reached ({type(e).__name__})", "",
+                                      action) from None
             await asyncio.sleep(self.backoff * (2 ** attempt))
 
     async def get(self, path: str) -> dict | None:
         try:
             return await self.request("GET", path)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
 
     async def list(self, path: str, timeout: float | None = None, **query) -> dict:
         return await self.request("GET", path, query=query, timeout=timeout)
@@ -106,26 +186,41 @@ class Kube:
         try:
             await self.request("DELETE", path, {"propagationPolicy": "Background"})
             return True
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
+        except NotFound:
+            return False
+
+    async def stream(self, path: str, query: list[tuple[str, str]], accept: str,
+                     timeout: aiohttp.ClientTimeout) -> AsyncIterator[bytes]:
+        """The raw lines of one streaming GET, each with its newline but perhaps the last (a line may
+        be any length). A refusal raises `error_of` its answer; a connection that cannot be made or
+        breaks raises `Unavailable`."""
+        action = f"read {path}"
+        try:
+            resp = await self.api_client.call_api(
+                path, "GET", query_params=query, header_params={"Accept": accept}, auth_settings=["BearerToken"],
+                _preload_content=False, _request_timeout=timeout)
+        except (asyncio.TimeoutError, aiohttp.ClientError) as e:
+            raise unreachable(e, action) from None
+        try:
+            if resp.status != 200:
+                raise error_of(resp.status, resp.reason, await resp.text(), action)
+            pending = b""
+            async for chunk in resp.content.iter_any():  # not readline: a line may be any length
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line + b"\n"
+            if pending:
+                yield pending
+        except (asyncio.TimeoutError, aiohttp.ClientError) as e:
+            raise unreachable(e, action) from None
+        finally:
+            resp.release()
 
     async def watch(self, path: str, **query) -> AsyncIterator[dict]:
         """The events of one watch request (ends when the server ends it)."""
         query = {**query, "watch": "true"}
         timeout = aiohttp.ClientTimeout(total=int(query.get("timeoutSeconds", 300)) + 30, sock_connect=self.timeout)
-        resp = await self.api_client.call_api(
-            path, "GET", query_params=list(query.items()), header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"], _preload_content=False, _request_timeout=timeout)
-        if resp.status != 200:
-            error = ApiException(status=resp.status, reason=resp.reason)
-            error.body = await resp.text()
-            resp.release()
-            raise error
-        try:
-            async for line in resp.content:
-                if line.strip():
-                    yield json.loads(line)
-        finally:
-            resp.release()
+        async for line in self.stream(path, list(query.items()), "application/json", timeout):
+            if line.strip():
+                yield json.loads(line)

@@ -40,7 +40,7 @@ import copy
 import datetime
 from typing import Any
 
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.client.exceptions import ApiException  # raised by KubeSpawner's own API calls only
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Float, Unicode, default
@@ -50,7 +50,7 @@ from .cluster import ClusterView, ProjectResources
 from .entitlements import Project
 from .errors import ConfigError, UpstreamError, UserInputError, http_answer
 from .form import render_form
-from .kube import Kube, path_of, reason
+from .kube import Kube, KubeError, path_of, reason
 from .kube_mounts import MountSettings, volumes
 from .kube_token import HubTokenSecret
 from .mount_config import MountConfig
@@ -359,7 +359,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         self._starting = True
         try:
             return await started
-        except ApiException as e:
+        except ApiException as e:  # KubeSpawner's own pod creation, not the platform's `Kube`
             await self._delete_token_secret()
             refusal = self._pod_refusal(e)
             self.forget_if_refused(refusal[0])
@@ -376,7 +376,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
     async def _make_create_pod_request(self, pod, request_timeout):
         try:
             return await super()._make_create_pod_request(pod, request_timeout)
-        except ApiException as e:
+        except ApiException as e:  # KubeSpawner's own request, not the platform's `Kube`
             if e.status == 403 and "exceeded quota" in reason(e) and await self._quota_lags():
                 self.log.info("the quota of %s has not released a stopped pod's accelerator yet; retrying",
                               self._log_name)
@@ -393,7 +393,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
             return False
         try:
             quota = await self.shared.kube.get(path_of("ResourceQuota", self.namespace, QUOTA))
-        except (ApiException, asyncio.TimeoutError, OSError):
+        except KubeError:
             return False
         return quota_has_room(quota, used, accelerators, acc, plan.count)
 

@@ -10,14 +10,11 @@ refers to it (`PlatformSpawner.get_env`). Needs of its host: ``shared.kube``, ``
 
 from __future__ import annotations
 
-import asyncio
 import base64
-
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from .credentials import MANAGED_BY
 from .errors import UpstreamError
-from .kube import path_of, reason
+from .kube import Conflict, KubeError, path_of, reason
 
 
 class HubTokenSecret:
@@ -35,11 +32,9 @@ class HubTokenSecret:
         try:
             try:
                 await kube.create(body)
-            except ApiException as e:
-                if e.status != 409:
-                    raise
+            except Conflict:
                 await kube.replace(body)  # left from a server that did not stop cleanly
-        except (ApiException, asyncio.TimeoutError, OSError) as e:
+        except KubeError as e:
             raise UpstreamError("store the server's hub token", reason(e)) from None
 
     async def _delete_token_secret(self) -> None:
@@ -47,5 +42,5 @@ class HubTokenSecret:
             return
         try:
             await self.shared.kube.delete(path_of("Secret", self.namespace, self.token_secret_name))
-        except (ApiException, asyncio.TimeoutError, OSError) as e:
+        except KubeError as e:
             self.log.warning("could not delete the token Secret of %s: %s", self._log_name, reason(e))

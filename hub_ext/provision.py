@@ -32,16 +32,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from .credentials import MANAGED_BY
 from .errors import UpstreamError
-from .kube import Kube, obj_path, reason
+from .kube import Conflict, Forbidden, Kube, KubeError, obj_path, reason
 from .tenancy import OWNER_ANNOTATION, PROJECT_LABEL
 
 log = logging.getLogger("mlplatform.provision")
-_FAILURES = (ApiException, asyncio.TimeoutError, aiohttp.ClientError)
 _OWNERSHIP_LABELS = (*MANAGED_BY, PROJECT_LABEL)
 GRANT_WAIT = 5.0  # seconds a 403 is retried right after the hub bound its rights in a new namespace
 
@@ -133,7 +130,7 @@ class Provisioner:
             except ForeignNamespace:
                 await self._undo(created)
                 raise
-            except _FAILURES as e:
+            except KubeError as e:
                 await self._undo(created)
                 log.warning("could not %s: %s (undid %d created objects)", what, reason(e), len(created))
                 raise UpstreamError(what, reason(e) + "; nothing was left half-made, try again") from None
@@ -150,8 +147,8 @@ class Provisioner:
         while True:
             try:
                 return await self._ensure_one(wanted, what)
-            except ApiException as e:
-                if e.status != 403 or not bound or waited >= GRANT_WAIT:
+            except Forbidden:
+                if not bound or waited >= GRANT_WAIT:
                     raise
             await asyncio.sleep(delay)
             waited += delay
@@ -166,9 +163,7 @@ class Provisioner:
                 try:
                     await self.kube.create(wanted)
                     return True
-                except ApiException as e:
-                    if e.status != 409:
-                        raise
+                except Conflict:
                     continue  # someone else created it: compare with theirs
             if wanted["kind"] == "Namespace":
                 self._check_owner(current, wanted, what)
@@ -177,10 +172,10 @@ class Provisioner:
             try:
                 await self.kube.replace(_updated(current, wanted))
                 return False
-            except ApiException as e:
-                if e.status != 409:
-                    raise  # 409: changed meanwhile, read again
-        raise ApiException(status=409, reason="Conflict: the object kept changing while the hub updated it")
+            except Conflict:
+                pass  # changed meanwhile, read again
+        raise Conflict(409, "Kubernetes answered 409 Conflict: the object kept changing while the hub updated it",
+                       action=f"replace {path}")
 
     @staticmethod
     def _check_owner(current: dict, wanted: dict, what: str) -> None:
@@ -204,7 +199,7 @@ class Provisioner:
                 continue  # deleting the namespace removes everything in it
             try:
                 await self.kube.delete(obj_path(obj))
-            except _FAILURES as e:
+            except KubeError as e:
                 log.error("could not undo %s/%s: %s", obj["kind"], obj["metadata"]["name"], reason(e))
 
     async def remove(self, paths: list[str], what: str) -> None:
@@ -214,10 +209,8 @@ class Provisioner:
             try:
                 if await self.kube.delete(path):
                     self._applied.clear()  # a set that held this object must be checked again
-            except ApiException as e:
-                if e.status == 403:  # the hub may not manage that namespace (yet): nothing to remove
-                    continue
-                raise UpstreamError(what, reason(e)) from None
-            except _FAILURES as e:
+            except Forbidden:  # the hub may not manage that namespace (yet): nothing to remove
+                continue
+            except KubeError as e:
                 raise UpstreamError(what, reason(e)) from None
             self._absent.add(path)

@@ -84,17 +84,14 @@ class Reconciler:
     async def run(self, users: list[HubUser], servers: list[Server],
                   stop: Callable[[Server], Awaitable[None]]) -> Report:
         """One round: remove stale member bindings of every team project, stop leavers' servers."""
-        from kubernetes_asyncio.client.exceptions import ApiException
+        from .kube import KubeError, path_of, reason
 
-        from .kube import path_of, reason
-
-        failures = (ApiException, asyncio.TimeoutError, OSError)
         teams, report = self.platform.teams, Report()
         wanted = wanted_members(teams, users)
         for project, group in sorted(teams.items()):
             try:
                 found = await self._member_bindings(project)
-            except failures as e:  # one project's failure must not stop the others
+            except KubeError as e:  # one project's failure must not stop the others
                 report.errors.append(f"{project}: could not list member RoleBindings: {reason(e)}")
                 log.warning("membership of the project %r not reconciled: could not list its member "
                             "RoleBindings: %s", project, reason(e))
@@ -103,7 +100,7 @@ class Reconciler:
                                           bool(self.platform.identity_template)):
                 try:
                     await self.platform.kube.delete(path_of("RoleBinding", project, removal.binding))
-                except failures as e:
+                except KubeError as e:
                     report.errors.append(f"{project}/{removal.binding}: could not delete: {reason(e)}")
                     log.warning("could not remove the RoleBinding %s/%s (%s): %s", project, removal.binding,
                                 removal.why, reason(e))
@@ -130,17 +127,13 @@ class Reconciler:
         """The member RoleBindings in `project`'s namespace; none where the namespace does not exist
         or is not the platform's (the hub holds no rights there). A 403 in a namespace of the
         platform's (the hub's own binding there is gone) is raised: its members are not known."""
-        from kubernetes_asyncio.client.exceptions import ApiException
-
         from .credentials import MANAGED_BY
-        from .kube import path_of
+        from .kube import Forbidden, path_of
 
         kube = self.platform.kube
         try:
             answer = await kube.list(path_of("RoleBinding", project), labelSelector=MEMBER_LABEL)
-        except ApiException as e:
-            if e.status != 403:
-                raise
+        except Forbidden:
             ns = await kube.get(path_of("Namespace", None, project))
             labels = ((ns or {}).get("metadata") or {}).get("labels") or {}
             if ns is None or any(labels.get(k) != v for k, v in MANAGED_BY.items()):

@@ -17,9 +17,7 @@ import asyncio
 import logging
 from typing import Callable
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
-from .kube import Kube, reason
+from .kube import Forbidden, Gone, Kube, KubeError, error_of, reason
 
 log = logging.getLogger("mlplatform.watchcache")
 
@@ -109,11 +107,11 @@ class WatchCache:
                 await self._watch_once()
             except asyncio.CancelledError:
                 raise
-            except ApiException as e:
-                if e.status == 410:
-                    self._rv = None  # too old: list again
-                    continue
-                if e.status in (401, 403):
+            except Gone:
+                self._rv = None  # too old: list again
+                continue
+            except KubeError as e:
+                if isinstance(e, Forbidden) or e.code == 401:
                     self.state, self.error = "forbidden", reason(e)
                     log.warning("watch cache %s: %s; treating its data as unknown", self.path, self.error)
                     self._loaded.set()
@@ -141,7 +139,7 @@ class WatchCache:
                 if obj.get("code") == 410:
                     self._rv = None
                     return
-                raise ApiException(status=obj.get("code") or 500, reason=obj.get("reason") or "watch error")
+                raise error_of(obj.get("code") or 500, obj.get("reason") or "watch error", None, f"watch {self.path}")
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if rv:
                 self._rv = rv

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.catalog import Accelerator
 from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube, path_of, reason
+from hub_ext.kube import Forbidden, Kube, KubeError, path_of, reason
 from hub_ext.publish import accelerator_from_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP
 
@@ -93,13 +92,10 @@ async def published(kube: Kube, project: str) -> Published:
     """What the hub published for `project` (see the module docstring)."""
     try:
         cm = await kube.get(path_of("ConfigMap", project, CATALOG_CONFIGMAP))
-    except ApiException as e:
-        if e.status == 403:  # every member may read it: this identity is not one
-            raise UserInputError("project", f"your Kubernetes identity may not use the project {project!r} "
-                                            f"({reason(e)})", 403) from None
-        log.info("catalogue of project %s unreadable (%s); using the built-in one", project, type(e).__name__)
-        cm = None
-    except OSError as e:
+    except Forbidden as e:  # every member may read it: this identity is not one
+        raise UserInputError("project", f"your Kubernetes identity may not use the project {project!r} "
+                                        f"({reason(e)})", 403) from None
+    except KubeError as e:
         log.info("catalogue of project %s unreadable (%s); using the built-in one", project, type(e).__name__)
         cm = None
     return published_of(cm, project)

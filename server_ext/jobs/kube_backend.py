@@ -54,12 +54,10 @@ import re
 from dataclasses import dataclass, field
 from typing import AsyncIterator, Awaitable, Callable, Mapping
 
-import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.credentials import MANAGED_BY
 from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import TRANSIENT, Kube, reason
+from hub_ext.kube import Conflict, Forbidden, Kube, KubeError, NotFound, Unavailable, reason
 from hub_ext.watchcache import WatchCache
 
 from ..errors import JobExists, JobFinished, JobNotFound
@@ -266,18 +264,15 @@ class KubeBackend:
         """POST one object; the API's refusals as the module docstring says."""
         try:
             return await self.kube.request("POST", path, manifest)
-        except ApiException as e:
-            if e.status == 409:
-                raise JobExists(project, job_id) from None
-            if e.status == 403:
-                why = reason(e)
-                if "quota" in why:
-                    raise UserInputError("trainingInput", f"the quota of project {project} does not allow this "
-                                                          f"job ({why})", 403) from None
-                raise UserInputError("project", f"jobs may not be created in project {project} ({why})", 403) from None
-            log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
-            raise UpstreamError(f"create job {job_id}", reason(e)) from None
-        except (ConnectionError, asyncio.TimeoutError) as e:
+        except Conflict:
+            raise JobExists(project, job_id) from None
+        except Forbidden as e:
+            why = reason(e)
+            if "quota" in why:
+                raise UserInputError("trainingInput", f"the quota of project {project} does not allow this "
+                                                      f"job ({why})", 403) from None
+            raise UserInputError("project", f"jobs may not be created in project {project} ({why})", 403) from None
+        except KubeError as e:
             log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
             raise UpstreamError(f"create job {job_id}", reason(e)) from None
 
@@ -310,13 +305,10 @@ class KubeBackend:
         try:
             obj = await self.kube.request("PATCH", resource_path(kind, project, name), cancel_patch(kind, when),
                                           content_type=MERGE_PATCH)
-        except ApiException as e:
-            if e.status == 404:
-                p.caches[kind].remove(project, name)
-                raise JobNotFound(project, job_id) from None
-            log.warning("job %s in %s: cancel failed: %s", job_id, project, reason(e))
-            raise UpstreamError(f"cancel job {job_id}", reason(e)) from None
-        except (ConnectionError, asyncio.TimeoutError) as e:
+        except NotFound:
+            p.caches[kind].remove(project, name)
+            raise JobNotFound(project, job_id) from None
+        except KubeError as e:
             log.warning("job %s in %s: cancel failed: %s", job_id, project, reason(e))
             raise UpstreamError(f"cancel job {job_id}", reason(e)) from None
         p.caches[kind].put(obj)
@@ -374,21 +366,19 @@ class KubeBackend:
                         if base + read > after:
                             when, text = timed(raw)
                             yield LogLine(base + read, label, text, when)
-            except ApiException as e:
-                waiting = e.status == 400 and "waiting to start" in (e.body or "")  # the container has not started
-                if not (waiting or e.status == 404 or (follow and e.status in TRANSIENT)):
+            except KubeError as e:
+                if follow and isinstance(e, Unavailable) and e.code == 0:  # no answer, or the stream broke
+                    log.info("job %s in %s: log stream of %s broke (%s); reconnecting", job_id, project, task,
+                             reason(e))
+                    await self._pause(p)
+                    continue
+                waiting = e.code == 400 and "waiting to start" in e.body  # the container has not started
+                if not (waiting or isinstance(e, NotFound) or (follow and isinstance(e, Unavailable))):
                     raise UpstreamError(f"read the log of {task} of job {job_id}", reason(e)) from None
                 if not follow or ended():
                     return
-                if e.status == 404:
+                if isinstance(e, NotFound):
                     pod_name = None
-                await self._pause(p)
-                continue
-            except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
-                if not follow:
-                    raise UpstreamError(f"read the log of {task} of job {job_id}", reason(e)) from None
-                log.info("job %s in %s: log stream of %s broke (%s); reconnecting", job_id, project, task,
-                         type(e).__name__)
                 await self._pause(p)
                 continue
             if not follow and not partial:

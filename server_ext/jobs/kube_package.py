@@ -27,10 +27,8 @@ import hashlib
 import logging
 from typing import Mapping
 
-from kubernetes_asyncio.client.exceptions import ApiException
-
 from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube, reason
+from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
 
 from . import package
 from .fetch import put_object
@@ -75,17 +73,14 @@ async def ship_in_configmap(kube: Kube, plan: JobPlan, obj: dict) -> dict:
         manifest = package.package_configmap(plan.name, project, data, pkg.filename, owner)
         try:
             created = await kube.request("POST", f"/api/v1/namespaces/{project}/configmaps", manifest)
-        except ApiException as e:
+        except KubeError as e:
             why = reason(e)
             log.warning("job %s in %s: creating the package ConfigMap failed: %s", job_id, project, why)
-            if e.status == 403:
+            if isinstance(e, Forbidden):
                 what = "the quota of" if "quota" in why else "the permissions in"
                 raise UserInputError(FIELD, f"{what} project {project} do not allow the package ConfigMap "
                                             f"({why})", 403) from None
             raise UpstreamError(f"create the package ConfigMap of job {job_id}", why) from None
-        except (ConnectionError, asyncio.TimeoutError) as e:
-            log.warning("job %s in %s: creating the package ConfigMap failed: %s", job_id, project, reason(e))
-            raise UpstreamError(f"create the package ConfigMap of job {job_id}", reason(e)) from None
     except BaseException as e:  # CancelledError included: the job object must not outlive its package
         left = await remove_job(kube, plan, obj)
         if left is not None and isinstance(e, UpstreamError):
@@ -106,11 +101,9 @@ async def remove_job(kube: Kube, plan: JobPlan, obj: dict) -> str | None:
     body = {"propagationPolicy": "Background", "preconditions": {"uid": meta["uid"]}}
     try:
         await asyncio.shield(kube.request("DELETE", resource_path(plan.kind, plan.project, meta["name"]), body))
-    except ApiException as e:
-        if e.status == 404:
-            return None
-        why = reason(e)
-    except (ConnectionError, asyncio.TimeoutError) as e:
+    except NotFound:
+        return None
+    except KubeError as e:
         why = reason(e)
     else:
         log.info("job %s in %s: removed %s %s (its package could not be shipped)", plan.job.job_id, plan.project,

@@ -10,22 +10,20 @@ Guarantees:
   raise `UpstreamError` naming the job when the API refuses or cannot be reached.
 - `read_log` yields every line of the log with its newline, the last one possibly without (a line
   still being written, or a log that does not end in one); a line may be any length. A refusal is
-  an `ApiException` carrying the API's status and body, and a broken connection is raised as it
-  comes (``aiohttp.ClientError``, ``ConnectionError``, ``asyncio.TimeoutError``): the caller
-  decides (a container that has not started is a 400, a pod that is gone a 404; a follower
-  reconnects). Bodies are never logged.
+  the `hub_ext.kube.KubeError` of its answer (``code`` and ``reason``), a connection that cannot be
+  made or breaks `hub_ext.kube.Unavailable` with ``code`` 0: the caller decides (a container that
+  has not started is a 400, a pod that is gone `NotFound`; a follower reconnects). Bodies are
+  never logged.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import AsyncIterator
 
 import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.errors import UpstreamError
-from hub_ext.kube import Kube, reason
+from hub_ext.kube import Kube, KubeError, reason
 
 
 def terminated(pod: dict | None, container: str) -> bool:
@@ -43,7 +41,7 @@ async def task_pod(kube: Kube, project: str, job_id: str, selector: str) -> tupl
     """(name, uid) of the task's pod (the newest, should a controller replace one), or None."""
     try:
         body = await kube.list(f"/api/v1/namespaces/{project}/pods", labelSelector=selector)
-    except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+    except KubeError as e:
         raise UpstreamError(f"find the pods of job {job_id}", reason(e)) from None
     pods = [o for o in body.get("items") or [] if not o["metadata"].get("deletionTimestamp")]
     if not pods:
@@ -55,33 +53,15 @@ async def task_pod(kube: Kube, project: str, job_id: str, selector: str) -> tupl
 async def get_pod(kube: Kube, project: str, name: str, job_id: str) -> dict | None:
     try:
         return await kube.get(f"/api/v1/namespaces/{project}/pods/{name}")
-    except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+    except KubeError as e:
         raise UpstreamError(f"read the pod of job {job_id}", reason(e)) from None
 
 
-async def read_log(kube: Kube, project: str, pod: str, container: str, follow: bool,
-                   timestamps: bool = False) -> AsyncIterator[bytes]:
-    """The raw lines of one log request (the last may lack its newline)."""
+def read_log(kube: Kube, project: str, pod: str, container: str, follow: bool,
+             timestamps: bool = False) -> AsyncIterator[bytes]:
+    """The raw lines of one log request (the last may lack its newline): `Kube.stream`'s."""
     query = [("container", container)] + ([("follow", "true")] if follow else [])
     query += [("timestamps", "true")] if timestamps else []
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=kube.timeout,
                                     sock_read=None if follow else max(kube.timeout, 60))
-    resp = await kube.api_client.call_api(
-        f"/api/v1/namespaces/{project}/pods/{pod}/log", "GET", query_params=query,
-        header_params={"Accept": "*/*"}, auth_settings=["BearerToken"], _preload_content=False,
-        _request_timeout=timeout)
-    try:
-        if resp.status != 200:
-            error = ApiException(status=resp.status, reason=resp.reason)
-            error.body = await resp.text()
-            raise error
-        pending = b""
-        async for chunk in resp.content.iter_any():  # not readline: a log line may be any length
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line + b"\n"
-        if pending:
-            yield pending
-    finally:
-        resp.release()
+    return kube.stream(f"/api/v1/namespaces/{project}/pods/{pod}/log", query, "*/*", timeout)

@@ -59,11 +59,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube, reason
+from hub_ext.kube import Kube, KubeError, NotFound, reason
 from hub_ext.watchcache import WatchCache
 
 from ..errors import JobFinished, JobNotFound
@@ -193,7 +191,7 @@ async def katib_served(kube: Kube) -> bool:
     """Whether the cluster serves Katib's Experiments and Trials (discovery); `UpstreamError` if it cannot tell."""
     try:
         body = await kube.get(f"/apis/{GROUP_VERSION}")
-    except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+    except KubeError as e:
         raise UpstreamError("discover Katib (kubeflow.org/v1beta1)", reason(e)) from None
     plurals = {r.get("name") for r in (body or {}).get("resources") or []}
     return {"experiments", "trials"} <= plurals
@@ -226,7 +224,7 @@ async def discard(kube: Kube, sweeps: Sweeps, project: str, obj: dict) -> None:
     """Remove an Experiment just created (its package could not be shipped); a failed delete is not raised."""
     name = obj["metadata"]["name"]
     sweeps.experiments.remove(project, name)
-    with contextlib.suppress(ApiException, ConnectionError, asyncio.TimeoutError):
+    with contextlib.suppress(KubeError):
         await asyncio.shield(kube.request(
             "DELETE", katib_path("experiments", project, name),
             {"propagationPolicy": "Background", "preconditions": {"uid": obj["metadata"]["uid"]}}))
@@ -272,16 +270,12 @@ async def cancel(kube: Kube, sweeps: Sweeps, project: str, job_id: str, experime
             try:
                 await kube.request("DELETE", katib_path("trials", project, t["metadata"]["name"]),
                                    {"propagationPolicy": "Background"})
-            except ApiException as e:
-                if e.status != 404:  # ended and removed meanwhile
-                    raise
-    except ApiException as e:
-        if e.status == 404:
-            sweeps.experiments.remove(project, name)
-            raise JobNotFound(project, job_id) from None
-        log.warning("sweep %s in %s: cancel failed: %s", job_id, project, reason(e))
-        raise UpstreamError(f"cancel job {job_id}", reason(e)) from None
-    except (ConnectionError, asyncio.TimeoutError) as e:
+            except NotFound:
+                pass  # ended and removed meanwhile
+    except NotFound:
+        sweeps.experiments.remove(project, name)
+        raise JobNotFound(project, job_id) from None
+    except KubeError as e:
         log.warning("sweep %s in %s: cancel failed: %s", job_id, project, reason(e))
         raise UpstreamError(f"cancel job {job_id}", reason(e)) from None
     log.info("sweep %s in %s: cancel requested; %d running trial(s) stopped, %d completed kept", job_id, project,
@@ -345,10 +339,8 @@ async def trial_metrics(kube: Kube, sweeps: Sweeps, project: str, job_id: str, e
                                                           True)) as lines:
             async for raw in lines:
                 text += raw
-    except ApiException as e:
-        if e.status in (400, 404):  # not started yet, or gone
+    except KubeError as e:
+        if e.code in (400, 404):  # not started yet, or gone
             return []
-        raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
-    except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
         raise UpstreamError(f"read the metrics of trial {trial_id} of job {job_id}", reason(e)) from None
     return metric_reports.series(text.decode("utf-8", errors="replace"), tag)

@@ -41,7 +41,6 @@ the API server keeps what it writes as written), and does what Katib does:
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import itertools
 import json
@@ -51,9 +50,8 @@ import random
 import re
 import string
 
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from hub_ext.kube import Kube, reason
+from hub_ext.kube import Conflict, Kube, KubeError, NotFound, reason
 from hub_ext.watchcache import WatchCache
 from server_ext.jobs.kubeflow import resource_path
 from tests.kube.controller import Controller, controller_ref
@@ -99,7 +97,7 @@ class KatibController(Controller):
     async def _guard(self, fn, obj: dict) -> None:
         try:
             await fn(obj)
-        except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+        except KubeError as e:
             log.warning("katib: %s %s: %s", obj.get("kind"), obj["metadata"]["name"], reason(e))
 
     async def _write_status(self, plural: str, cache: WatchCache, obj: dict, status: dict) -> None:
@@ -109,9 +107,8 @@ class KatibController(Controller):
         patch = {**{k: None for k in obj.get("status") or {} if k not in status}, **status}  # a merge patch
         try:
             cache.put(await self.kube.request("PATCH", path, {"status": patch}, content_type=MERGE))
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        except NotFound:
+            pass
 
     # ---- experiments -------------------------------------------------------------------------------
     async def reconcile_experiment(self, exp: dict) -> None:
@@ -268,9 +265,8 @@ class KatibController(Controller):
             manifest["metadata"]["ownerReferences"] = [controller_ref(trial)]
             try:
                 self.jobs[kind].put(await self.kube.request("POST", resource_path(kind, self.ns), manifest))
-            except ApiException as e:
-                if e.status != 409:
-                    raise
+            except Conflict:
+                pass
             return await self._write_status("trials", self.trials, trial, {**status, "conditions": conds})
         success, failure = (_COND_TYPE.search(spec.get(k) or "") for k in ("successCondition", "failureCondition"))
         if success and is_true(job, success[1]):

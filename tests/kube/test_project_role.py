@@ -23,7 +23,7 @@ import yaml
 
 from hub_ext.catalog import parse_accelerators
 from hub_ext.entitlements import Project
-from hub_ext.kube import Kube
+from hub_ext.kube import Kube, KubeError
 from hub_ext.provision import Provisioner
 from hub_ext.tenancy import SERVICE_ACCOUNT, project_objects
 from tests.cluster.identities import hub_kubeconfig, service_account_kubeconfig
@@ -71,8 +71,8 @@ async def status_of(kube: Kube, method: str, path: str, body=None) -> int:
     try:
         await kube.request(method, path, body)
         return 200
-    except kubernetes_asyncio.client.ApiException as e:
-        return e.status
+    except KubeError as e:
+        return e.code
 
 
 def configmap(name: str) -> dict:

@@ -24,16 +24,14 @@ cache at once (the controllers' "expectations"), so no replica is created twice.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import datetime as dt
 import json
 import logging
 import uuid
 
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from hub_ext.kube import Kube, reason
+from hub_ext.kube import Conflict, Kube, KubeError, NotFound, Unavailable, reason
 from hub_ext.watchcache import WatchCache
 from tests.kube.controller import Controller, controller_ref
 
@@ -81,7 +79,7 @@ class TrainingOperator(Controller):
             for job in cache.items():
                 try:
                     await self.reconcile(kind, job)
-                except (ApiException, ConnectionError, asyncio.TimeoutError) as e:
+                except KubeError as e:
                     log.warning("operator: %s %s: %s", kind, job["metadata"]["name"], reason(e))
 
     # ---- one job ------------------------------------------------------------------------------
@@ -183,8 +181,10 @@ class TrainingOperator(Controller):
         """The created pod; None when it exists already or was refused (a Warning event on the job)."""
         try:
             created = await self.kube.request("POST", f"/api/v1/namespaces/{self.ns}/pods", pod)
-        except ApiException as e:
-            if e.status != 409:
+        except KubeError as e:
+            if isinstance(e, Unavailable) and e.code == 0:
+                raise  # no answer
+            if not isinstance(e, Conflict):
                 meta = job["metadata"]
                 await self.kube.request("POST", f"/api/v1/namespaces/{self.ns}/events", {
                     "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": self.ns},
@@ -202,8 +202,7 @@ class TrainingOperator(Controller):
         path = KINDS[kind][0].format(ns=self.ns) + f"/{job['metadata']['name']}/status"
         try:
             self.jobs[kind].put(await self.kube.request("PATCH", path, {"status": status}, content_type=MERGE))
-        except ApiException as e:
-            if e.status != 404:  # deleted meanwhile
-                raise
+        except NotFound:
+            pass  # deleted meanwhile
 
 
