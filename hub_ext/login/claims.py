@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import Problem
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlplatform.login")
 
 _SEGMENT = re.compile(r"[A-Za-z0-9_:\-]+")
 MAX_GROUP_NAME = 255

@@ -80,6 +80,7 @@ from typing import Awaitable, Callable, Mapping, TextIO
 
 from hub_ext.entitlements import personal_project_name
 from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
+from hub_ext.logs import LOGGER
 from hub_ext.mounts import Available
 from server_ext.client import RemoteService, from_environment
 from server_ext.client.environment import server_from_environment
@@ -427,14 +428,13 @@ def _quiet_logs(env: Mapping[str, str], err: TextIO) -> None:
     warnings (such as "Config not found", said better by our own error) stay off the terminal unless
     ``MLPLATFORM_DEBUG=1``; what the user needs is printed by the commands."""
     debug = env.get("MLPLATFORM_DEBUG", "").lower() in _TRUE
-    for name in ("hub_ext", "server_ext"):
-        logger = logging.getLogger(name)
-        if debug:
-            if not logger.handlers:
-                logger.addHandler(logging.StreamHandler(err))
-            logger.setLevel(logging.DEBUG)
-        elif not logger.handlers:
-            logger.addHandler(logging.NullHandler())
+    logger = logging.getLogger(LOGGER)  # every module of the platform logs under it (hub_ext.logs)
+    if debug:
+        if not logger.handlers:
+            logger.addHandler(logging.StreamHandler(err))
+        logger.setLevel(logging.DEBUG)
+    elif not logger.handlers:
+        logger.addHandler(logging.NullHandler())
     for name in _LIBRARY_LOGGERS:  # their warnings only (never DEBUG: the REST client logs bodies)
         logger = logging.getLogger(name)
         if not logger.handlers:

@@ -33,7 +33,7 @@ from ..jobs.backend import LogLine
 from .errors import from_response, unreachable
 from .sse import SSEParser
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlplatform.client")
 
 RESUME_ATTEMPTS = 5
 RESUME_DELAY_S = 0.2  # doubled after each failed reconnection, up to 2 s

@@ -69,7 +69,7 @@ from hub_ext.errors import PlatformError, UpstreamError, UserInputError
 
 from .package_uri import PACKAGES_DIR_ENV, Location, parse_all, parse_uri, recorded_digests
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlplatform.jobs.fetch")
 
 MAX_BYTES_ENV = "MLPLATFORM_MAX_PACKAGE_BYTES"
 DEFAULT_MAX_BYTES = 512 * 2**20

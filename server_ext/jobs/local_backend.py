@@ -84,7 +84,7 @@ from .local_sweep_space import initial_output
 from .local_sweeps import Sweeps, is_sweep
 from .plan import JobPlan, task_name
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlplatform.jobs.local")
 
 _PROJECT = re.compile(r"[A-Za-z0-9_@][A-Za-z0-9._@-]{0,252}")
 DEFAULT_MAX_PROCESSES = 32  # PREMIUM_1's 31 replicas fit

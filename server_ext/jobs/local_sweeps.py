@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from .local_backend import LocalBackend, _Live
     from .local_store import JobRecord
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlplatform.jobs.local")
 # Optuna's records go through the standard logging tree (the server's log configuration, or
 # nothing below WARNING in the kubectl plugin) instead of its own stderr handler.
 optuna.logging.disable_default_handler()

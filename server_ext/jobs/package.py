@@ -50,7 +50,7 @@ from hub_ext.errors import UserInputError
 from .fetch import put_object
 from .package_uri import DIGESTS_ENV, PACKAGES_DIR_ENV, digests_env
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlplatform.jobs.package")
 
 CONFIGMAP_LIMIT = 900 * 1024
 BUILD_TIMEOUT = 300.0

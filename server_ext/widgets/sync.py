@@ -33,7 +33,7 @@ from ..errors import JobNotFound, PlatformError
 from ..client.notebook import Client, list_all
 from . import state
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("mlplatform.widgets")
 
 POLL_S = 2.0
 MIN_POLL_S = 0.5
