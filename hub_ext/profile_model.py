@@ -10,17 +10,11 @@ configuration; `hub_ext.profile_parser` builds these objects.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .catalog import MIG_PROFILE, Accelerator
 from .errors import ConfigError, Problem
-
-MEMORY = re.compile(r"(?P<n>\d+(\.\d+)?)(?P<unit>[KMGT]i?)?")
-_MEMORY_FACTORS = {None: 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12,
-                   "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
 
 @dataclass(frozen=True)
 class Choice:
@@ -63,8 +57,8 @@ class Profile:
     accelerator_count: int = 0
     cpu_guarantee: float | None = None
     cpu_limit: float | None = None
-    mem_guarantee: str | None = None
-    mem_limit: str | None = None
+    mem_guarantee: str | int | None = None  # as written; `hub_ext.quantities` gives its one meaning
+    mem_limit: str | int | None = None
     override: Mapping[str, Any] = field(default_factory=dict)
     options: tuple[Option, ...] = ()
 
@@ -82,13 +76,6 @@ class ParsedProfiles:
         if self.problems:
             raise ConfigError(list(self.problems))
         return self.profiles
-
-
-def memory_bytes(value: str) -> float:
-    m = MEMORY.fullmatch(value)
-    if not m:
-        raise ValueError(value)
-    return float(m["n"]) * _MEMORY_FACTORS[m["unit"]]
 
 
 def accelerator_resource(resource: str) -> bool:

@@ -7,16 +7,18 @@ key KubeSpawner or jupyterhub-fancy-profiles reads (`hub_ext.profile_keys`).
 
 Refused (a problem: the hub does not start), as it would break a spawn or change what runs:
 a ``kubespawner_override`` key that is not a KubeSpawner trait, or a value KubeSpawner's trait
-refuses (checked with the trait itself), or a callable value (use a callable ``profile_list``:
-it is called with the spawner); a profile without ``display_name``; a value of the wrong type;
-more than one accelerator resource type, or not a positive whole number of it; a CPU or memory
-guarantee above its limit; an accelerator requested by a choice or free-form value (the platform
-counts accelerators per profile); an ``unlisted_choice.validation_regex`` that does not compile (a
-user's value must later match it *whole*); an option without choices or free-form value;
-duplicate slugs. Warned (KubeSpawner ignores it; the path and a did-you-mean are given): an
-unknown key of a profile, option, choice or ``unlisted_choice``; more than one default (the first
-counts, as in KubeSpawner). The platform's own spelling is strict: an unknown key there, or two
-defaults, is a problem.
+refuses (checked with the trait itself; a memory size by `hub_ext.quantities`, which also reads
+Kubernetes' ``8Gi``, with KubeSpawner's meaning of ``4G``), or a callable value (use a callable
+``profile_list``: it is called with the spawner); a profile without ``display_name``; a value of
+the wrong type; more than one accelerator resource type, or not a positive whole number of it; a
+CPU or memory guarantee above its limit (sizes compared in bytes by that one meaning); an
+accelerator requested by a choice or free-form value (the platform counts accelerators per
+profile); an ``unlisted_choice.validation_regex`` that does not compile (a user's value must later
+match it *whole*); an option without choices or free-form value; duplicate slugs. Warned
+(KubeSpawner ignores it; the path and a did-you-mean are given): an unknown key of a profile,
+option, choice or ``unlisted_choice``; more than one default (the first counts, as in
+KubeSpawner). The platform's own spelling is strict: an unknown key there, or two defaults, is a
+problem.
 
 An accelerator name in ``unchecked`` (configured, but it failed to parse) is not reported again
 as unknown; a profile with a problem of its own is listed in ``broken`` so a reference to it is
@@ -37,8 +39,9 @@ from traitlets import HasTraits, TraitError
 from . import profile_keys as keys
 from .catalog import Accelerator
 from .errors import Problem
-from .profile_model import (MEMORY, Choice, Option, ParsedProfiles, Profile, Unlisted, accelerator_resource,
-                            adhoc_accelerator, memory_bytes)
+from .profile_model import (Choice, Option, ParsedProfiles, Profile, Unlisted, accelerator_resource,
+                            adhoc_accelerator)
+from .quantities import CPU_TRAITS, MEMORY_TRAITS, cpu_hint, memory_bytes
 
 
 @functools.cache
@@ -98,10 +101,15 @@ class _Parser:
                 self.problem(f"{path}.{key}", "is a callable: the platform checks overrides when the hub starts; "
                                               "make profile_list itself a function of the spawner to compute "
                                               "per-user values")
+            elif key in MEMORY_TRAITS and value is not None:
+                try:  # the platform's one meaning (`hub_ext.quantities`), also where the trait refuses it ('8Gi')
+                    memory_bytes(value)
+                except ValueError as e:
+                    self.problem(f"{path}.{key}", str(e))
             elif self.traits is not None:
                 refused = trait_refuses(key, value)
                 if refused:
-                    self.problem(f"{path}.{key}", refused)
+                    self.problem(f"{path}.{key}", refused + (cpu_hint(value) if key in CPU_TRAITS else ""))
         return dict(raw)
 
     def text(self, raw: Mapping, key: str, path: str, default: str | None = None) -> str | None:
@@ -228,9 +236,9 @@ class _Parser:
         return self._pair(raw, path, lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0,
                           float, float, "a positive number of CPUs")
 
-    def memory(self, raw: Any, path: str) -> tuple[str | None, str | None]:
-        return self._pair(raw, path, lambda v: isinstance(v, str) and bool(MEMORY.fullmatch(v)), str,
-                          memory_bytes, "a size such as '512M', '4G' or '8Gi'")
+    def memory(self, raw: Any, path: str) -> tuple[str | int | None, str | int | None]:
+        return self._pair(raw, path, lambda v: _size(v) is not None, lambda v: v, memory_bytes,
+                          "a size such as '512M', '4G' or '8Gi'")
 
     def accelerator_from_override(self, override: Mapping, path: str) -> tuple[Accelerator | None, int]:
         """The accelerator an override requests in ``extra_resource_limits`` or, as KubeSpawner's own
@@ -271,11 +279,10 @@ class _Parser:
         cpu = [override.get(t) if isinstance(override.get(t), (int, float)) and not isinstance(override.get(t), bool)
                else None for t in ("cpu_guarantee", "cpu_limit")]
         cpu = [float(v) if v is not None else None for v in cpu]
-        mem = [override.get(t) if isinstance(override.get(t), str) and MEMORY.fullmatch(override[t]) else None
-               for t in ("mem_guarantee", "mem_limit")]
+        mem = [override.get(t) if _size(override.get(t)) is not None else None for t in MEMORY_TRAITS]
         if None not in cpu and cpu[0] > cpu[1]:
             self.problem(f"{path}.cpu_guarantee", f"{cpu[0]:g} is more than cpu_limit {cpu[1]:g}")
-        if None not in mem and memory_bytes(mem[0]) > memory_bytes(mem[1]):
+        if None not in mem and _size(mem[0]) > _size(mem[1]):
             self.problem(f"{path}.mem_guarantee", f"{mem[0]} is more than mem_limit {mem[1]}")
         return tuple(cpu), tuple(mem)
 
@@ -360,6 +367,16 @@ def _count(value) -> int | None:
     except ValueError:
         return None
     return n if n > 0 else None
+
+
+def _size(value: Any) -> int | None:
+    """Bytes by the platform's one meaning (`hub_ext.quantities`), or None (no value, or unusable)."""
+    if value is None:
+        return None
+    try:
+        return memory_bytes(value)
+    except ValueError:
+        return None
 
 
 def _is_unchecked(name: Any, unchecked: Container[str]) -> bool:

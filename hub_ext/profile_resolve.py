@@ -6,7 +6,9 @@
 ``unlisted_choice`` override with ``{value}`` replaced by the user's text. `user_options` is
 untrusted: anything not offered is refused with a `UserInputError` naming the field, and nothing
 is partially applied. A None inside a dict-valued setting is kept in the result: it says "remove
-this key from the configured value", as in KubeSpawner. `apply_override` is that rule, applying a
+this key from the configured value", as in KubeSpawner. A memory size is given as the trait
+reads it with the platform's one meaning (`hub_ext.quantities.for_trait`: ``"4G"`` as written,
+``"8Gi"`` as its bytes), so the spawners set the settings as they are. `apply_override` is that rule, applying a
 dict-valued setting to a spawner's configured value (KubeSpawner's ``recursive_update``, on copies).
 """
 
@@ -18,6 +20,7 @@ from typing import Any, Mapping
 
 from .errors import UserInputError
 from .profile_model import Profile
+from .quantities import MEMORY_TRAITS, for_trait
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -129,4 +132,7 @@ def resolve(profile: Profile, user_options: Mapping[str, Any]) -> dict[str, Any]
                 raise UserInputError(f"profile_options.{name}", f"unknown choice {picked!r} (choose one of: {known})")
         if choice is not None:
             settings = merge_override(settings, choice.override)
+    for trait in MEMORY_TRAITS:  # checked when the hub started (`profile_parser`): usable
+        if trait in settings:
+            settings[trait] = for_trait(settings[trait])
     return settings

@@ -22,15 +22,18 @@ Two spellings are accepted and give the same `Profile` objects:
 The modules: `hub_ext.profile_model` (the frozen objects), `hub_ext.profile_keys` (the keys and
 their meaning), `hub_ext.profile_parser` (configuration → objects: what is refused, what is only
 warned about), `hub_ext.profile_resolve` (a user's choices → KubeSpawner settings),
-`hub_ext.profile_source` (a callable ``profile_list``). This module gathers their public names.
+`hub_ext.profile_source` (a callable ``profile_list``), `hub_ext.quantities` (memory sizes: one
+meaning, KubeSpawner's 1024-based ``K``/``M``/``G``/``T`` and Kubernetes' ``Ki``/``Mi``/``Gi``/``k``).
+This module gathers their public names.
 """
 
 from __future__ import annotations
 
 from .profile_model import (Choice, Option, ParsedProfiles, Profile, Unlisted, accelerator_resource,
-                            adhoc_accelerator, memory_bytes)
+                            adhoc_accelerator)
 from .profile_parser import parse_profile_list, parse_profiles, read_profile_list, read_profiles
 from .profile_resolve import merge_override, resolve, resource_settings
+from .quantities import memory_bytes
 
 __all__ = ["Choice", "Option", "ParsedProfiles", "Profile", "Unlisted", "accelerator_resource", "adhoc_accelerator",
            "memory_bytes", "parse_profile_list", "parse_profiles", "read_profile_list", "read_profiles",
