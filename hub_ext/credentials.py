@@ -1,7 +1,7 @@
 """Cloud credentials: what a valid one looks like, and the Secret that holds it. Pure.
 
 A credential is a small set of files, validated here by content, so the same checks serve the hub
-page, the REST API and (later) the admission webhook, which sees only a Secret's data:
+page and the REST API, and need only a Secret's data:
 
 - ``gcp-credential``: ``key.json``, a Google service-account key: a JSON object with
   ``type: "service_account"``, ``project_id``, ``private_key`` (PEM) and ``client_email``.

@@ -34,7 +34,7 @@ Guarantees:
     ``<state_dir>/local-train/<jobId>/`` (`local_train_dir`), so it never shares a notebook
     server's state (as gcloud's, the run is not a job of ``jobs list``; its log stays there);
   - ``--local``, ``MLPLATFORM_LOCAL=1`` or ``local: true`` in the plugin's settings file
-    (`server_ext.kube_target.cli_config`): inside a notebook server that runs the local runtime
+    (`server_ext.config.cli_config`): inside a notebook server that runs the local runtime
     (`server_ext.client.from_environment` finds it, ``$MLPLATFORM_BACKEND`` is not
     ``kubernetes``), that server's ml/v1 API, since the server *is* the local runtime (one
     backend supervises its jobs; ``--local`` and plain commands see the same jobs); elsewhere
