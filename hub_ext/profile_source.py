@@ -7,12 +7,15 @@ The platform accepts it the same way: at hub start the rest of the configuration
 that spawner and `hub_ext.platform.Runtime.for_profile_list` checks its result with the same
 parser as a static list, its paths starting with `WHERE`. What it raises, or a result with
 problems, refuses the spawn with `refusal`: an HTTP 500 whose message names the path at fault
-(an administrator's mistake, not the user's; no secret is in a path or a parser message).
+(an administrator's mistake, not the user's). What the function raised is named by its type only:
+its text and traceback go to the hub's log (an exception's text may carry a URL with a token or
+an identity API's answer); a path or a parser message holds no secret.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any, Callable
 
 from tornado import web
@@ -20,6 +23,7 @@ from tornado import web
 from .errors import ConfigError, Problem
 
 WHERE = "profile_list(spawner)"
+log = logging.getLogger("mlplatform.profiles")
 
 
 def is_callable(value: Any) -> bool:
@@ -33,8 +37,10 @@ async def call(func: Callable, spawner) -> Any:
         result = func(spawner)
         if inspect.isawaitable(result):
             result = await result
-    except Exception as e:  # the operator's function: report what it raised, not a traceback
-        raise ConfigError([Problem(WHERE, f"raised {type(e).__name__}: {e}")]) from None
+    except Exception as e:  # the operator's function: its text (a URL with a token, a group API's
+        # answer) goes to the hub's log only; users and the API see the exception's type
+        log.error("%s for %s raised", WHERE, getattr(getattr(spawner, "user", None), "name", spawner), exc_info=True)
+        raise ConfigError([Problem(WHERE, f"raised {type(e).__name__} (the hub's log has the details)")]) from None
     return result
 
 

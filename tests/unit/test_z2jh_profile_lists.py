@@ -17,7 +17,7 @@ from hub_ext.errors import ConfigError
 from hub_ext.kube_spawner import PlatformSpawner
 from hub_ext.local_spawner import LocalPlatformSpawner
 from hub_ext.platform import PlatformConfig, Runtime, kubespawner_traits
-from hub_ext.profile_source import WHERE, call
+from hub_ext.profile_source import WHERE, call, refusal
 from hub_ext.profiles import read_profile_list, resolve
 
 pytestmark = pytest.mark.unit
@@ -342,18 +342,21 @@ def test_both_spawners_call_the_profile_list_before_the_form_and_the_start():
         assert cls.run_pre_spawn_hook is PlatformConfig.run_pre_spawn_hook
 
 
-def test_call_awaits_an_async_result_and_names_what_the_function_raised():
+def test_call_awaits_an_async_result_and_names_what_the_function_raised(caplog):
     async def later(spawner):
         return [{"display_name": f"For {spawner}"}]
 
     def broken(spawner):
-        raise KeyError("groups")
+        raise RuntimeError("GET https://groups.internal/api?token=s3cr3t failed: 401")
 
     assert asyncio.run(call(later, "ann")) == [{"display_name": "For ann"}]
     assert asyncio.run(call(lambda s: [], "ann")) == []
     with pytest.raises(ConfigError) as e:
         asyncio.run(call(broken, "ann"))
-    assert [str(p) for p in e.value.problems] == [f"{WHERE}: raised KeyError: 'groups'"]
+    # the user sees the type only; the text (here a token) goes to the hub's log
+    assert [str(p) for p in e.value.problems] == [f"{WHERE}: raised RuntimeError (the hub's log has the details)"]
+    assert "s3cr3t" not in str(refusal(e.value, "ann"))
+    assert "s3cr3t" in caplog.text
 
 
 @pytest.mark.parametrize("result, problem", [
