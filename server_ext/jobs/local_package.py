@@ -20,9 +20,11 @@ directories to run in place, the package shipped with it (``--package-path``) in
   (`install_key`) is the sha256 of the interpreter (its real path, size and mtime) and of each
   file's name and bytes, in order: the same package for the same Python is the same install, a
   changed package (new bytes) a new one. The install lives in
-  ``<state_dir>/packages/<project>/<digest>/site`` (per project: a project's jobs never run code
-  another project's jobs could have changed), shared by every job and trial of the project that
-  uses it. It is made atomically: under an exclusive lock on ``<digest>.lock`` (waited for without
+  ``<state_dir>/packages/<project>/<digest>/site`` (per project, so one project's jobs do not share
+  an install with another's; every job of the server runs as the same OS account, so this is
+  separation, not a boundary), shared by every job and trial of the project that uses it; its
+  files are read-only, so a job cannot change in place the code later jobs and parallel trials
+  run (a trainer should write its outputs to its job directory, not beside its code). It is made atomically: under an exclusive lock on ``<digest>.lock`` (waited for without
   blocking the event loop, given up on cancel), pip installs into a temporary directory that is
   renamed into place only once pip succeeded, so two trials starting at once never both install,
   and no job ever sees a half install (a temporary directory left by a crash is removed by the
@@ -192,6 +194,14 @@ async def _lock(path: pathlib.Path, cancelled: asyncio.Event) -> int | None:
             await asyncio.sleep(_LOCK_POLL_S)
 
 
+def _read_only_files(site: pathlib.Path) -> None:
+    """Every file of an install loses its write permission: a job cannot change, in place, the code
+    later jobs and parallel trials run (directories stay writable, so the owner may delete it all)."""
+    for path in site.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            path.chmod(path.stat().st_mode & 0o555)
+
+
 async def install(files: Sequence[pathlib.Path], *, python: str, state_dir: pathlib.Path, project: str,
                   log_path: pathlib.Path, env: Mapping[str, str], cancelled: asyncio.Event,
                   started: Callable[[asyncio.subprocess.Process | None], None]) -> pathlib.Path | None:
@@ -230,6 +240,7 @@ async def install(files: Sequence[pathlib.Path], *, python: str, state_dir: path
                 return None
             if code != 0:
                 raise InstallFailed(code)
+            await asyncio.to_thread(_read_only_files, work / "site")
             os.rename(work, target)
         finally:
             await asyncio.to_thread(shutil.rmtree, work, True)  # gone already once renamed

@@ -69,6 +69,9 @@ async def test_the_second_job_reuses_the_install_and_a_changed_package_installs_
     (third,) = await run(backend, changed)
     assert third[0].startswith(f"Installing {sdist.name} into {site_root}/") and any(PIP in t for t in third)
     assert third[0] != first[0]  # another directory: another digest
+    # the code later jobs run cannot be changed in place by a job (its files are read-only)
+    code = [p for p in site_root.rglob("task.py")]
+    assert code and all(not p.stat().st_mode & 0o222 for p in code)
     installs = sorted(p.name for p in site_root.iterdir() if p.is_dir())
     assert len(installs) == 2 and not any(name.startswith(".") for name in installs)  # no half install left
 
