@@ -13,6 +13,8 @@ Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubern
     c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects" # local runtime: credentials and datasets
     c.MLPlatformApp.local_max_processes = 32     # local runtime: processes per job (replicas, and a
                                                  # sweep's parallel trials × replicas)
+    c.MLPlatformApp.running_jobs_are_activity = True  # local runtime: a running job keeps the server
+                                                 # active for an idle culler (its processes die with it)
     c.MLPlatformApp.job_tables = {...}           # machine types, accelerator aliases, the legacy GPU,
                                                  # runtimes → images, the fetcher image
                                                  # (`server_ext.jobs.tables`)
@@ -40,8 +42,9 @@ import asyncio
 import os
 import pathlib
 
+from jupyter_server._tz import utcnow
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Dict, Enum, Int, List, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
 from hub_ext.catalog import parse_accelerators
 from hub_ext.errors import ConfigError
@@ -128,6 +131,13 @@ class MLPlatformApp(ExtensionApp):
                            c.MLPlatformApp.kube_context = "dgx-eu"
                            """).tag(config=True)
 
+    running_jobs_are_activity = Bool(True, help="""Local runtime: while a job runs, the server is active
+                                     (its last activity moves every `activity_interval` seconds), so
+                                     an idle culler does not stop the server, and with it the job's
+                                     processes, in the middle of a job. What widgets and panels read
+                                     never counts (docs/widgets.md, "Activity").""").tag(config=True)
+    activity_interval = Float(10.0, help="Seconds between marks of a running local job's activity.").tag(config=True)
+
     def initialize_settings(self):
         # a mistake in the tables must not stop the user's notebook server: it is logged now, naming
         # the key, and every jobs request answers 503 with it (jupyter_server would only log a
@@ -169,6 +179,8 @@ class MLPlatformApp(ExtensionApp):
             backend = LocalBackend(pathlib.Path(os.path.expanduser(self.state_dir)),
                                    max_processes=self.local_max_processes or None)
             await backend.start()
+            if self.running_jobs_are_activity:
+                self._activity = asyncio.ensure_future(self._active_while_jobs_run(backend))
             settings = self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS)
             service = JobService(backend, settings, self._project_source(), self._files,
                                  settings_for=None if fixed or self.projects else self._hub_settings())
@@ -231,6 +243,14 @@ class MLPlatformApp(ExtensionApp):
 
         return lambda project: list_available(kube, project, mounts)
 
+    async def _active_while_jobs_run(self, backend) -> None:
+        while True:
+            if backend.running():
+                self.serverapp.web_app.settings["api_last_activity"] = utcnow()
+            await asyncio.sleep(self.activity_interval)
+
     async def stop_extension(self):
+        if getattr(self, "_activity", None) is not None:
+            self._activity.cancel()
         if getattr(self, "_service", None) is not None:
             await self._service.backend.close()

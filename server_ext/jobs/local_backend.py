@@ -320,6 +320,10 @@ class LocalBackend:
     async def get(self, project: str, job_id: str) -> dict:
         return json.loads(json.dumps(self._record(project, job_id).job))
 
+    def running(self) -> bool:
+        """Whether a job (or a sweep's trial) of any project has not ended yet."""
+        return any(r.job.get("state") not in FINAL for r in self._jobs.values())
+
     async def list(self, project: str) -> list[dict]:
         return [json.loads(json.dumps(r.job)) for r in self._jobs.values()
                 if r.project == project and "/" not in r.job_id]  # a sweep's trial jobs are not listed

@@ -36,6 +36,13 @@ LONG_AGO = datetime.datetime(2000, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 @pytest.fixture
+def jp_server_config(jp_server_config):
+    """Running jobs' own activity off (test_running_jobs_activity has it): here only requests move it."""
+    jp_server_config["MLPlatformApp"]["running_jobs_are_activity"] = False
+    return jp_server_config
+
+
+@pytest.fixture
 def client(jp_serverapp, http_server, http_server_port, jp_base_url):
     client = Client(f"http://127.0.0.1:{http_server_port[-1]}{jp_base_url}", jp_serverapp.identity_provider.token,
                     project=PROJECT)
