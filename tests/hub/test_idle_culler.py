@@ -1,9 +1,11 @@
 """An abandoned notebook gives its GPU slice back: the real ``jupyterhub-idle-culler`` as a hub
 service, the demo hub (local runtime, LocalPlatformSpawner), alice's server on a "Small GPU slice"
-(MIG 1g.5gb), a kernel started through the hub's proxy whose cell submits a long job and shows
+(MIG 1g.5gb), a kernel started through the hub's proxy whose cell submits a job and shows
 ``widgets.jobs()`` and ``widgets.job(...)`` (so the kernel polls the jobs API every 2 s and streams
 the job's log), a client speaking the widget protocol over the kernel's websocket as a browser
-would (``ready``, then ``alive``).
+would (``ready``, then ``alive``). The job has ended by the time the user leaves: a running local
+job keeps its server active on purpose (its processes are the server's;
+`tests/local/rest/test_running_jobs_activity.py`), the widgets watching it never do.
 
 1. While the view says it is alive, the server is kept: it outlives the culler's timeout several
    times over, and the widgets keep sending.
@@ -143,7 +145,7 @@ async def test_an_abandoned_server_with_live_widgets_is_culled_and_its_slice_fre
 
     job = {"jobId": "abandoned", "labels": {"team": "vision"},
            "trainingInput": {"scaleTier": "BASIC", "pythonModule": "trainer.task", "packageUris": [TRAINER.as_uri()],
-                             "args": ["--epochs=100000", "--sleep=0.5"]}}
+                             "args": ["--epochs=70", "--sleep=0.5"]}}  # outlives phase 1
     headers = {"Authorization": f"token {token}"}
     async with aiohttp.ClientSession(headers=headers) as http:
         async with http.post(f"{hub.url}/user/alice/api/kernels", json={"name": "python3"}) as resp:
@@ -170,6 +172,12 @@ async def test_an_abandoned_server_with_live_widgets_is_culled_and_its_slice_fre
         kinds = {m.get("type") for m in view.custom}
         assert {"snapshot", "log_reset", "log_append"} <= kinds, kinds
         assert time.monotonic() - view.custom_at < QUIET_S, "the widgets stopped while their view was alive"
+        ended_by = time.monotonic() + 90  # the job ends while the view is still there
+        while not any(m.get("type") == "log_end" for m in view.custom):
+            assert time.monotonic() < ended_by, "the job did not end"
+            for name in ("table", "detail"):
+                await view.say(widgets[name], {"type": "alive"})
+            await asyncio.sleep(QUIET_S / 3)
 
         # 2. the tab is closed, the browser's token revoked, the user logged out
         await view.close()
@@ -184,7 +192,7 @@ async def test_an_abandoned_server_with_live_widgets_is_culled_and_its_slice_fre
     assert re.search(r"Culling server alice\b", hub.log_text()), hub.log_tail()
     print(f"culled {time.monotonic() - left_at:.0f} s after the user left")
 
-    # the slice is free again, and nothing runs on it: the job's processes went with the server
+    # the slice is free again, and nothing runs on it
     gone_by = time.monotonic() + 15
     while left := [p.cmdline for p in hub.processes() if "trainer.task" in p.cmdline or "singleuser" in p.cmdline]:
         assert time.monotonic() < gone_by, left
