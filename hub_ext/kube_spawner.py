@@ -56,7 +56,7 @@ from .kube_token import HubTokenSecret
 from .mount_config import MountConfig
 from .mounts import Available, select, selected
 from .platform import Plan, PlatformConfig
-from .profile_resolve import apply_override
+from .profile_resolve import apply_override, called
 from .progress_text import assigned, describe, free_text, scheduled_node, wanting
 from .provision import Provisioner
 from .spawn_experience import SpawnExperience
@@ -315,7 +315,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
             if trait in ("tolerations", "volumes", "volume_mounts"):
                 value = _added(current, value)
             else:  # KubeSpawner's rule, shared with the local spawner
-                value = apply_override(current, value)
+                value = apply_override(current, called(value, self))
             self._set(trait, value)
         if ns != self.namespace:
             self._pvc_exists = False  # a home PVC is per namespace: KubeSpawner must make it in this one

@@ -60,7 +60,7 @@ from .local_files import PRIVATE_UMASK, private_dir, project_files, tighten
 from .capacity import own_servers_note
 from .mounts import Available, select
 from .platform import Plan, PlatformConfig
-from .profile_resolve import apply_override
+from .profile_resolve import apply_override, called
 from .progress_text import assigned, places_from_nvidia_smi, wanting
 from .slugs import safe_slug
 from .spawn_experience import SpawnExperience
@@ -223,7 +223,7 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
                 continue
             current = getattr(self, trait)
             configured.setdefault(trait, copy.deepcopy(current))
-            setattr(self, trait, apply_override(current, value))
+            setattr(self, trait, apply_override(current, called(value, self)))
 
     async def start(self):
         try:

@@ -6,19 +6,21 @@ KubeSpawner's / z2jh's ``profile_list`` as it is (a list, or a dict keyed by slu
 key KubeSpawner or jupyterhub-fancy-profiles reads (`hub_ext.profile_keys`).
 
 Refused (a problem: the hub does not start), as it would break a spawn or change what runs:
-a ``kubespawner_override`` key that is not a KubeSpawner trait, or a value KubeSpawner's trait
+a value KubeSpawner's trait
 refuses (checked with the trait itself; a memory size by `hub_ext.quantities`, which also reads
-Kubernetes' ``8Gi``, with KubeSpawner's meaning of ``4G``), or a callable value (use a callable
-``profile_list``: it is called with the spawner); a profile without ``display_name``; a value of
+Kubernetes' ``8Gi``, with KubeSpawner's meaning of ``4G``), or a callable value of a trait the
+platform counts at start (`COUNTED_TRAITS`: resources, CPU, memory, placement; any other trait's
+callable is KubeSpawner's, called with the spawner at each spawn: `profile_resolve.called`); a profile without ``display_name``; a value of
 the wrong type; more than one accelerator resource type, or not a positive whole number of it; a
 CPU or memory guarantee above its limit (sizes compared in bytes by that one meaning); an
 accelerator requested by a choice or free-form value (the platform counts accelerators per
 profile); an ``unlisted_choice.validation_regex`` that does not compile (a user's value must later
 match it *whole*); an option without choices or free-form value; duplicate slugs. Warned
 (KubeSpawner ignores it; the path and a did-you-mean are given): an unknown key of a profile,
-option, choice or ``unlisted_choice``; more than one default (the first counts, as in
-KubeSpawner). The platform's own spelling is strict: an unknown key there, or two defaults, is a
-problem.
+option, choice or ``unlisted_choice``; a ``kubespawner_override`` key that is not a KubeSpawner
+trait (KubeSpawner sets it as a plain attribute, to no effect; the spawners skip it); more than one default (the first counts, as in
+KubeSpawner). The platform's own spelling is strict: an unknown key there (its own
+``kubespawner_override``'s included), or two defaults, is a problem.
 
 An accelerator name in ``unchecked`` (configured, but it failed to parse) is not reported again
 as unknown; a profile with a problem of its own is listed in ``broken`` so a reference to it is
@@ -42,6 +44,11 @@ from .errors import Problem
 from .profile_model import (Choice, Option, ParsedProfiles, Profile, Unlisted, accelerator_resource,
                             adhoc_accelerator)
 from .quantities import CPU_TRAITS, MEMORY_TRAITS, cpu_hint, memory_bytes
+
+# overrides the platform reads at hub start (limits, free capacity, the pod's placement): a value,
+# never a callable; any other trait may be KubeSpawner's callable of the spawner
+COUNTED_TRAITS = frozenset({"extra_resource_limits", "extra_resource_guarantees", "node_selector", "tolerations",
+                            *MEMORY_TRAITS, *CPU_TRAITS})
 
 
 @functools.cache
@@ -88,19 +95,24 @@ class _Parser:
             else:
                 self.warn(f"{path}.{key}", keys.unknown(key, known))
 
-    def override(self, raw: Any, path: str) -> dict:
+    def override(self, raw: Any, path: str, strict: bool = False) -> dict:
         if raw is None:
             return {}
         if not isinstance(raw, Mapping):
             self.problem(path, "must be a mapping of KubeSpawner trait names to values")
             return {}
         for key, value in raw.items():
-            if self.traits is not None and key not in self.traits:
-                self.problem(f"{path}.{key}", f"is not a KubeSpawner trait{keys.did_you_mean(key, self.traits)}")
-            elif callable(value):
-                self.problem(f"{path}.{key}", "is a callable: the platform checks overrides when the hub starts; "
-                                              "make profile_list itself a function of the spawner to compute "
-                                              "per-user values")
+            if self.traits is not None and key not in self.traits:  # KubeSpawner sets it as a plain attribute
+                if strict:
+                    self.problem(f"{path}.{key}", f"is not a KubeSpawner trait{keys.did_you_mean(key, self.traits)}")
+                else:
+                    self.warn(f"{path}.{key}", "is not a KubeSpawner trait, so it has no effect"
+                                               f"{keys.did_you_mean(key, self.traits)}")
+            elif callable(value):  # KubeSpawner calls it with the spawner at each spawn (`resolved_value`)
+                if key in COUNTED_TRAITS:
+                    self.problem(f"{path}.{key}", "is a callable: the platform counts accelerators, CPU, memory "
+                                                  "and placement when the hub starts, so give a value here (or "
+                                                  "make profile_list itself a function of the spawner)")
             elif key in MEMORY_TRAITS and value is not None:
                 try:  # the platform's one meaning (`hub_ext.quantities`), also where the trait refuses it ('8Gi')
                     memory_bytes(value)
@@ -307,7 +319,7 @@ class _Parser:
             self.problem(f"{path}.accelerator_count", "is set but no accelerator is")
         cpu = self.cpu(raw.get("cpu"), f"{path}.cpu")
         mem = self.memory(raw.get("memory"), f"{path}.memory")
-        override = self.override(raw.get("kubespawner_override"), f"{path}.kubespawner_override")
+        override = self.override(raw.get("kubespawner_override"), f"{path}.kubespawner_override", strict=True)
         if acc is not None and override.get("extra_resource_limits"):
             other, _ = self.accelerator_from_override(override, f"{path}.kubespawner_override")
             if other is not None:

@@ -59,6 +59,11 @@ def merge_override(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[st
     return out
 
 
+def called(value: Any, spawner: Any) -> Any:
+    """An override value as KubeSpawner applies it: a callable is called with the spawner."""
+    return value(spawner) if callable(value) else value
+
+
 def apply_override(configured: Any, override: Any) -> Any:
     """A trait's value after `override` (one setting of a resolved plan) is applied to its
     `configured` value, by KubeSpawner's `_apply_overrides` rule (``recursive_update``), on copies:

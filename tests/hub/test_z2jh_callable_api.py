@@ -41,4 +41,4 @@ def test_the_platform_api_lists_each_users_own_profiles(hub):  # noqa: F811
         r = answers["mallory"][what]
         assert r.status_code == 500, r.text
         assert "the hub's profile list for 'mallory' is invalid: profile_list(spawner)[0].kubespawner_override." \
-               "cpu_limt: is not a KubeSpawner trait; did you mean 'cpu_limit'?" in r.json()["message"]
+               "cpu_limit: " in r.json()["message"]

@@ -29,7 +29,7 @@ async def per_user(spawner):
     if name == "bob":
         profiles.append({"display_name": "Bob's big box", "slug": "big", "kubespawner_override": {"cpu_limit": 8}})
     if name == "mallory":
-        profiles[0]["kubespawner_override"] = {"cpu_limt": 2}
+        profiles[0]["kubespawner_override"] = {"cpu_limit": "two"}
     return profiles
 
 
@@ -72,6 +72,5 @@ def test_callable_profile_list_per_user(hub):
     assert hub.api("POST", "/users/mallory").status_code == 201
     r = hub.api("POST", "/users/mallory/server", json={"profile": "cpu"})
     assert r.status_code == 500
-    assert "profile_list(spawner)[0].kubespawner_override.cpu_limt: is not a KubeSpawner trait; did you mean " \
-           "'cpu_limit'?" in r.json()["message"]
+    assert "profile_list(spawner)[0].kubespawner_override.cpu_limit: " in r.json()["message"]
     assert not any(s.get("ready") for s in hub.api("GET", "/users/mallory").json()["servers"].values())

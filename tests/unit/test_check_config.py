@@ -76,16 +76,25 @@ def test_helm_values_nested_under_a_parent_chart(tmp_path, capsys):
 
 
 def test_broken_config_lists_every_problem_with_its_path(tmp_path, capsys):
-    broken = KUBESPAWNER_PY.replace('"cpu_limit"', '"cpu_limt"').replace('"1"}', '"one"}')
+    broken = KUBESPAWNER_PY.replace('"mem_limit": "2G"', '"mem_limit": "2 GB"').replace('"1"}', '"one"}')
     code, out, err = run(tmp_path, "jupyterhub_config.py", broken, capsys)
     assert code == 1 and out == ""
-    assert err.splitlines() == [
-        "error: KubeSpawner.profile_list[0].kubespawner_override.cpu_limt: is not a KubeSpawner trait; did you mean "
-        "'cpu_limit'?",
+    lines = err.splitlines()
+    assert lines[0].startswith("error: KubeSpawner.profile_list[0].kubespawner_override.mem_limit: 2 GB ")
+    assert lines[1:] == [
         "error: KubeSpawner.profile_list[1].kubespawner_override.extra_resource_limits.nvidia.com/gpu: must be a positive whole "
         "number, not 'one'",
         f"{tmp_path / 'jupyterhub_config.py'}: 2 problem(s)",
     ]
+
+
+def test_an_override_key_kubespawner_ignores_is_a_warning(tmp_path, capsys):
+    """KubeSpawner sets a key that is no trait as a plain attribute, to no effect: warned, not refused."""
+    typo = KUBESPAWNER_PY.replace('"cpu_limit"', '"cpu_limt"')
+    code, out, err = run(tmp_path, "jupyterhub_config.py", typo, capsys)
+    assert code == 0 and ": OK," in out
+    assert ("warning: KubeSpawner.profile_list[0].kubespawner_override.cpu_limt: is not a KubeSpawner trait, so it "
+            "has no effect; did you mean 'cpu_limit'?") in err.splitlines()
 
 
 def test_broken_values(tmp_path, capsys):

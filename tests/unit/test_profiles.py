@@ -124,8 +124,6 @@ def test_native_errors(raw, problems):
                                                                               "validation_regex": "("}}}}],
      ["profile_list[0].profile_options.image.unlisted_choice.validation_regex: is not a valid regular expression: "
       "missing ), unterminated subpattern at position 0"]),
-    ([{"display_name": "K", "kubespawner_override": {"cpu_guarentee": 1}}],
-     ["profile_list[0].kubespawner_override.cpu_guarentee: is not a KubeSpawner trait; did you mean 'cpu_guarantee'?"]),
     ("nope", ["profile_list: must be a list (or a dict keyed by slug) of profiles, not str"]),
 ])
 def test_z2jh_errors(raw, problems):

@@ -176,7 +176,7 @@ def test_a_config_with_problems_prints_each_with_its_field(tmp_path, capsys):
 Z2JH_CONFIG_PY = """
 c = get_config()
 c.KubeSpawner.profile_list = [
-    {"display_name": "Small", "slug": "small", "default": True, "kubespawner_override": {"cpu_limt": 2}},
+    {"display_name": "Small", "slug": "small", "default": True, "kubespawner_override": {"cpu_limit": "two"}},
     {"slug": "gpu", "kubespawner_override": {"extra_resource_limits": {"nvidia.com/gpu": "1"}}},
 ]
 """
@@ -196,8 +196,7 @@ def test_problems_are_named_where_the_file_writes_them(tmp_path, capsys):
     file's singleuser.profileList and hub.config sections."""
     code, out, err = render(tmp_path, capsys, "--user", "alice", text=Z2JH_CONFIG_PY)
     assert code == 1 and out == ""
-    assert "error: KubeSpawner.profile_list[0].kubespawner_override.cpu_limt: is not a KubeSpawner trait; " \
-           "did you mean 'cpu_limit'?" in err
+    assert "error: KubeSpawner.profile_list[0].kubespawner_override.cpu_limit: " in err
     assert "error: KubeSpawner.profile_list[1].display_name:" in err
     code, out, err = render(tmp_path, capsys, "--user", "alice", text=Z2JH_VALUES, name="values.yaml")
     assert code == 1 and out == ""

@@ -125,3 +125,23 @@ def test_a_star_grant_names_only_the_profiles_the_users_result_has():
     assert personal.profiles == {"plain"} and vision.profiles == {"plain"}
     assert {p.name: p.profiles for p in alice.projects("root", [], True)} == {"user-root": {"plain"},
                                                                               "vision": {"plain"}}
+
+
+CALLABLE = {"display_name": "Per user", "slug": "per-user",
+            "kubespawner_override": {"image": lambda spawner: f"registry.example/{spawner.user.name}/lab:1",
+                                     "environment": lambda spawner: {"OWNER": spawner.user.name}}}
+
+
+async def test_a_callable_override_is_called_with_the_spawner_as_kubespawner_does(kubeconfig, tmp_path):  # noqa: F811
+    """KubeSpawner documents callable ``kubespawner_override`` values (``f(spawner)``, at each spawn);
+    both platform spawners call them the same way (the traits the platform counts take values only)."""
+    kube = PlatformSpawner(user=make_user("alice"), _mock=True, **settings([CALLABLE]), **copy.deepcopy(CONFIGURED))
+    kube._restore_configured()
+    kube._apply(kube.user_plan({"profile": "per-user"}), Available(), None, None)
+    own = KubeSpawner(_mock=True, user=make_user("alice"), **copy.deepcopy(CONFIGURED))
+    own._apply_overrides(CALLABLE["kubespawner_override"])
+    assert kube.image == own.image == "registry.example/alice/lab:1"
+    assert kube.environment == own.environment
+    local = local_spawner([CALLABLE], tmp_path)
+    local.apply_settings(local.user_plan({"profile": "per-user"}))
+    assert local.environment["OWNER"] == "alice" and local.environment["TZ"] == "UTC"
