@@ -9,7 +9,10 @@
      │   └── UserInputErrors  several independent mistakes of one request, all told at once
      │                      (``violations``); `collect()` gathers them at a call site
      └── UpstreamError      the Kubernetes API failed (after retries): HTTP 502 with the reason;
-                            nothing half-made is left behind
+         │                  nothing half-made is left behind
+         └── KubeError      (`hub_ext.kube`, the one module that reads the API's answers) with
+                            NotFound, Conflict, Gone, Forbidden, Invalid (the API's field
+                            causes) and Unavailable (429, 5xx, timeouts, no connection)
 
 Messages never contain secret values.
 """

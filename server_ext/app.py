@@ -39,6 +39,7 @@ starts on the first request (not at server start) and stops with the server.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import pathlib
 
@@ -139,6 +140,16 @@ class MLPlatformApp(ExtensionApp):
     activity_interval = Float(10.0, help="Seconds between marks of a running local job's activity.").tag(config=True)
 
     def initialize_settings(self):
+        # the platform's one logger root (`mlplatform.*`) goes out through the server's own handlers
+        # and format, like the server's own lines (not bare text on stderr)
+        root = logging.getLogger("mlplatform")
+        for handler in [h for h in root.handlers if getattr(h, "_mlplatform_server", False)]:
+            root.removeHandler(handler)  # an earlier server's of this process
+        if not root.handlers and self.serverapp is not None:
+            for handler in self.serverapp.log.handlers:
+                handler._mlplatform_server = True
+                root.addHandler(handler)
+            root.setLevel(self.serverapp.log.level)
         # a mistake in the tables must not stop the user's notebook server: it is logged now, naming
         # the key, and every jobs request answers 503 with it (jupyter_server would only log a
         # failed extension, and its routes would be missing)

@@ -42,3 +42,4 @@ def test_a_running_local_job_keeps_the_server_active_and_an_ended_one_does_not(a
         assert time.monotonic() < deadline
         run(asyncio.sleep(0.2))
     assert not moved_by_itself(), "an ended job still keeps the server active"
+
