@@ -62,9 +62,9 @@ test: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
 	  start=$$(date +%s); \
 	  $(PY) -m pytest -m $$tier $(PYTEST_ARGS); rc=$$?; \
 	  echo "tier $$tier: $$(( $$(date +%s) - start )) s (exit $$rc)"; \
-	  [ $$rc -eq 0 ] || failed="$$failed $$tier"; \
+	  [ $$rc -eq 0 ] || failed="$$failed $$tier(exit $$rc)"; \
 	done; \
-	if [ -n "$$failed" ]; then echo "FAILED tiers:$$failed (exit 5 = no tests collected)"; exit 1; fi
+	if [ -n "$$failed" ]; then echo "FAILED tiers:$$failed; exit 1 = a test failed, 5 = none collected"; exit 1; fi
 
 test-unit: $(VENV)/.stamp
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)

@@ -113,7 +113,7 @@ def kube_target(request, tmp_path):
     api = kubernetes.config.new_client_from_config(config_file=target.kubeconfig, context=context)
     core = kubernetes.client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": namespace}})
-    _wait_default_service_account(core, namespace)  # pods are refused until the controller makes it
+    _wait_controller_objects(core, namespace)
     yield target
     try:
         core.delete_namespace(namespace)
@@ -123,14 +123,20 @@ def kube_target(request, tmp_path):
     api.close()
 
 
-def _wait_default_service_account(core, namespace: str, timeout: float = 30) -> None:
+def _wait_controller_objects(core, namespace: str, timeout: float = 30) -> None:
+    """What the controller-manager adds to a new namespace, there before the test starts: pods are
+    refused until the default ServiceAccount exists, and a kube-root-ca.crt ConfigMap arriving
+    mid-test would show in the test's own lists and watches."""
     import time
 
     deadline = time.monotonic() + timeout
-    while not core.list_namespaced_service_account(namespace, field_selector="metadata.name=default").items:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no default ServiceAccount in {namespace}")
-        time.sleep(0.05)
+    for what, lister in (("ServiceAccount default", core.list_namespaced_service_account),
+                         ("ConfigMap kube-root-ca.crt", core.list_namespaced_config_map)):
+        name = what.split()[1]
+        while not lister(namespace, field_selector=f"metadata.name={name}").items:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {what} in {namespace}")
+            time.sleep(0.05)
 
 
 @pytest.fixture(params=["sync", "async"])
