@@ -7,8 +7,10 @@ Users never need Kubernetes access to Secrets: the hub validates what they submi
 and writes the Secret in a project the user may use. The page shows names, types and
 descriptions only. REST needs the custom scope ``custom:mlplatform:credentials`` for the user
 (every user holds it for themselves); the page uses the hub login and its XSRF check. Faces
-only: the spawner's `add_credential` / `delete_credential` do the work (runtimes that manage
-credentials otherwise, such as the local one's files, answer 501 with where they live).
+only: the user's spawner's `add_credential` / `delete_credential` do the work, with the hub's
+`PlatformService` parts (runtimes that manage credentials otherwise, such as the local one's
+files, answer 501 with where they live: `PlatformService.credentials_where`); platform errors are
+answered by the base handlers (`hub_ext.handlers`).
 
 A credential in a team project belongs to the team: any member may mount it. Only its creator or
 a hub admin may delete it (`hub_ext.credentials.check_may_delete`, decided on the Secret as it is
@@ -20,14 +22,11 @@ from __future__ import annotations
 
 import json
 
-from jupyterhub.apihandlers.base import APIHandler
-from jupyterhub.handlers.base import BaseHandler
 from tornado import web
 
-from .api import scoped_user
 from .credentials import KINDS, check_description, check_kind, check_name, files_from_fields
 from .errors import PlatformError, UserInputError, http_answer
-from .mounts import metadata
+from .handlers import PlatformAPIHandler, PlatformPageHandler, scoped
 
 WRITE_SCOPE = "custom:mlplatform:credentials"
 SCOPES = {WRITE_SCOPE: {"description": "Add and delete your ML platform cloud credentials (never read them)."}}
@@ -63,85 +62,68 @@ def _project_of(spawner, user, project: str):
     raise UserInputError("project", f"you may not use the project {project!r}", 403)
 
 
-def _supports(spawner) -> None:
-    if not hasattr(spawner, "add_credential"):
-        where = getattr(spawner, "projects_dir", "the projects directory")
+def _managed(handler, user) -> None:
+    where = handler.platform.credentials_where(user)
+    if where is not None:
         raise web.HTTPError(501, f"this runtime keeps credentials as files under {where}/<project>/credentials")
 
 
-class _CredentialsAPI(APIHandler):
-    def _user_spawner(self, user_name: str):
-        user = scoped_user(self, WRITE_SCOPE, user_name)
-        _supports(user.spawner)
-        return user, user.spawner
-
-
-class CredentialsAPIHandler(_CredentialsAPI):
+class CredentialsAPIHandler(PlatformAPIHandler):
+    @scoped(WRITE_SCOPE)
     async def post(self, user_name, project):
-        user, spawner = self._user_spawner(user_name)
+        user = self.find_platform_user(user_name)
+        _managed(self, user)
         try:
             body = json.loads(self.request.body or b"{}")
         except (ValueError, RecursionError):
             raise web.HTTPError(400, "body: is not valid JSON") from None
-        try:
-            out = await add(spawner, user, project, body)
-        except PlatformError as e:
-            raise web.HTTPError(*http_answer(e)) from None
+        out = await add(self.platform.spawner(user), user, project, body)
         self.set_status(201)
         self.write(out)
 
 
-class CredentialAPIHandler(_CredentialsAPI):
+class CredentialAPIHandler(PlatformAPIHandler):
+    @scoped(WRITE_SCOPE)
     async def delete(self, user_name, project, name):
-        user, spawner = self._user_spawner(user_name)
+        user = self.find_platform_user(user_name)
+        _managed(self, user)
         caller = self.current_user
         admin = bool(user.admin) or bool(getattr(caller, "admin", False))  # an admin may call for a user
-        try:
-            await delete(spawner, user, project, name, admin)
-        except PlatformError as e:
-            raise web.HTTPError(*http_answer(e)) from None
+        await delete(self.platform.spawner(user), user, project, name, admin)
         self.set_status(204)
 
 
-class CredentialsPage(BaseHandler):
+class CredentialsPage(PlatformPageHandler):
     async def _render(self, error: str = "", kept: dict | None = None, status: int = 200):
-        user = self.current_user
-        spawner = user.spawner
-        projects = spawner.user_projects()
-        listed = []
-        for p in projects:
-            listed.append((p, metadata((await spawner.project_files(p.name)).credentials, p.name)))
+        user = self.platform_user(self.current_user)
+        listed = [(p, [c for c in await self.platform.files(user, "credentials") if c["project"] == p.name])
+                  for p in self.platform.spawner(user).user_projects()]
+        where = self.platform.credentials_where(user)
         self.set_status(status)
         html = await self.render_template("mlplatform-credentials.html", user=user, projects=listed, kinds=KINDS,
-                                          error=error, kept=kept or {}, managed=hasattr(spawner, "add_credential"),
-                                          where=getattr(spawner, "projects_dir", ""))
+                                          error=error, kept=kept or {}, managed=where is None, where=where or "")
         self.finish(html)
 
     @web.authenticated
     async def get(self):
-        try:
-            await self._render()
-        except PlatformError as e:
-            raise web.HTTPError(*http_answer(e)) from None
+        await self._render()
 
     @web.authenticated
     async def post(self):
-        user = self.current_user
-        _supports(user.spawner)
+        user = self.platform_user(self.current_user)
+        _managed(self, user)
+        spawner = self.platform.spawner(user)
         form = {k: self.get_body_argument(k, "") for k in ("action", "project", "name", "type", "description",
                                                            *FIELDS)}
         try:
             if form["action"] == "delete":
-                await delete(user.spawner, user, form["project"], form["name"])
+                await delete(spawner, user, form["project"], form["name"])
             else:
-                await add(user.spawner, user, form["project"], form)
+                await add(spawner, user, form["project"], form)
         except PlatformError as e:
             status, text = http_answer(e)
             kept = {k: form[k] for k in ("project", "name", "type", "description", "region")}  # never secrets
-            try:
-                await self._render(error=text.replace("%%", "%"), kept=kept, status=status)
-            except PlatformError as again:
-                raise web.HTTPError(*http_answer(again)) from None
+            await self._render(error=text.replace("%%", "%"), kept=kept, status=status)
             return
         self.redirect(self.request.path)
 

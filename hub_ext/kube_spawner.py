@@ -4,7 +4,7 @@ A KubeSpawner whose pod is decided by the platform's plan (`Runtime.plan`, the s
 form and entitlements as the local runtime), in the chosen project's namespace:
 
 - Before the pod: the project is provisioned (`hub_ext.tenancy` objects, applied by
-  `Provisioner`: idempotent, cached per hub process, all or nothing); the choice of profile,
+  `Provisioner`: idempotent, cached in the hub's `PlatformService`, all or nothing); the choice of profile,
   options, credentials and datasets is validated (400/403 naming the field); the project's
   accelerator quota and the free capacity are checked from the watch caches (no API request):
   with ``when_full = "refuse"`` a spawn that cannot get its accelerator is refused before
@@ -14,7 +14,8 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   ``mlplatform-catalog``) has the accelerators and limits the jobs API plans with, no profiles:
   members' lists differ, and whoever provisions first must not decide (each member's own are in
   the platform API's). A personal project's has its owner's latest result.
-- The pod: each dict-valued setting of the plan merged into the configured one as KubeSpawner
+- The pod, from the plan alone (`spawn_plan`: it carries the chosen mounts and their
+  environment): each dict-valued setting of the plan merged into the configured one as KubeSpawner
   merges overrides (recursively; None removes a key); tolerations, volumes and mounts added; the
   project's ServiceAccount, its token mounted; the chosen credentials and datasets mounted
   read-only (`hub_ext.kube_mounts`), their *paths* in ``GOOGLE_APPLICATION_CREDENTIALS``,
@@ -38,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
-from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException  # raised by KubeSpawner's own API calls only
 from kubespawner import KubeSpawner
@@ -48,13 +48,14 @@ from traitlets import Bool, Float, Unicode, default
 from .capacity import own_servers_note, quota_has_room, servers_holding
 from .cluster import ClusterView, ProjectResources
 from .entitlements import Project
-from .errors import ConfigError, UpstreamError, UserInputError, http_answer
+from .errors import ConfigError, UpstreamError, UserInputError
 from .form import render_form
 from .kube import Kube, KubeError, path_of, reason
 from .kube_mounts import MountSettings, volumes
 from .kube_token import HubTokenSecret
 from .mount_config import MountConfig
-from .mounts import Available, select, selected
+from .handlers import http_error
+from .mounts import Available
 from .platform import Plan, PlatformConfig
 from .profile_resolve import apply_override, called
 from .progress_text import assigned, describe, free_text, scheduled_node, wanting
@@ -63,13 +64,14 @@ from .spawn_experience import SpawnExperience
 from .tenancy import PROJECT_LABEL, QUOTA, SERVICE_ACCOUNT, member_binding_name, project_objects
 from .tenancy_config import TenancyConfig
 
-_SHARED: dict[tuple, "_Shared"] = {}
 _RESET = ("namespace", "extra_resource_limits", "node_selector", "tolerations", "volumes", "volume_mounts",
           "extra_labels", "service_account", "automount_service_account_token")
 
 
-class _Shared:
-    """What every PlatformSpawner of one hub process shares (per API server and settings)."""
+class KubeParts:
+    """What every PlatformSpawner of one hub shares (per API server and mount settings), kept by
+    the hub's `PlatformService`: the API client, the watch caches, the provisioner, the projects'
+    Secrets and claims, and the accelerators claimed by starts in progress."""
 
     def __init__(self, kube: Kube, settings: MountSettings):
         self.kube = kube
@@ -79,8 +81,12 @@ class _Shared:
         # (namespace, pod) of each start in progress → (project, accelerator, count) it claims
         self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
 
+    async def stop(self) -> None:
+        await asyncio.gather(self.view.stop(), self.resources.stop())
+
 
 class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
+    platform_kind = "kubernetes"
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
         (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's
@@ -122,25 +128,14 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
     def _default_options_form(self):
         return PlatformSpawner._options_form
 
-    # ---- shared state ---------------------------------------------------------------------------
+    # ---- the hub's shared parts ---------------------------------------------------------------
     @property
-    def shared(self) -> _Shared:
-        cached = getattr(self, "_shared", None)
-        if cached is not None and _SHARED.get(self._shared_key) is cached:
-            return cached
+    def shared(self) -> KubeParts:
+        """The hub's `KubeParts` for this spawner's API server and mount settings (`PlatformService.part`)."""
         settings = self.mount_settings()
-        key = (asyncio.get_running_loop(), self.api.api_client.configuration.host, repr(settings))
-        if key not in _SHARED:
-            _SHARED[key] = _Shared(Kube(self.api.api_client, timeout=self.k8s_api_request_timeout), settings)
-        self._shared, self._shared_key = _SHARED[key], key
-        return self._shared
-
-    @classmethod
-    async def stop_shared(cls) -> None:
-        """Stop the shared watch caches (tests; the hub's own shutdown ends them with the loop)."""
-        for key in list(_SHARED):
-            shared = _SHARED.pop(key)
-            await asyncio.gather(shared.view.stop(), shared.resources.stop())
+        key = ("kubernetes", asyncio.get_running_loop(), self.api.api_client.configuration.host, repr(settings))
+        return self.platform.part(key, lambda: KubeParts(
+            Kube(self.api.api_client, timeout=self.k8s_api_request_timeout), settings))
 
     async def capacity(self) -> dict[str, tuple[int, int]]:
         view = self.shared.view
@@ -197,7 +192,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
             projects = await self.provision()
             files = {p.name: await self.project_files(p.name) for p in projects}
         except UpstreamError as e:
-            raise web.HTTPError(*http_answer(e)) from None
+            raise http_error(e) from None
         return render_form(projects, self.runtime.profiles, await self.capacity(), files)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
@@ -216,16 +211,11 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
         self._restore_configured()
         self._stage, self._capacity_wait, self._claim, self._plan = "preparing your project", None, None, None
-        options = dict(self.user_options or {})
-        creds, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
-            plan = self.user_plan(options)
-            await self.provision()
-            available = await self.project_files(plan.project.name)
-            select(available, creds, datasets, plan.project.name, allow_loading=self.when_dataset_loading == "wait")
+            plan = await self.spawn_plan(self.user_options, allow_loading=self.when_dataset_loading == "wait")
             await self._check_accelerator(plan)
-            available = await self._wait_for_datasets(plan, available, datasets)
-            self._apply(plan, available, creds, datasets)
+            plan = await self._wait_for_datasets(plan)
+            self._apply(plan)
             if self.api_token_secret:
                 try:
                     await self._write_token_secret()
@@ -235,13 +225,9 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
                     self.shared.provisioner.forget()  # the namespace went away behind the hub's back
                     await self.provision()
                     await self._write_token_secret()
-        except (UserInputError, UpstreamError) as e:
+        except (UserInputError, UpstreamError, ConfigError) as e:
             self._release_claim()
-            raise web.HTTPError(*http_answer(e)) from None
-        except ConfigError as e:
-            self._release_claim()
-            self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
-            raise web.HTTPError(*http_answer(e)) from None
+            raise self.refused(e) from None
         self._stage = self._capacity_wait or "creating the notebook pod"
 
     async def _check_accelerator(self, plan: Plan) -> None:
@@ -297,18 +283,17 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
             self.shared.claims.pop(self._claim, None)
         self._claim = None
 
-    async def _wait_for_datasets(self, plan: Plan, available: Available, names: Any) -> Available:
-        while True:
-            loading = [d for d in selected(available.datasets, names, "datasets") if d.state == "loading"]
-            if not loading:
-                return available
-            d = loading[0]
+    async def _wait_for_datasets(self, plan: Plan) -> Plan:
+        """The plan once none of its datasets is loading any more (chosen again from the project's
+        files after each wait: a failed load is refused)."""
+        while plan.mounts.loading:
+            d = plan.mounts.loading[0]
             self._stage = f"waiting for the dataset {d.name!r} to finish loading" + (f" ({d.message})" if d.message else "")
             await asyncio.sleep(self.wait_poll_interval)
-            available = await self.project_files(plan.project.name)
-            select(available, None, names, plan.project.name, allow_loading=True)  # a failed load is refused
+            plan = await self.spawn_plan(self.user_options, allow_loading=True)
+        return plan
 
-    def _apply(self, plan: Plan, available: Available, creds: Any, datasets: Any) -> None:
+    def _apply(self, plan: Plan) -> None:
         ns = plan.project.name
         for trait, value in [(t, v) for t, v in plan.settings.items() if self.has_trait(t)]:
             current = getattr(self, trait)
@@ -323,14 +308,11 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         self.dns_name = self.dns_name_template.format(namespace=ns, name=self.pod_name)
         self.service_account = SERVICE_ACCOUNT
         self.automount_service_account_token = True
-        settings = self.mount_settings()
-        vols, mounts = volumes(selected(available.credentials, creds, "credentials"),
-                               selected(available.datasets, datasets, "datasets"), settings, self.uid == 0)
+        vols, mounts = volumes(plan.mounts.credentials, plan.mounts.datasets, self.mount_settings(), self.uid == 0)
         self.volumes = list(self.volumes) + vols
         self.volume_mounts = list(self.volume_mounts) + mounts
         self.extra_labels = {**self.extra_labels, PROJECT_LABEL: ns, "mlplatform.io/profile": plan.profile.slug}
-        self._platform_env = {**select(available, creds, datasets, ns, allow_loading=True),
-                              "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug,
+        self._platform_env = {**plan.mounts.env, "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug,
                               "MLPLATFORM_BACKEND": "kubernetes"}
         self._plan = plan
         self._planned_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")

@@ -47,27 +47,33 @@ import pathlib
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
+from typing import Mapping
 
 from jupyterhub.spawner import SimpleLocalProcessSpawner
 from tornado import web
 from traitlets import Any as AnyTrait
 from traitlets import Float, List, Unicode, default
 
-from .errors import ConfigError, UserInputError, http_answer
+from .errors import ConfigError, UserInputError
 from .form import render_form
 from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
 from .local_files import PRIVATE_UMASK, private_dir, project_files, tighten
 from .capacity import own_servers_note
-from .mounts import Available, select
+from .mounts import Available
 from .platform import Plan, PlatformConfig
 from .profile_resolve import apply_override, called
 from .progress_text import assigned, places_from_nvidia_smi, wanting
 from .slugs import safe_slug
 from .spawn_experience import SpawnExperience
 
-_ALLOCATORS: dict[tuple, DeviceAllocator] = {}
-_PLACES: dict[tuple, dict[str, str]] = {}  # allocator key → device UUID → "GPU 0, slice 2"
-_PRIVATE: set[tuple[str, str]] = set()  # (state_dir, projects_dir) made private in this process
+
+@dataclass(frozen=True)
+class LocalDevices:
+    """The machine's device allocator and where each device is (UUID → "GPU 0, slice 2"), kept by
+    the hub's `PlatformService` per inventory and state directory."""
+    allocator: DeviceAllocator
+    places: Mapping[str, str]
 
 
 class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSpawner):
@@ -128,11 +134,11 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
     # ---- shared state --------------------------------------------------------------------------
     def make_state_private(self) -> None:
         """The state directory ``0700`` and nothing in it, nor in the projects' ``credentials/``,
-        readable by group or others (once per process and directories; files of another OS user
+        readable by group or others (once per hub and directories; files of another OS user
         are logged, not changed)."""
-        key = (self.state_dir, self.projects_dir)
-        if key in _PRIVATE:
-            return
+        self.platform.part(("private", self.state_dir, self.projects_dir), self._make_private)
+
+    def _make_private(self) -> bool:
         private_dir(self.state_dir)
         left = tighten(self.state_dir)
         projects = pathlib.Path(self.projects_dir)
@@ -142,19 +148,24 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
         for path in left:
             self.log.warning("%s belongs to another OS user and is readable by others: make it private "
                              "(chmod go-rwx)", path)
-        _PRIVATE.add(key)
+        return True
+
+    @property
+    def devices_here(self) -> LocalDevices:
+        """The hub's `LocalDevices` for this spawner's inventory and state directory."""
+        return self.platform.part(("devices", repr(self.inventory), self.state_dir), self._read_devices)
+
+    def _read_devices(self) -> LocalDevices:
+        self.make_state_private()
+        if isinstance(self.inventory, dict):
+            devices, places = declared_inventory(self.inventory), {}
+        else:
+            devices, places = _nvidia_smi_devices()
+        return LocalDevices(DeviceAllocator(devices, pathlib.Path(self.state_dir) / "devices.json"), places)
 
     @property
     def allocator(self) -> DeviceAllocator:
-        key = (repr(self.inventory), self.state_dir)
-        if key not in _ALLOCATORS:
-            self.make_state_private()
-            if isinstance(self.inventory, dict):
-                devices, _PLACES[key] = declared_inventory(self.inventory), {}
-            else:
-                devices, _PLACES[key] = _nvidia_smi_devices()
-            _ALLOCATORS[key] = DeviceAllocator(devices, pathlib.Path(self.state_dir) / "devices.json")
-        return _ALLOCATORS[key]
+        return self.devices_here.allocator
 
     @property
     def holder(self) -> str:
@@ -197,18 +208,10 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     async def make_plan(self) -> Plan:
-        options = dict(self.user_options or {})
-        credentials, datasets = options.pop("credentials", None), options.pop("datasets", None)
         try:
-            plan = self.user_plan(options)
-            available = await self.project_files(plan.project.name)
-            self._mount_env = select(available, credentials, datasets, plan.project.name)
-            return plan
-        except UserInputError as e:
-            raise web.HTTPError(*http_answer(e)) from None
-        except ConfigError as e:
-            self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
-            raise web.HTTPError(*http_answer(e)) from None
+            return await self.spawn_plan(self.user_options)
+        except (UserInputError, ConfigError) as e:
+            raise self.refused(e) from None
 
     def apply_settings(self, plan: Plan) -> None:
         """The plan's settings on this spawner's traits, as KubeSpawner applies an override: a
@@ -247,8 +250,8 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
                 in_use = sum(n for a, n in self.runtime.ledger.holdings(plan.project.name).values()
                              if a == plan.accelerator.name)
                 note = own_servers_note(self._own_holders(plan.accelerator, plan.project.name), in_use)
-                raise web.HTTPError(*http_answer(UserInputError(e.field, f"{e.message}; {note}" if note else e.message,
-                                                                e.status))) from None
+                raise self.refused(UserInputError(e.field, f"{e.message}; {note}" if note else e.message,
+                                                  e.status)) from None
             try:
                 self.devices = await self._take_devices(plan)
             except BaseException:
@@ -267,7 +270,7 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
             devices = self.allocator.allocate(self.holder, acc, count)
             if devices is not None:
                 self.log.info("%s gets %s %s: %s", self._log_name, count, acc.name, " ".join(devices))
-                places = _PLACES.get((repr(self.inventory), self.state_dir)) or {}
+                places = self.devices_here.places
                 self._say(assigned(acc, count, [places.get(d) or f"device {d}" for d in devices]))
                 return devices
             free, total = len(self.allocator.free(acc)), self.allocator.total(acc)
@@ -323,7 +326,8 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
         # the notebook server's jobs (server_ext): this server's own job state, the projects' files
         env["MLPLATFORM_STATE_DIR"] = self.job_state_dir()
         env["MLPLATFORM_PROJECTS_DIR"] = self.projects_dir
-        env.update(getattr(self, "_mount_env", {}))  # file paths only, never their content
+        if plan is not None:
+            env.update(plan.mounts.env)  # file paths only, never their content
         return env
 
     async def progress(self):

@@ -1,6 +1,7 @@
 """Credentials and datasets a server may mount, and how a user's choice of them is checked.
 
-Pure: `select(available, credentials, datasets)` validates an (untrusted) choice against what
+Pure: `choose_mounts(available, credentials, datasets)` makes a spawn's `Mounts` (what a plan carries);
+`select(available, credentials, datasets)` validates an (untrusted) choice against what
 the chosen project has and returns the environment that points at the files — paths only, never
 their content. Rules: every name must exist in the project (else `UserInputError` naming
 ``credentials[1]`` / ``datasets[0]``); at most one credential of each type, because each type
@@ -23,7 +24,7 @@ two projects and what to do, rather than dropped without a word.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .errors import UserInputError
@@ -55,6 +56,19 @@ class Dataset:
 class Available:
     credentials: tuple[Credential, ...] = ()
     datasets: tuple[Dataset, ...] = ()
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """A spawn's chosen credentials and datasets (`choose_mounts`) and the environment that points at them."""
+    credentials: tuple[Credential, ...] = ()
+    datasets: tuple[Dataset, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def loading(self) -> tuple[Dataset, ...]:
+        """The chosen datasets still loading (accepted only with `allow_loading`)."""
+        return tuple(d for d in self.datasets if d.state == "loading")
 
 
 FORM_FIELDS = {"credential": "credentials", "dataset": "datasets"}  # form field prefix → user_options key
@@ -115,6 +129,14 @@ def select(available: Available, credentials: Any, datasets: Any, project: str,
     if chosen:
         env["MLPLATFORM_DATASETS"] = json.dumps(chosen, sort_keys=True)
     return env
+
+
+def choose_mounts(available: Available, credentials: Any, datasets: Any, project: str,
+           allow_loading: bool = False) -> Mounts:
+    """The chosen credentials and datasets of `project`, checked (`select`), with their environment."""
+    env = select(available, credentials, datasets, project, allow_loading)
+    return Mounts(tuple(selected(available.credentials, credentials, "credentials")),
+                  tuple(selected(available.datasets, datasets, "datasets")), env)
 
 
 def selected(items: Iterable[Credential | Dataset], names: Any, field_name: str) -> list:

@@ -2,11 +2,12 @@
 
 `PlatformConfig` is a mixin of the platform's spawners: its traits are set as
 ``c.PlatformConfig.accelerators = {...}`` (shared by every platform spawner) or on a spawner class
-(``c.LocalPlatformSpawner.profiles = {...}``). `Runtime.for_config(...)` parses them once into
-frozen objects (a `ConfigError` lists every problem with its path; `Runtime.warnings` what
-KubeSpawner would ignore) and holds what must be shared by all servers of the hub process: the
-reservation `Ledger`. The same settings give the same Runtime object, so every spawner of a hub
-counts against one ledger.
+(``c.LocalPlatformSpawner.profiles = {...}``). `Runtime.parse(...)` parses them into frozen
+objects (a `ConfigError` lists every problem with its path; `Runtime.warnings` what KubeSpawner
+would ignore); a Runtime holds what must be shared by all servers of the hub: the reservation
+`Ledger`. The hub's `PlatformService` (`hub_ext.service`, `PlatformConfig.platform`) keeps one
+Runtime per settings, so every spawner of a hub counts against one ledger. A `Plan` carries the
+spawn's chosen credentials and datasets as mounts (`PlatformConfig.spawn_plan`).
 
 A callable ``profile_list`` (KubeSpawner's ``f(spawner)``, maybe async; `hub_ext.profile_source`)
 is called for each spawn form and each spawn (`PlatformConfig.load_profiles`, run by
@@ -20,10 +21,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Container, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Container, Mapping
 
 from traitlets import Any as AnyTrait
 from traitlets import Callable as CallableTrait
@@ -35,8 +35,12 @@ from .entitlements import Entitlements, Grant, Ledger, Project, choose, parse_en
 from .errors import ConfigError, Problem, UserInputError
 from .form import options_from_form
 from .logs import LOGGER
+from .mounts import Mounts, choose_mounts
 from .profile_source import WHERE, call, is_callable, refusal
 from .profiles import Profile, read_profile_list, read_profiles, resolve
+
+if TYPE_CHECKING:
+    from .service import PlatformService
 
 log = logging.getLogger(f"{LOGGER}.platform")
 
@@ -104,25 +108,38 @@ class PlatformConfig(Configurable):
         return {"accelerators": self.accelerators, "profiles": self.profiles, "profile_list": self.profile_list,
                 "everyone": self.everyone, "groups": self.groups}
 
-    # ---- what every platform spawner (it has `self.user`) asks of the parsed settings ------------
+    platform_kind: ClassVar[str] = "local"  # the runtime: `PlatformService.kind`
+
+    # ---- what every platform spawner (it has `self.user`) asks of the hub's service ------------
+    @property
+    def platform(self) -> "PlatformService":
+        """The hub's `PlatformService` (from the user's tornado settings; made there when missing)."""
+        from .service import PlatformService
+
+        service = PlatformService.of(getattr(self.user, "settings", None), self.platform_kind)
+        if service is None:  # a user object without settings (tools): this spawner's own
+            service = self.__dict__.setdefault("_own_platform", PlatformService(self.platform_kind))
+        return service
+
     @property
     def runtime(self) -> "Runtime":
         """The hub's Runtime; with a callable profile_list, this spawner's once `load_profiles` ran."""
         if getattr(self, "_runtime", None) is None:
-            self._runtime = Runtime.for_config(self.platform_settings())
+            self._runtime = self.platform.runtime(self.platform_settings())
         return self._runtime
 
     async def load_profiles(self) -> "Runtime":
         """With a callable profile_list: call it for this spawner and make its Runtime from the result
         (a `ConfigError` naming the path when it raises or gives a list with problems)."""
-        base = Runtime.for_config(self.platform_settings())
+        base = self.platform.runtime(self.platform_settings())
         if base.dynamic is None:
             self._runtime = base
             return base
         runtime = base.for_profile_list(await call(base.dynamic, self))
+        warned = self.platform.warned
         for warning in runtime.warnings:
-            if warning not in _warned:
-                _warned.add(warning)
+            if warning not in warned:
+                warned.add(warning)
                 log.warning("profile list for %s: %s", getattr(self, "_log_name", "?"), warning)
         self._runtime = runtime
         return runtime
@@ -160,6 +177,17 @@ class PlatformConfig(Configurable):
         return self.runtime.plan(self.user.name, [g.name for g in getattr(self.user, "groups", [])],
                                  self.user.admin, user_options)
 
+    async def spawn_plan(self, user_options: Mapping[str, Any], allow_loading: bool = False) -> "Plan":
+        """`user_plan` with the chosen credentials and datasets (``user_options["credentials"]``,
+        ``["datasets"]``) of the plan's project, checked and made into their mounts once
+        (`hub_ext.mounts.choose_mounts`; `allow_loading`: a dataset still loading is accepted)."""
+        options = dict(user_options or {})
+        credentials, datasets = options.pop("credentials", None), options.pop("datasets", None)
+        plan = self.user_plan(options)
+        available = await self.project_files(plan.project.name)
+        return dataclasses.replace(plan, mounts=choose_mounts(available, credentials, datasets, plan.project.name,
+                                                       allow_loading))
+
     def options_from_form(self, formdata):
         return options_from_form(formdata)
 
@@ -182,10 +210,11 @@ def kubespawner_traits() -> frozenset[str]:
 
 @dataclass(frozen=True)
 class Plan:
-    """What pure code decided for one spawn; a runtime applies it."""
+    """What pure code decided for one spawn; a runtime applies it (`mounts`: once chosen, `spawn_plan`)."""
     project: Project
     profile: Profile
     settings: Mapping[str, Any]  # KubeSpawner trait → value
+    mounts: Mounts = field(default_factory=Mounts)
 
     @property
     def accelerator(self) -> Accelerator | None:
@@ -194,9 +223,6 @@ class Plan:
     @property
     def count(self) -> int:
         return self.profile.accelerator_count
-
-
-_warned: set[Problem] = set()  # warnings about a callable's result already logged (once each per hub)
 
 
 @dataclass
@@ -208,8 +234,6 @@ class Runtime:
     warnings: tuple[Problem, ...] = ()  # what KubeSpawner would ignore: logged, not refused
     settings: Mapping[str, Any] = field(default_factory=dict, repr=False)  # as parsed
     dynamic: Callable | None = None  # a callable profile_list, called per spawn
-
-    _cache: ClassVar[dict[str, "Runtime"]] = {}
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any], kubespawner_traits: frozenset[str] | None = None, *,
@@ -272,16 +296,6 @@ class Runtime:
             raise ConfigError([Problem(WHERE, "returned a function, not a list (or a dict keyed by slug) of profiles")])
         runtime = Runtime.parse(settings, kubespawner_traits(), where=WHERE, offered_only=True)
         return dataclasses.replace(runtime, ledger=self.ledger, dynamic=self.dynamic)
-
-    @classmethod
-    def for_config(cls, settings: Mapping[str, Any]) -> "Runtime":
-        """The hub's one Runtime for these settings (parsed on first use, overrides checked against
-        KubeSpawner's traits)."""
-        key = json.dumps(settings, sort_keys=True, default=repr)
-        runtime = cls._cache.get(key)
-        if runtime is None:
-            runtime = cls._cache[key] = cls.parse(settings, kubespawner_traits())
-        return runtime
 
     @property
     def profiles_by_slug(self) -> dict[str, Profile]:

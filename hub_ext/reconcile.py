@@ -19,7 +19,7 @@ calls that endpoint once it starts and then every ``c.PlatformSpawner.member_rec
 seconds (default 300; 0: no service, the endpoint stays for admins).
 
 `reconcile_hub(handler)` is the endpoint's one call: it reads the hub's users, groups and
-running servers, reaches the platform through a user's spawner (as `hub_ext.api` does) and
+running servers, reaches the hub's `PlatformService` (`hub_ext.service`) through a user's spawner and
 stops servers the way the hub's own API does (`stop_single_user`). Rounds run one at a time.
 """
 
@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
 from .membership import HubUser, Removal, Server, Stop, servers_to_stop, stale_bindings, wanted_members
+from .service import KEY
 from .tenancy import MEMBER_LABEL
 
 log = logging.getLogger("mlplatform.reconcile")
@@ -43,7 +44,6 @@ SERVICE_NAME = "mlplatform-reconciler"
 SCOPE = "custom:mlplatform:reconcile"
 DEFAULT_INTERVAL = 300
 JOBS_STAY = "their jobs there keep running as the project's ServiceAccount and stay visible to the team"
-_ROUND = asyncio.Lock()  # one round at a time (the service and an admin may ask at once)
 
 
 @dataclass(frozen=True)
@@ -169,23 +169,28 @@ def running_servers(handler) -> dict[tuple[str, str], tuple[Server, Any]]:
 
 
 def platform_spawner(handler):
-    """A platform spawner of any hub user (they share the platform), or None without one."""
+    """A Kubernetes platform spawner of any hub user (the hub's `PlatformService` parts are
+    shared: any user's carries the hub's configuration), or None without one."""
     from jupyterhub import orm
 
+    service = handler.settings.get(KEY)
+    if service is None or service.kind != "kubernetes":
+        return None
     users = list(handler.users.values()) or [handler.users[u] for u in handler.db.query(orm.User).limit(1)]
     for user in users:
-        spawner = user.spawner
-        if hasattr(spawner, "member_identity_template") and hasattr(spawner, "shared"):
+        spawner = service.spawner(user)
+        if spawner is not None:
             return spawner
     return None
 
 
 async def reconcile_hub(handler) -> Report:
     """One round for the hub that `handler` (a JupyterHub API handler) serves."""
-    async with _ROUND:
-        spawner = platform_spawner(handler)
-        if spawner is None:
-            return Report(errors=["no hub user has a platform spawner yet: nothing to reconcile"])
+    spawner = platform_spawner(handler)
+    if spawner is None:
+        return Report(errors=["no hub user has a platform spawner yet: nothing to reconcile"])
+    # one round at a time (the service and an admin may ask at once)
+    async with spawner.platform.part(("reconcile round",), asyncio.Lock):
         servers = running_servers(handler)
 
         async def stop(server: Server) -> None:

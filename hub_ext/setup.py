@@ -11,7 +11,9 @@ or entitlement stops the hub before it starts, with every problem and its field 
 warning, with its path and a did-you-mean, for each key KubeSpawner would ignore and each key of
 the platform's config sections no platform spawner reads (traitlets would report
 ``c.PlatformConfig.acelerators`` only when a server starts, as a key of the spawner class);
-registers the platform API handlers and their custom scope; grants every user
+makes the hub's one `PlatformService` (`hub_ext.service`: the parsed settings, the runtime's
+shared parts) and keeps it in ``c.JupyterHub.tornado_settings["mlplatform"]``, where handlers
+and spawners find it; registers the platform API handlers and their custom scope; grants every user
 ``custom:mlplatform:read`` and ``custom:mlplatform:credentials`` for themselves, and each notebook
 server ``custom:mlplatform:read`` for its owner (its jobs API checks projects with it); adds the
 platform's templates (the credentials page, and home.html, which adds each server's profile and
@@ -43,6 +45,7 @@ from .profile_keys import did_you_mean
 from .platform import Runtime, kubespawner_traits
 from .reconcile import DEFAULT_INTERVAL, SERVICE_NAME
 from .reconcile import SCOPE as RECONCILE_SCOPE
+from .service import KEY, PlatformService
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 SERVER_SCOPES = ["users:activity!user", "access:servers!server"]  # JupyterHub's default server role
@@ -178,6 +181,8 @@ def configure(c: Config) -> Runtime:
         log.warning("c.%s", warning)
     if kubernetes:
         reconcile_interval(c)  # checked before anything is changed
+    service = PlatformService("kubernetes" if kubernetes else "local", settings, runtime)
+    c.JupyterHub.tornado_settings = {**dict(c.JupyterHub.get("tornado_settings", {})), KEY: service}
     c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers + api_handlers + \
         page_handlers
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES,

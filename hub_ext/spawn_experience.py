@@ -29,10 +29,9 @@ from jupyterhub.apihandlers.users import UserServerAPIHandler
 from jupyterhub.utils import maybe_future
 from tornado import web
 
-from .errors import ConfigError, UserInputError, http_answer
+from .errors import ConfigError, PlatformError, UserInputError
+from .handlers import http_error
 from .mounts import refuse_other_projects
-
-_ROWS_WITH_A_SPAWNER: "weakref.WeakSet[Any]" = weakref.WeakSet()  # orm.Spawner rows a spawner was made for
 
 
 def _made_in_process(row: Any) -> bool:
@@ -53,8 +52,9 @@ class SpawnExperience:
         self._made_at = time.time()
         self._row_is_new = False
         if row is not None and _made_in_process(row):
-            first = row not in _ROWS_WITH_A_SPAWNER
-            _ROWS_WITH_A_SPAWNER.add(row)
+            rows = self.platform.part(("spawner rows",), weakref.WeakSet)  # orm.Spawner rows a spawner was made for
+            first = row not in rows
+            rows.add(row)
             self._row_is_new = first and row.started is None and row.last_activity is None and row.server is None
 
     # ---- the home page ------------------------------------------------------------------------
@@ -75,8 +75,15 @@ class SpawnExperience:
         try:
             refuse_other_projects(formdata, project)
         except UserInputError as e:
-            raise web.HTTPError(*http_answer(e)) from None
+            raise self.refused(e) from None
         return super().options_from_form(formdata)
+
+    def refused(self, e: PlatformError) -> web.HTTPError:
+        """The answer to a spawn (or its form) the platform refuses; a config error is logged for
+        the administrator (the user is told only that the platform is misconfigured)."""
+        if isinstance(e, ConfigError):
+            self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
+        return http_error(e)
 
     # ---- refused spawns -----------------------------------------------------------------------
     def forget_if_refused(self, status: int) -> None:

@@ -50,7 +50,9 @@ API_PROCESSES = ("kube-apiserver", "etcd")
 
 
 def user(i: int):  # each spawner kind gets users of its own, so every first spawn is a real first one
-    return types.SimpleNamespace(name=f"user{i:03d}@example.com", id=i + 1, url=f"/user/u{i}/", settings={},
+    from tests.kube.platform_env import HUB_SETTINGS  # one hub: its users' spawners share its PlatformService
+
+    return types.SimpleNamespace(name=f"user{i:03d}@example.com", id=i + 1, url=f"/user/u{i}/", settings=HUB_SETTINGS,
                                  admin=False, groups=[])
 
 
@@ -99,7 +101,7 @@ async def api_cpu(server) -> float:
 async def run(kind: str, server, n: int) -> list[dict]:
     from kubespawner import KubeSpawner
 
-    from hub_ext.kube_spawner import PlatformSpawner
+    from tests.kube.platform_env import restart_hub
 
     rows = []
     offset = 1000 * KINDS.index(kind)
@@ -123,7 +125,7 @@ async def run(kind: str, server, n: int) -> list[dict]:
                      "hub_cpu_ms": cpu * 1000 / n, "api_cpu_ms": api * 1000 / n, "failed": len(failures)})
         await asyncio.gather(*(sp.stop(now=True) for sp in spawners))
         await asyncio.sleep(1.0)  # the kubelet removes the pods
-    await PlatformSpawner.stop_shared()
+    await restart_hub()
     await KubeSpawner._stop_all_reflectors()
     return rows
 

@@ -12,8 +12,8 @@ What it guarantees:
   starts afresh (all undone by `monkeypatch` after the test). Admin set-up goes through the
   `Cluster` API; only the code under test acts as the hub.
 - `platform_cluster(...)` (an async context for a test's `cluster` fixture) adds the test
-  kubelet's `NODES` and the hub identity, and afterwards stops the spawners' shared caches and
-  reflectors, every kubelet (their pods go at once) and deletes the projects.
+  kubelet's `NODES` and the hub identity, and afterwards stops the hub's `PlatformService`
+  (`restart_hub`: its shared caches) and KubeSpawner's reflectors, every kubelet (their pods go at once) and deletes the projects.
 - `kube_hub_config(...)` is the demo hub's config with PlatformSpawner; the hub process gets the
   hub's kubeconfig through ``KUBECONFIG`` (`hub_kubeconfig`).
 - `delete_projects(cluster)` removes every namespace the platform labelled as its own and waits
@@ -56,9 +56,23 @@ PLURALS = {"Secret": "secrets", "PersistentVolumeClaim": "persistentvolumeclaims
            "Namespace": "namespaces", "ResourceQuota": "resourcequotas"}
 
 
+HUB_SETTINGS: dict = {}  # the tornado settings of "the hub" these users belong to (its PlatformService)
+
+
 def make_user(name: str, groups=(), admin: bool = False, uid: int = 1):
-    return types.SimpleNamespace(name=name, id=uid, url=f"/user/{name}/", settings={}, admin=admin,
+    """A hub-like user; all of them share one hub's settings, so their spawners share its `PlatformService`."""
+    return types.SimpleNamespace(name=name, id=uid, url=f"/user/{name}/", settings=HUB_SETTINGS, admin=admin,
                                  groups=[types.SimpleNamespace(name=g) for g in groups])
+
+
+async def restart_hub() -> None:
+    """What a hub restart does to the platform's process state: the hub's `PlatformService`
+    stops (its watch caches) and goes; spawners made afterwards get a fresh one."""
+    from hub_ext.service import KEY
+
+    service = HUB_SETTINGS.pop(KEY, None)
+    if service is not None:
+        await service.stop()
 
 
 def use_kubeconfig(kubeconfig, monkeypatch) -> pathlib.Path:
@@ -109,14 +123,12 @@ async def platform_cluster(kube_cluster, tmp_path, monkeypatch, **kubelet):
     reflectors stop, the kubelets stop (their pods go at once) and the projects are deleted."""
     from kubespawner import KubeSpawner
 
-    from hub_ext.kube_spawner import PlatformSpawner
-
     hub_identity(kube_cluster, tmp_path / "hub.kubeconfig", monkeypatch)
     kube_cluster.kubelet(nodes=NODES, **kubelet)
     try:
         yield kube_cluster
     finally:
-        await PlatformSpawner.stop_shared()
+        await restart_hub()
         await KubeSpawner._stop_all_reflectors()
         for handle in list(kube_cluster.kubelets):
             handle.stop()

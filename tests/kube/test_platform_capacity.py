@@ -15,7 +15,8 @@ import pytest
 from tornado import web
 
 from tests.cluster.rest import ApiError
-from tests.kube.platform_env import (NODES, create, make_spawner, make_user, platform_cluster, until, use_kubeconfig,
+from tests.kube.platform_env import (NODES, create, make_spawner, make_user, platform_cluster, restart_hub, until,
+                                     use_kubeconfig,
                                      wait_default_service_account, watch_progress, whoami)
 
 pytestmark = pytest.mark.kube
@@ -134,11 +135,10 @@ async def test_capacity_from_nodes_and_pods_without_api_requests(cluster):
 async def test_capacity_unknown_when_the_hub_may_not_read_nodes(cluster, tmp_path, monkeypatch):
     """A hub whose ClusterRole is hub-rbac.yaml's without the nodes rule: the API server refuses
     its node list, and capacity is unknown (never a guess)."""
-    from hub_ext.kube_spawner import PlatformSpawner
     from tests.cluster.identities import manifests
 
     await make_spawner(make_user("bob", ["research"])).provision()  # by the hub: this identity is not it
-    await PlatformSpawner.stop_shared()
+    await restart_hub()
     (role,) = [d for d in manifests() if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "mlplatform-hub"]
     name = "mlplatform-hub-without-nodes"
     rules = [r for r in role["rules"] if "nodes" not in r["resources"]]

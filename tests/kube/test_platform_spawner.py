@@ -18,7 +18,7 @@ from tornado import web
 
 from tests.cluster.identities import HUB_USER
 from tests.kube.platform_env import (CANARY, GCP_KEY, IMAGE, create, dataset_pvc, delete_projects, make_spawner,
-                                     make_user, platform_cluster, secret_body, set_loaded, until,
+                                     make_user, platform_cluster, restart_hub, secret_body, set_loaded, until,
                                      wait_default_service_account, watch_progress, whoami)
 
 pytestmark = pytest.mark.kube
@@ -222,9 +222,7 @@ async def test_provisioning_is_idempotent_and_leaves_exactly_the_project(cluster
     assert cluster.requests()[before:] == []
     # a restarted hub (fresh process state): reads only, no writes (what the API server stores
     # compares equal to what the hub wants)
-    from hub_ext.kube_spawner import PlatformSpawner
-
-    await PlatformSpawner.stop_shared()
+    await restart_hub()
     before = len(cluster.requests())
     await make_spawner(alice).provision()
     assert writes(cluster, before) == []
@@ -232,7 +230,7 @@ async def test_provisioning_is_idempotent_and_leaves_exactly_the_project(cluster
     # a drifted object is put back
     cluster.patch("", "v1", "resourcequotas", "vision", "mlplatform-accelerators",
                   {"spec": {"hard": {"requests.nvidia.com/mig-1g.5gb": "9"}}})
-    await PlatformSpawner.stop_shared()
+    await restart_hub()
     await make_spawner(alice).provision()
     assert cluster.get("", "v1", "resourcequotas", "vision", "mlplatform-accelerators")["spec"]["hard"] == \
         quota["spec"]["hard"]

@@ -14,7 +14,6 @@ from kubespawner import KubeSpawner
 from hub_ext.errors import ConfigError
 from hub_ext.kube_spawner import PlatformSpawner
 from hub_ext.local_spawner import LocalPlatformSpawner
-from hub_ext.mounts import Available
 from hub_ext.platform import Runtime, kubespawner_traits
 from hub_ext.profiles import read_profile_list, read_profiles, resolve
 from hub_ext.quantities import cpu_hint, for_trait, memory_bytes
@@ -75,7 +74,7 @@ def settings(profiles):
 async def test_a_kubespawner_gets_the_bytes_meant(kubeconfig, mem):  # noqa: F811
     spawner = PlatformSpawner(user=make_user("alice"), _mock=True, **settings([profile(cpu_limit=2, **mem)]))
     spawner._restore_configured()
-    spawner._apply(spawner.user_plan({"profile": "box"}), Available(), None, None)
+    spawner._apply(spawner.user_plan({"profile": "box"}))
     assert (spawner.mem_limit, spawner.mem_guarantee) == (8 * GiB, 2 * GiB)
 
 

@@ -10,7 +10,6 @@ import pytest
 from kubespawner import KubeSpawner
 
 from hub_ext.kube_spawner import PlatformSpawner
-from hub_ext.mounts import Available
 from tests.kube.platform_env import PLATFORM, make_user, use_kubeconfig
 
 pytestmark = pytest.mark.unit
@@ -75,7 +74,7 @@ def kubespawners_own(overrides):
 async def test_dict_valued_overrides_merge_as_kubespawner_merges_them(kubeconfig, choice):
     spawner = platform_spawner([PROFILE])
     spawner._restore_configured()
-    spawner._apply(spawner.user_plan({"profile": "ds", "ui": choice}), Available(), None, None)
+    spawner._apply(spawner.user_plan({"profile": "ds", "ui": choice}))
     choice_override = PROFILE["profile_options"]["ui"]["choices"][choice]["kubespawner_override"]
     expected = kubespawners_own([PROFILE["kubespawner_override"], choice_override])
     for trait in ("environment", "extra_pod_config", "extra_container_config", "image", "default_url"):
@@ -92,9 +91,9 @@ async def test_the_configured_values_come_back_for_the_next_spawn(kubeconfig):
     plain = {"display_name": "Plain", "slug": "plain"}
     spawner = platform_spawner([PROFILE, plain])
     spawner._restore_configured()
-    spawner._apply(spawner.user_plan({"profile": "ds"}), Available(), None, None)
+    spawner._apply(spawner.user_plan({"profile": "ds"}))
     assert PROFILE["kubespawner_override"]["environment"]["OLD"] is None  # the profile is not changed
     spawner._restore_configured()  # as the next spawn's load_user_options does
-    spawner._apply(spawner.user_plan({"profile": "plain"}), Available(), None, None)
+    spawner._apply(spawner.user_plan({"profile": "plain"}))
     for trait, value in CONFIGURED.items():
         assert getattr(spawner, trait) == value, trait

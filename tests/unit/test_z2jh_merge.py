@@ -13,7 +13,6 @@ from kubespawner import KubeSpawner
 
 from hub_ext.kube_spawner import PlatformSpawner
 from hub_ext.local_spawner import LocalPlatformSpawner
-from hub_ext.mounts import Available
 from hub_ext.platform import Runtime, kubespawner_traits
 from hub_ext.profile_resolve import apply_override, merge_override
 from tests.kube.platform_env import PLATFORM, make_user
@@ -87,7 +86,7 @@ def test_merged_overrides_applied_once_equal_kubespawners_in_turn(overrides):
 async def test_platform_spawner_matches_kubespawner(kubeconfig, choice):  # noqa: F811
     spawner = PlatformSpawner(user=make_user("alice"), _mock=True, **settings([PROFILE]), **copy.deepcopy(CONFIGURED))
     spawner._restore_configured()
-    spawner._apply(spawner.user_plan({"profile": "torch", "version": choice}), Available(), None, None)
+    spawner._apply(spawner.user_plan({"profile": "torch", "version": choice}))
     expected = kubespawners_own(choice)
     assert spawner.environment == expected.environment
     assert "LEGACY_PROXY" not in spawner.environment
@@ -137,7 +136,7 @@ async def test_a_callable_override_is_called_with_the_spawner_as_kubespawner_doe
     both platform spawners call them the same way (the traits the platform counts take values only)."""
     kube = PlatformSpawner(user=make_user("alice"), _mock=True, **settings([CALLABLE]), **copy.deepcopy(CONFIGURED))
     kube._restore_configured()
-    kube._apply(kube.user_plan({"profile": "per-user"}), Available(), None, None)
+    kube._apply(kube.user_plan({"profile": "per-user"}))
     own = KubeSpawner(_mock=True, user=make_user("alice"), **copy.deepcopy(CONFIGURED))
     own._apply_overrides(CALLABLE["kubespawner_override"])
     assert kube.image == own.image == "registry.example/alice/lab:1"
