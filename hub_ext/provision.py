@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from jupyterhub.utils import exponential_backoff
 
 from .credentials import MANAGED_BY
 from .errors import UpstreamError
@@ -143,16 +144,22 @@ class Provisioner:
         """`_ensure_one`; when this call has just bound the hub's rights in the namespace (`bound`),
         a 403 is retried for a few seconds: the API server's authorizer learns of a new binding
         from a watch, a moment after the binding was created."""
-        delay, waited = 0.05, 0.0
-        while True:
+        if not bound:
+            return await self._ensure_one(wanted, what)
+        refused: list[Forbidden] = []
+
+        async def attempt() -> tuple[bool] | None:
             try:
-                return await self._ensure_one(wanted, what)
-            except Forbidden:
-                if not bound or waited >= GRANT_WAIT:
-                    raise
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 0.5)
+                return (await self._ensure_one(wanted, what),)
+            except Forbidden as e:
+                refused.append(e)
+                return None
+
+        try:
+            (created,) = await exponential_backoff(attempt, what, start_wait=0.05, max_wait=0.5, timeout=GRANT_WAIT)
+        except asyncio.TimeoutError:
+            raise refused[-1] from None
+        return created
 
     async def _ensure_one(self, wanted: dict, what: str) -> bool:
         """True when this call created the object."""
