@@ -54,7 +54,6 @@ from .kube import Kube, KubeError, path_of, reason
 from .kube_mounts import MountSettings, volumes
 from .kube_token import HubTokenSecret
 from .mount_config import MountConfig
-from .handlers import http_error
 from .mounts import Available
 from .platform import Plan, PlatformConfig
 from .profile_resolve import apply_override, called
@@ -192,7 +191,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
             projects = await self.provision()
             files = {p.name: await self.project_files(p.name) for p in projects}
         except UpstreamError as e:
-            raise http_error(e) from None
+            raise self.refused(e) from None
         return render_form(projects, self.runtime.profiles, await self.capacity(), files)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------

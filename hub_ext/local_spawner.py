@@ -8,7 +8,9 @@ as ``environment`` merged recursively, a None removing a key; each spawn starts 
 values, `apply_settings`), and the accelerator, which it reserves atomically against the project's limit
 (`Ledger`) and then takes from the device inventory, handing the devices to the server as
 ``CUDA_VISIBLE_DEVICES`` (UUIDs; one device is never given to two servers; devices come back on
-stop, and after a hub restart from the allocator's state file).
+stop, and after a hub restart from the allocator's state file). The allocator is the hub's one
+(`LocalDevices`, kept by the hub's `PlatformService`), and the plan carries the chosen credentials
+and datasets with their environment (`spawn_plan`).
 
 Trust model: one machine of trusted users (``docs/platform.md``, "Trust model"). The hub enforces
 who may use which project, profile and how many accelerators, but every server runs as the same OS

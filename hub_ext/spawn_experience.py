@@ -15,6 +15,9 @@
   never started a server.
 - The form's ticks of credentials and datasets of a project other than the chosen one are
   refused with the field named (`hub_ext.mounts.refuse_other_projects`), not dropped.
+- `refused(e)`: the one way a spawner turns a platform error into the `web.HTTPError` JupyterHub
+  expects of a refused start or form (`hub_ext.handlers.http_error`; a config error is logged).
+  The rows a spawner was made for are remembered by the hub's `PlatformService`.
 """
 
 from __future__ import annotations
