@@ -42,7 +42,7 @@ from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
 from .errors import ConfigError, Problem
 from .logs import LOGGER, use_hub_format
 from .profile_keys import did_you_mean
-from .platform import Runtime, kubespawner_traits
+from .platform import PlatformConfig, Runtime, kubespawner_traits
 from .reconcile import DEFAULT_INTERVAL, SERVICE_NAME
 from .reconcile import SCOPE as RECONCILE_SCOPE
 from .service import KEY, PlatformService
@@ -181,7 +181,10 @@ def configure(c: Config) -> Runtime:
         log.warning("c.%s", warning)
     if kubernetes:
         reconcile_interval(c)  # checked before anything is changed
-    service = PlatformService("kubernetes" if kubernetes else "local", settings, runtime)
+    # keyed as the spawners ask for it (`PlatformConfig.platform_settings`: every key, defaults included)
+    traits = PlatformConfig.class_traits()
+    service = PlatformService("kubernetes" if kubernetes else "local",
+                              {**{key: traits[key].default() for key in _KEYS}, **settings}, runtime)
     c.JupyterHub.tornado_settings = {**dict(c.JupyterHub.get("tornado_settings", {})), KEY: service}
     c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers + api_handlers + \
         page_handlers

@@ -49,7 +49,8 @@ def test_configure_keeps_one_service_in_the_tornado_settings():
     assert isinstance(service, PlatformService) and service.kind == "local"
     assert settings["slow_spawn_timeout"] == 0  # what the config set stays
     assert copy.deepcopy(c).JupyterHub.tornado_settings[KEY] is service  # traitlets' copy is the same service
-    assert service.runtime({"profiles": PROFILES}) is runtime  # the config as parsed at configuration
+    configured = LocalPlatformSpawner(config=c, user=user("alice", settings))
+    assert configured.platform is service and configured.runtime is runtime  # the config as parsed at configuration
 
 
 def test_the_kubernetes_runtime_gets_a_kubernetes_service_that_manages_credentials():
