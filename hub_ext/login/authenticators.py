@@ -17,14 +17,15 @@
   later ``c.GenericOAuthenticator.allowed_groups = set()``.
 - Google's ``hd`` (hosted domain) check and allowed/admin groups are OAuthenticator's own.
 - :class:`PlatformGitHubAuthenticator` also reads the user's organisations (``GET /user/orgs``)
-  into ``auth_state["orgs"]`` when groups are managed; :class:`GitHubGroups` turns them and the
-  teams (``populate_teams_in_auth_state``) into JupyterHub groups ``org`` and ``org:team``.
+  into ``auth_state["orgs"]`` when groups are managed; :class:`~.claims.GitHubGroups` turns them and
+  the teams (``populate_teams_in_auth_state``) into JupyterHub groups ``org`` and ``org:team``.
+
+The settings these classes are configured with are :mod:`.settings`' (pure: it imports none of this).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 from oauthenticator.generic import GenericOAuthenticator
 from oauthenticator.github import GitHubOAuthenticator
@@ -33,11 +34,10 @@ from tornado import web
 from traitlets import Bool, HasTraits, Integer
 
 from ..errors import ConfigError, Problem
-from .claims import group_names
+from .settings import NO_ONE_ALLOWED, NOT_ALLOWED
 
-NOT_ALLOWED = ("You signed in, but your account is in none of the groups allowed to use this hub. "
-               "Ask an administrator of the platform to add you to one of them.")
-NO_ONE_ALLOWED = "no one could log in: name the groups whose members may log in (allow_all stays False on purpose)"
+__all__ = ["NOT_ALLOWED", "IdentityChecks", "PlatformGitHubAuthenticator", "PlatformGoogleAuthenticator",
+           "PlatformOIDCAuthenticator"]  # NOT_ALLOWED: settings', the page a refused user sees (tests read it here)
 
 
 class IdentityChecks(HasTraits):
@@ -139,26 +139,3 @@ class PlatformGitHubAuthenticator(IdentityChecks, GitHubOAuthenticator):
             auth_model["auth_state"]["orgs"] = [o["login"] for o in orgs if isinstance(o, Mapping) and
                                                 isinstance(o.get("login"), str)]
         return auth_model
-
-
-@dataclass(frozen=True)
-class GitHubGroups:
-    """``auth_state_groups_key`` callable for GitHub: ``org`` for each organisation the user is a
-    member of, ``org:team`` (the team's slug, as in GitHub's URLs) for each team, renamed by
-    `group_map` where listed; only for the `trusted` organisations (and names `group_map` lists).
-    Anyone can create a GitHub organisation with any free name, so an organisation the hub was
-    not told about (one named ``ml-admins`` or ``vision``, say) must not become a group: it would
-    grant admin rights or a team's projects."""
-
-    group_map: tuple[tuple[str, str], ...] = ()
-    trusted: frozenset[str] = frozenset()
-
-    def __call__(self, auth_state: Mapping[str, Any]) -> set[str]:
-        names = list((auth_state or {}).get("orgs") or [])
-        for team in (auth_state or {}).get("teams") or []:
-            org = (team.get("organization") or {}).get("login") if isinstance(team, Mapping) else None
-            if isinstance(org, str) and isinstance(team.get("slug"), str):
-                names += [org, f"{org}:{team['slug']}"]
-        mapped = dict(self.group_map)
-        kept = [n for n in names if isinstance(n, str) and (n.split(":")[0] in self.trusted or n in mapped)]
-        return group_names(kept, self.group_map)

@@ -11,6 +11,7 @@ turns a claim (a list of names, or one name) into a set of JupyterHub group name
 optional ``group_map`` (the provider's names → the platform's group names). Values that
 are not non-empty strings of at most :data:`MAX_GROUP_NAME` characters are dropped, and at most
 :data:`MAX_GROUPS` groups are kept, so a provider cannot make the hub create unbounded groups.
+:class:`GitHubGroups` is GitHub's: organisations and teams recorded in the auth state.
 """
 
 from __future__ import annotations
@@ -104,3 +105,26 @@ class ClaimGroups:
             log.warning("the groups claim %s is missing from the user info; no groups", format_path(self.path))
             return set()
         return group_names(value, self.group_map)
+
+
+@dataclass(frozen=True)
+class GitHubGroups:
+    """``auth_state_groups_key`` callable for GitHub: ``org`` for each organisation the user is a
+    member of, ``org:team`` (the team's slug, as in GitHub's URLs) for each team, renamed by
+    `group_map` where listed; only for the `trusted` organisations (and names `group_map` lists).
+    Anyone can create a GitHub organisation with any free name, so an organisation the hub was
+    not told about (one named ``ml-admins`` or ``vision``, say) must not become a group: it would
+    grant admin rights or a team's projects."""
+
+    group_map: tuple[tuple[str, str], ...] = ()
+    trusted: frozenset[str] = frozenset()
+
+    def __call__(self, auth_state: Mapping[str, Any]) -> set[str]:
+        names = list((auth_state or {}).get("orgs") or [])
+        for team in (auth_state or {}).get("teams") or []:
+            org = (team.get("organization") or {}).get("login") if isinstance(team, Mapping) else None
+            if isinstance(org, str) and isinstance(team.get("slug"), str):
+                names += [org, f"{org}:{team['slug']}"]
+        mapped = dict(self.group_map)
+        kept = [n for n in names if isinstance(n, str) and (n.split(":")[0] in self.trusted or n in mapped)]
+        return group_names(kept, self.group_map)

@@ -13,7 +13,9 @@ What every result guarantees:
   group at the provider removes its projects and profiles at their next spawn;
 - who may log in is explicit: ``allow_all`` is False and at least one of ``allowed_groups``,
   ``allowed_users`` (or, for GitHub, ``allowed_organizations``) is non-empty;
-- the user refused for their groups sees :data:`~.authenticators.NOT_ALLOWED`.
+- the user refused for their groups sees :data:`NOT_ALLOWED`.
+
+The authenticator classes named in the result (:mod:`.authenticators`) are imported only by JupyterHub.
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ from dataclasses import dataclass
 from typing import Any, Collection, Iterable, Mapping
 
 from ..errors import ConfigError, Problem
-from .authenticators import NO_ONE_ALLOWED, NOT_ALLOWED, GitHubGroups
-from .claims import ClaimGroups, format_path, parse_claim_path, parse_group_map
+from .claims import ClaimGroups, GitHubGroups, format_path, parse_claim_path, parse_group_map
 
 log = logging.getLogger("mlplatform.login")
 
 PACKAGE = "hub_ext.login.authenticators"
+NOT_ALLOWED = ("You signed in, but your account is in none of the groups allowed to use this hub. "
+               "Ask an administrator of the platform to add you to one of them.")
+NO_ONE_ALLOWED = "no one could log in: name the groups whose members may log in (allow_all stays False on purpose)"
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
-"""Fetch a training job's code packages (``trainingInput.packageUris``) into one directory.
+"""Fetch a training job's code packages (``trainingInput.packageUris``) into one directory: the
+I/O half (object storage, files); the pure half — parsing URIs and recorded digests, the size
+limit read from the env — is `server_ext.jobs.package_uri`.
 
 `fetch_all(uris, dest, env)` is what the Kubernetes init container runs (through the CLI
 ``python -m server_ext.jobs.fetch --dest DIR URI...``: exit 0, or exit 1 with one line on stderr
 naming the URI) and what the local backend awaits. `put_object(uri, data, env, field)` is the
-upload half, used to stage packages (`server_ext.jobs.package.stage`).
+upload half, used to stage packages (`server_ext.jobs.kube_package.stage`, `server_ext.jobs.package.stage`).
 
 URIs (``i`` is the URI's index, used in every error's field ``trainingInput.packageUris[i]``):
 
@@ -18,13 +20,14 @@ URIs (``i`` is the URI's index, used in every error's field ``trainingInput.pack
   ``AWS_REGION``/``AWS_DEFAULT_REGION``, else that profile in ``AWS_CONFIG_FILE``, else
   ``us-east-1``; endpoint from ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL``.
 - ``configmap://<name>/<file>``: a package shipped with the job in a ConfigMap
-  (`server_ext.jobs.package.package_configmap`), which the pod mounts at
+  (`server_ext.jobs.package_delivery.package_configmap`), which the pod mounts at
   ``$MLPLATFORM_PACKAGES_DIR/<name>/``; it is copied from there.
 - ``file:///abs/path`` or a plain path: copied.
 
-Digests (parsed by `server_ext.jobs.package_uri`): a package's sha256 is recorded where project members cannot change it without recreating
-the job (the pod's env and args): ``MLPLATFORM_PACKAGE_DIGESTS`` (`DIGESTS_ENV`, JSON URI → hex, made
-by `digests_env`; `server_ext.jobs.package.digest_env` for a shipped package), a URI's ``#sha256=<hex>``
+Digests (parsed by `server_ext.jobs.package_uri`): a package's sha256 is recorded where project
+members cannot change it without recreating the job (the pod's env and args):
+``MLPLATFORM_PACKAGE_DIGESTS`` (`DIGESTS_ENV`, JSON URI → hex, made by `digests_env`;
+`server_ext.jobs.package_delivery.digest_env` for a shipped package), a URI's ``#sha256=<hex>``
 fragment (pip's spelling), or the content-addressed staging key ``…/packages/<sha256>/<file>`` of a
 ``gs://``/``s3://`` URI. Bytes without the recorded digest fail that URI, naming both digests (the
 package changed after submission); records that disagree are refused before any download. When any
@@ -37,7 +40,8 @@ Guarantees:
 - Each file keeps its base name in `dest`; two URIs with the same base name are refused before
   anything is downloaded, naming both. The result lists the paths in the order of `uris`; when
   several fail, the error raised is that of the first failing URI in that order.
-- An object larger than `max_bytes` (default 512 MiB, env ``MLPLATFORM_MAX_PACKAGE_BYTES``) is
+- An object larger than `max_bytes` (default 512 MiB, env ``MLPLATFORM_MAX_PACKAGE_BYTES``:
+  `package_uri.max_package_bytes`) is
   refused, checked before and while downloading; a failed download leaves no partial file.
 - Errors: `UserInputError` for the caller's mistakes (bad URI, not found, access denied, an
   unreadable credential file, too large); `UpstreamError` for storage that failed or could not be
@@ -67,12 +71,11 @@ from typing import Any, BinaryIO, Mapping
 
 from hub_ext.errors import PlatformError, UpstreamError, UserInputError
 
-from .package_uri import PACKAGES_DIR_ENV, Location, parse_all, parse_uri, recorded_digests
+from .package_uri import (DEFAULT_MAX_BYTES, MAX_BYTES_ENV, PACKAGES_DIR_ENV, Location, max_package_bytes, parse_all,
+                          parse_uri, recorded_digests)
 
 log = logging.getLogger("mlplatform.jobs.fetch")
 
-MAX_BYTES_ENV = "MLPLATFORM_MAX_PACKAGE_BYTES"
-DEFAULT_MAX_BYTES = 512 * 2**20
 _CHUNK = 2**20
 _PARALLEL = 4
 _GCS_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
@@ -330,21 +333,12 @@ def _copy_local(loc: Location, part: pathlib.Path, env: Mapping[str, str], max_b
         raise UpstreamError(f"copy {loc.uri}", e.strerror or type(e).__name__) from None
 
 
-def _max_bytes(env: Mapping[str, str], max_bytes: int | None) -> int:
-    if max_bytes is not None:
-        return max_bytes
-    text = env.get(MAX_BYTES_ENV)
-    try:
-        return int(text) if text else DEFAULT_MAX_BYTES
-    except ValueError:
-        raise UserInputError(MAX_BYTES_ENV, "must be a whole number of bytes") from None
-
-
 async def fetch_all(uris: list[str], dest: pathlib.Path, env: Mapping[str, str], *, max_bytes: int | None = None,
                     job: str = "-") -> list[pathlib.Path]:
-    """Fetch every URI into `dest` (created if missing); the paths, in the order of `uris`."""
+    """Fetch every URI into `dest` (created if missing); the paths, in the order of `uris`. `max_bytes`:
+    the largest object (default: `package_uri.max_package_bytes` of `env`)."""
     locations = parse_all(list(uris), digests=recorded_digests(env))
-    limit = _max_bytes(env, max_bytes)
+    limit = max_package_bytes(env) if max_bytes is None else max_bytes
     dest = pathlib.Path(dest)
     await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
     stores = _Stores(env)

@@ -9,7 +9,7 @@
   submission of the same package, and gcloud never removed staged packages either — the
   bucket's lifecycle rules own it.
 - ``configmap``: the job object is created first, then `ship_in_configmap` creates the ConfigMap
-  (`package.package_configmap`) owned by it (ownerReference with the created object's uid), so
+  (`package_delivery.package_configmap`) owned by it (ownerReference with the created object's uid), so
   deleting the job garbage-collects it; the pods wait for it (the volume is not optional). If
   creating it fails (API error, quota, a cancelled submit), the just-created job object is deleted
   (propagation Background, precondition on its uid) and the error is raised: nothing is left. Should
@@ -30,7 +30,7 @@ from typing import Mapping
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
 
-from . import package
+from .package_delivery import package_configmap
 from .fetch import put_object
 from .kubeflow import api_version, resource_path
 from .plan import JobPlan, ShippedPackage
@@ -70,7 +70,7 @@ async def ship_in_configmap(kube: Kube, plan: JobPlan, obj: dict) -> dict:
         meta = obj["metadata"]
         owner = {"apiVersion": obj.get("apiVersion") or api_version(plan.kind), "kind": obj.get("kind") or plan.kind,
                  "name": meta["name"], "uid": meta["uid"]}
-        manifest = package.package_configmap(plan.name, project, data, pkg.filename, owner)
+        manifest = package_configmap(plan.name, project, data, pkg.filename, owner)
         try:
             created = await kube.request("POST", f"/api/v1/namespaces/{project}/configmaps", manifest)
         except KubeError as e:

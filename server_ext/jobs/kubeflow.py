@@ -62,7 +62,7 @@ from hub_ext.kube_mounts import MountSettings, volumes
 from hub_ext.mounts import CREDENTIAL_ENV, Credential, Dataset
 from hub_ext.tenancy import SERVICE_ACCOUNT
 
-from . import package
+from .package_delivery import digest_env
 from .package_uri import PACKAGES_DIR_ENV
 
 from .model import JOB_ID_ANNOTATION
@@ -256,7 +256,7 @@ def _fetch_container(plan: JobPlan, settings: KubeSettings, credential_mounts: l
     env = [{"name": "CLOUD_ML_JOB_ID", "value": plan.job.job_id}, *mount_env(plan.credentials, ())]
     mounts = [*credential_mounts, {"name": "code", "mountPath": settings.code_dir}]
     if plan.package is not None:  # the fetcher installs only the bytes that were submitted
-        env.append(package.digest_env(plan.package.uri, plan.package.sha256))
+        env.append(digest_env(plan.package.uri, plan.package.sha256))
     if _package_volume(plan) is not None:
         env.append({"name": PACKAGES_DIR_ENV, "value": settings.packages_dir})
         mounts.append({"name": "package", "mountPath": settings.packages_dir, "readOnly": True})

@@ -124,11 +124,9 @@ class _Failed(Exception):
     """The job cannot run; the message is its errorMessage."""
 
 
-
-
 class LocalBackend:
-    """`JobBackend` on this machine. `env` replaces ``os.environ`` as every process's base environment."""
-
+    """`JobBackend` on this machine, and `local_store.JobRecords` for its sweeps. `env` replaces
+    ``os.environ`` as every process's base environment."""
 
     def __init__(self, state_dir: pathlib.Path | str, python: str = sys.executable,
                  env: Mapping[str, str] | None = None, *, grace_s: float = 5.0, poll_s: float = 0.2,
@@ -182,9 +180,9 @@ class LocalBackend:
                 continue
             if not rec.procs:
                 if state == "CANCELLING":
-                    await self._finish(rec, "CANCELLED")
+                    await self.finish_record(rec, "CANCELLED")
                 else:
-                    await self._finish(rec, "FAILED", "The server stopped while the job was being prepared, "
+                    await self.finish_record(rec, "FAILED", "The server stopped while the job was being prepared, "
                                                       "before its replicas started; submit it again.")
                 continue
             live = _Live()
@@ -202,7 +200,7 @@ class LocalBackend:
             live = self._live[rec.key] = _Live()
             if rec.job.get("state") == "CANCELLING":
                 live.cancel.set()
-            self._background(rec, live, self._sweeps.resume(rec, live))
+            self._background(rec, live, self._sweeps.resume(rec, live.cancel))
 
     async def close(self) -> None:
         tasks = list(self._tasks)
@@ -234,11 +232,11 @@ class LocalBackend:
         except _Failed as e:
             await self._stop(rec, live)
             cancelled = live.cancel.is_set()
-            await self._finish(rec, "CANCELLED" if cancelled else "FAILED", None if cancelled else str(e))
+            await self.finish_record(rec, "CANCELLED" if cancelled else "FAILED", None if cancelled else str(e))
         except Exception:  # a background task must end the job rather than vanish with it
             log.exception("job %s/%s: the local runtime failed", rec.project, rec.job_id)
             await self._stop(rec, live)
-            await self._finish(rec, "FAILED", "The local runtime failed to run the job; the server log has "
+            await self.finish_record(rec, "FAILED", "The local runtime failed to run the job; the server log has "
                                               "the details.")
 
     # ---- the JobBackend methods ----------------------------------------------------------------
@@ -252,6 +250,15 @@ class LocalBackend:
         if rec is None:
             raise JobNotFound(project, job_id)
         return rec
+
+    # ---- the records, as `local_store.JobRecords` lends them to the sweeps ---------------------
+
+    def find_record(self, project: str, job_id: str) -> JobRecord | None:
+        return self._jobs.get((project, job_id))
+
+    def ending(self, project: str, job_id: str) -> asyncio.Event | None:
+        live = self._live.get((project, job_id))
+        return None if live is None else live.done
 
     async def submit(self, plan: JobPlan, *, env: Mapping[str, str] | None = None) -> dict:
         """Create and start the job. `env`: extra variables for every replica (e.g. a trial's
@@ -298,7 +305,7 @@ class LocalBackend:
         live = self._live[key] = _Live()
         log.info("job %s/%s: submitted by %s, tasks %s", plan.project, plan.job.job_id, plan.owner,
                  ", ".join(rec.tasks))
-        runner = self._sweeps.run(rec, plan, live) if plan.sweep else self._run(rec, plan, live, base, dict(env or {}))
+        runner = self._sweeps.run(rec, plan, live.cancel) if plan.sweep else self._run(rec, plan, live, base, dict(env or {}))
         self._background(rec, live, runner)
         return json.loads(json.dumps(rec.job))
 
@@ -375,15 +382,15 @@ class LocalBackend:
         if self._store is not None:
             await self._store.save(rec)
 
-    async def _update(self, rec: JobRecord, **fields) -> None:
+    async def update_record(self, rec: JobRecord, **fields) -> None:
         self._set(rec, **fields)
         await self._save(rec)
 
-    async def _finish(self, rec: JobRecord, state: str, message: str | None = None) -> None:
+    async def finish_record(self, rec: JobRecord, state: str, message: str | None = None) -> None:
         fields = {"state": state, "endTime": now()}
         if message:
             fields["errorMessage"] = message
-        await self._update(rec, **fields)
+        await self.update_record(rec, **fields)
         live = self._live.pop(rec.key, None)
         if live is not None:
             live.done.set()
@@ -395,7 +402,7 @@ class LocalBackend:
     async def _run(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict, extra: dict) -> None:
         pythonpath: list[str] = []
         if not live.cancel.is_set():
-            await self._update(rec, state="PREPARING")
+            await self.update_record(rec, state="PREPARING")
             pythonpath = await self._prepare(rec, plan, live, base)
         if not live.cancel.is_set():
             await self._spawn(rec, plan, live, base, extra, pythonpath)
@@ -438,9 +445,9 @@ class LocalBackend:
             rec.procs[task] = replica.state()
             log.info("job %s/%s: started %s (pid %s)", rec.project, rec.job_id, task, replica.pid)
         if live.cancel.is_set():
-            await self._update(rec)
+            await self.update_record(rec)
         else:
-            await self._update(rec, state="RUNNING", startTime=now())
+            await self.update_record(rec, state="RUNNING", startTime=now())
 
     async def _stop(self, rec: JobRecord, live: _Live) -> None:
         left = await stop(live.procs.values(), self.grace_s)
@@ -464,14 +471,14 @@ class LocalBackend:
                          and (c := await asyncio.to_thread(r.ended_by_itself)) is not None]
                 decision = decide(events + ended)
                 await self._stop(rec, live)
-                await self._finish(rec, *(decision or ("CANCELLED",)))
+                await self.finish_record(rec, *(decision or ("CANCELLED",)))
                 return
             decision = decide(events)
             if decision is None and all(r.ended for r in live.procs.values()):
                 decision = ("FAILED", "Every replica ended but the master's end was not seen.")
             if decision is not None:
                 await self._stop(rec, live)
-                await self._finish(rec, *decision)
+                await self.finish_record(rec, *decision)
                 return
             await wait_any(live.procs.values(), live.cancel, self.poll_s)
 

@@ -14,6 +14,10 @@ Guarantees:
   called and they run one at a time, so a slow write never overwrites a newer one.
 - SQLite runs in a worker thread (`asyncio.to_thread`); the event loop never blocks on disk. A
   statement still running when its caller was cancelled completes before `close` closes the file.
+
+`JobRecords` is what the local sweeps (`local_sweeps`) may ask of the backend that keeps the
+records (`local_backend.LocalBackend`): find a record, change or finish it, submit and cancel
+jobs, and wait for one to end.
 """
 
 from __future__ import annotations
@@ -26,11 +30,15 @@ import pathlib
 import sqlite3
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, Protocol
 
 from hub_ext.errors import ConfigError, Problem
 from hub_ext.local_files import private_dir, private_opener, tighten
 
 from ..errors import JobExists
+
+if TYPE_CHECKING:
+    from .plan import JobPlan
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -61,6 +69,36 @@ class JobRecord:
     def row(self) -> tuple:
         return (self.project, self.job_id, self.owner, json.dumps(self.job, sort_keys=True), json.dumps(self.tasks),
                 json.dumps(self.procs, sort_keys=True))
+
+
+class JobRecords(Protocol):
+    """The local jobs' records as their owner lends them: each (project, jobId) has one `JobRecord`,
+    changed only through `update_record` and `finish_record` (which save it and stamp its etag)."""
+
+    state_dir: pathlib.Path
+    max_processes: int  # the most processes one job may run at once
+
+    def job_dir(self, project: str, job_id: str) -> pathlib.Path:
+        """Where the job's logs and metrics files are."""
+
+    def find_record(self, project: str, job_id: str) -> JobRecord | None:
+        """The job's record (the object itself, not a copy), or None."""
+
+    def ending(self, project: str, job_id: str) -> asyncio.Event | None:
+        """While the job runs here: the event set once its final state is written; None after that
+        (or when it is not run here)."""
+
+    async def update_record(self, rec: JobRecord, **fields) -> None:
+        """Set `fields` of the record's Job JSON (none: only save it) and save it."""
+
+    async def finish_record(self, rec: JobRecord, state: str, message: str | None = None) -> None:
+        """End the job in `state` (``errorMessage`` = `message`) and set its `ending` event."""
+
+    async def submit(self, plan: JobPlan, *, env: Mapping[str, str] | None = None) -> dict:
+        """Create and start a job; `env` is added to every replica's environment."""
+
+    async def cancel(self, project: str, job_id: str) -> dict:
+        """Cancel a job (`JobFinished` when it has ended)."""
 
 
 class JobStore:

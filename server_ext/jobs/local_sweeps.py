@@ -46,7 +46,7 @@ import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import alembic.command  # noqa: F401  (imported here, not first by Optuna on the worker thread: two
 import alembic.migration  # noqa: F401  threads importing alembic at once can deadlock on import locks)
@@ -61,11 +61,8 @@ from . import local_sweep_space as space
 from .backend import FINAL
 from .hptuning import FIELD, Spec, at_once, parse_spec
 from .local_package import SHIPPED_DIR
+from .local_store import JobRecord, JobRecords
 from .plan import JobPlan, task_name
-
-if TYPE_CHECKING:
-    from .local_backend import LocalBackend, _Live
-    from .local_store import JobRecord
 
 log = logging.getLogger("mlplatform.jobs.local")
 # Optuna's records go through the standard logging tree (the server's log configuration, or
@@ -89,15 +86,15 @@ def _now() -> str:
     return space.rfc3339(time.time())
 
 
-def is_sweep(rec: "JobRecord") -> bool:
+def is_sweep(rec: JobRecord) -> bool:
     return "/" not in rec.job_id and bool((rec.job.get("trainingInput") or {}).get("hyperparameters"))
 
 
 @dataclass
 class _Sweep:
-    rec: "JobRecord"
+    rec: JobRecord
     spec: Spec
-    live: "_Live"
+    cancel: asyncio.Event  # set when the sweep is cancelled
     study: optuna.Study
     template: JobPlan
     numbers: dict[str, int] = field(default_factory=dict)  # trialId → study trial number
@@ -116,12 +113,13 @@ class _Sweep:
 
 
 class Sweeps:
-    """The sweeps of one `LocalBackend` (which owns the records, jobs and background tasks)."""
+    """The sweeps of one `LocalBackend`, which owns the records, jobs and background tasks and is
+    reached only through `local_store.JobRecords`."""
 
     watch_s = 0.5  # how often early stopping reads the running trials' reports
 
-    def __init__(self, backend: "LocalBackend"):
-        self.b = backend
+    def __init__(self, jobs: JobRecords):
+        self.b = jobs
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="local-sweeps")
         self._storage: optuna.storages.RDBStorage | None = None
 
@@ -165,15 +163,15 @@ class Sweeps:
                                  f"(at most {most // each} trials at once here; "
                                  "c.MLPlatformApp.local_max_processes or $MLPLATFORM_LOCAL_MAX_PROCESSES)")
         if spec.resume_from:
-            prev = self.b._jobs.get((plan.project, spec.resume_from))
+            prev = self.b.find_record(plan.project, spec.resume_from)
             if prev is None or not is_sweep(prev):
                 raise UserInputError(f"{FIELD}.resumePreviousJobId",
                                      f"no hyperparameter tuning job {spec.resume_from!r} in project {plan.project!r}")
 
-    def _sampler(self, rec: "JobRecord", spec: Spec):
+    def _sampler(self, rec: JobRecord, spec: Spec):
         return dict(sampler=space.sampler(spec, space.seed_of(rec.project, rec.job_id)), pruner=space.pruner(spec))
 
-    def _create(self, rec: "JobRecord", spec: Spec, template: str) -> optuna.Study:  # on the worker thread
+    def _create(self, rec: JobRecord, spec: Spec, template: str) -> optuna.Study:  # on the worker thread
         storage, name = self._store(), f"{rec.project}/{rec.job_id}"
         try:  # left by a state file that was removed: never mix two sweeps' trials
             optuna.delete_study(study_name=name, storage=storage)
@@ -191,7 +189,7 @@ class Sweeps:
         study.set_user_attr("template", template)  # last: its presence says the study is complete
         return study
 
-    def _load(self, rec: "JobRecord", spec: Spec) -> optuna.Study | None:  # on the worker thread
+    def _load(self, rec: JobRecord, spec: Spec) -> optuna.Study | None:  # on the worker thread
         try:
             study = optuna.load_study(study_name=f"{rec.project}/{rec.job_id}", storage=self._store(),
                                       **self._sampler(rec, spec))
@@ -199,11 +197,12 @@ class Sweeps:
             return None
         return study if "template" in study.user_attrs else None
 
-    async def run(self, rec: "JobRecord", plan: JobPlan, live: "_Live") -> None:
-        """The submitted sweep, from its study's creation to its end (a `LocalBackend` background task)."""
-        if live.cancel.is_set():
-            return await self.b._finish(rec, "CANCELLED")
-        await self.b._update(rec, state="PREPARING")
+    async def run(self, rec: JobRecord, plan: JobPlan, cancel: asyncio.Event) -> None:
+        """The submitted sweep, from its study's creation to its end (a `LocalBackend` background task);
+        `cancel` is set when it is cancelled."""
+        if cancel.is_set():
+            return await self.b.finish_record(rec, "CANCELLED")
+        await self.b.update_record(rec, state="PREPARING")
         uris = plan.package_uris
         if plan.package is not None:
             kept = str(self.b.job_dir(rec.project, rec.job_id) / SHIPPED_DIR / plan.package.filename)
@@ -213,18 +212,18 @@ class Sweeps:
         if plan.sweep.resume_from:
             log.info("sweep %s/%s: continues %s (%d trials)", rec.project, rec.job_id, plan.sweep.resume_from,
                      len(await self._call(study.get_trials, deepcopy=False)))
-        await self._drive(_Sweep(rec, plan.sweep, live, study, space.template_of(template)))
+        await self._drive(_Sweep(rec, plan.sweep, cancel, study, space.template_of(template)))
 
-    async def resume(self, rec: "JobRecord", live: "_Live") -> None:
+    async def resume(self, rec: JobRecord, cancel: asyncio.Event) -> None:
         """An unfinished sweep found by `LocalBackend.start` (its trial jobs are loaded already)."""
         spec = parse_spec(rec.job["trainingInput"]["hyperparameters"])
         study = await self._call(self._load, rec, spec)
         if study is None:
-            if live.cancel.is_set():
-                return await self.b._finish(rec, "CANCELLED")
-            return await self.b._finish(rec, "FAILED", "The server stopped while the sweep was being prepared, "
+            if cancel.is_set():
+                return await self.b.finish_record(rec, "CANCELLED")
+            return await self.b.finish_record(rec, "FAILED", "The server stopped while the sweep was being prepared, "
                                                        "before its first trial; submit it again.")
-        s = _Sweep(rec, spec, live, study, space.template_of(study.user_attrs["template"]))
+        s = _Sweep(rec, spec, cancel, study, space.template_of(study.user_attrs["template"]))
         for t in await self._call(study.get_trials, deepcopy=False):
             tid = t.user_attrs.get("trialId")
             if tid is not None:
@@ -237,7 +236,7 @@ class Sweeps:
             if entry["state"] in FINAL:
                 continue
             key = (rec.project, space.trial_job_id(rec.job_id, entry["trialId"]))
-            if key in self.b._jobs:
+            if self.b.find_record(*key) is not None:
                 s.running[entry["trialId"]] = key
             else:
                 await self._record(s, entry["trialId"], "FAILED", TrialState.FAIL)
@@ -253,7 +252,7 @@ class Sweeps:
     async def _drive(self, s: _Sweep) -> None:
         try:
             await self._loop(s)
-        except Exception:  # the trials must not outlive their sweep (backend._guard then FAILS it)
+        except Exception:  # the trials must not outlive their sweep (the backend's guard then FAILS it)
             await self._stop_running(s)
             raise
 
@@ -261,21 +260,21 @@ class Sweeps:
         spec = s.spec
         while True:
             await self._collect(s)
-            if s.live.cancel.is_set():
+            if s.cancel.is_set():
                 await self._stop_running(s)
-                return await self.b._finish(s.rec, "CANCELLED")
+                return await self.b.finish_record(s.rec, "CANCELLED")
             failed, succeeded = space.counts(s.trials)
             if space.sweep_failed(spec, failed, succeeded):
                 await self._stop_running(s)
-                return await self.b._finish(s.rec, "FAILED", f"{failed} trials failed (the sweep fails at "
+                return await self.b.finish_record(s.rec, "FAILED", f"{failed} trials failed (the sweep fails at "
                                                              f"{space.failure_limit(spec)}); the last: {s.last_error}")
             while (len(s.running) < spec.max_parallel and len(s.trials) < spec.max_trials
-                   and not s.live.cancel.is_set() and await self._more(s)):
+                   and not s.cancel.is_set() and await self._more(s)):
                 await self._start(s)
             if not s.running:
                 if succeeded:
-                    return await self.b._finish(s.rec, "SUCCEEDED")
-                return await self.b._finish(s.rec, "FAILED", f"No trial succeeded; the last: {s.last_error}")
+                    return await self.b.finish_record(s.rec, "SUCCEEDED")
+                return await self.b.finish_record(s.rec, "FAILED", f"No trial succeeded; the last: {s.last_error}")
             await self._wait(s)
             if spec.early_stopping:
                 await self._watch(s)
@@ -305,7 +304,7 @@ class Sweeps:
                          "state": "RUNNING", "startTime": _now(), "isTrialStoppedEarly": False})
         preparing = rec.job["state"] in ("QUEUED", "PREPARING")  # not CANCELLING: a cancel may have come meanwhile
         first = {"state": "RUNNING", "startTime": s.trials[-1]["startTime"]} if preparing else {}
-        await self.b._update(rec, **first)  # recorded before its job exists: a restart then knows of it
+        await self.b.update_record(rec, **first)  # recorded before its job exists: a restart then knows of it
         plan = space.trial_plan(s.template, s.spec, rec.job_id, tid, values)
         env = {"CLOUD_ML_TRIAL_ID": tid, "CLOUD_ML_HP_METRIC_TAG": s.spec.metric, "CLOUD_ML_JOB_ID": rec.job_id}
         try:
@@ -319,12 +318,12 @@ class Sweeps:
 
     async def _wait(self, s: _Sweep) -> None:
         """Until a trial job ends or the sweep is cancelled (or `watch_s`, with early stopping)."""
-        events = [s.live.cancel]
+        events = [s.cancel]
         for key in s.running.values():
-            live = self.b._live.get(key)
-            if live is None:
+            done = self.b.ending(*key)
+            if done is None:
                 return
-            events.append(live.done)
+            events.append(done)
         waits = [asyncio.ensure_future(e.wait()) for e in events]
         try:
             await asyncio.wait(waits, timeout=self.watch_s if s.spec.early_stopping else 30.0,
@@ -343,8 +342,8 @@ class Sweeps:
     async def _collect(self, s: _Sweep) -> None:
         """Record every trial whose job has ended."""
         for tid, key in list(s.running.items()):
-            child = self.b._jobs[key].job
-            if child["state"] not in FINAL or key in self.b._live:
+            child = self.b.find_record(*key).job
+            if child["state"] not in FINAL or self.b.ending(*key) is not None:
                 continue
             del s.running[tid]
             reports = await asyncio.to_thread(self._reports, s, tid)
@@ -378,7 +377,7 @@ class Sweeps:
             entry["finalMetric"] = metric
         out = s.rec.job["trainingOutput"]
         out["completedTrialCount"] = str(space.counts(s.trials)[1])
-        await self.b._update(s.rec)
+        await self.b.update_record(s.rec)
         log.info("sweep %s: trial %s %s%s", s.name, tid, state, f" ({metric['objectiveValue']:g})" if metric else "")
 
     async def _stop_running(self, s: _Sweep) -> None:
@@ -424,18 +423,18 @@ class Sweeps:
 
     # ---- reading a sweep -----------------------------------------------------------------------
 
-    def trial_task(self, rec: "JobRecord", task: str) -> tuple[str, str]:
+    def trial_task(self, rec: JobRecord, task: str) -> tuple[str, str]:
         """``trial-3`` / ``trial-3/worker-replica-1`` → (the trial job's id, its task)."""
         if not task.startswith("trial-"):
             raise UserInputError("task-name", f"a hyperparameter tuning job's logs are its trials': trial-1, "
                                               f"trial-1/worker-replica-0, … (not {task!r})")
         trial, _, inner = task.partition("/")
         job_id = space.trial_job_id(rec.job_id, trial.removeprefix("trial-"))
-        if (rec.project, job_id) not in self.b._jobs:
+        if self.b.find_record(rec.project, job_id) is None:
             raise UserInputError("task-name", f"the sweep has no {trial} (yet)")
         return job_id, task_name(inner) if inner else MASTER
 
-    async def trial_metrics(self, rec: "JobRecord", trial_id: str) -> list[dict]:
+    async def trial_metrics(self, rec: JobRecord, trial_id: str) -> list[dict]:
         trials = rec.job.get("trainingOutput", {}).get("trials", []) if is_sweep(rec) else []
         if not any(t["trialId"] == trial_id for t in trials):
             raise JobNotFound(rec.project, f"{rec.job_id}/trials/{trial_id}")

@@ -1,4 +1,4 @@
-"""Package URIs and their recorded digests, as `server_ext.jobs.fetch` reads them. Pure.
+"""Package URIs, their recorded digests and the size limit, as `server_ext.jobs.fetch` reads them. Pure.
 
 `parse_uri` turns one URI (``gs://``, ``s3://``, ``configmap://``, ``file://`` or a path) into a
 `Location`, with the sha256 its bytes must have when one is recorded: a ``#sha256=<hex>`` fragment
@@ -6,6 +6,8 @@
 ``MLPLATFORM_PACKAGE_DIGESTS`` (`DIGESTS_ENV`, JSON URI → hex, written into the job's pod at
 submit by `digests_env`). `parse_all` parses a job's list, refusing two files of the same name and
 records that disagree. Errors are `UserInputError` naming ``trainingInput.packageUris[i]``.
+`max_package_bytes` reads the largest package a fetch accepts from ``MLPLATFORM_MAX_PACKAGE_BYTES``
+(`MAX_BYTES_ENV`, default `DEFAULT_MAX_BYTES`, 512 MiB).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from hub_ext.errors import UserInputError
 FIELD = "trainingInput.packageUris"
 DIGESTS_ENV = "MLPLATFORM_PACKAGE_DIGESTS"
 PACKAGES_DIR_ENV = "MLPLATFORM_PACKAGES_DIR"  # where a pod finds its package ConfigMaps
+MAX_BYTES_ENV = "MLPLATFORM_MAX_PACKAGE_BYTES"
+DEFAULT_MAX_BYTES = 512 * 2**20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -105,6 +109,15 @@ def recorded_digests(env: Mapping[str, str]) -> dict[str, str]:
                                             for k, v in doc.items()):
         raise UserInputError(DIGESTS_ENV, "must be a JSON object of URI → sha256 (64 lower-case hex digits)")
     return doc
+
+
+def max_package_bytes(env: Mapping[str, str]) -> int:
+    """`MAX_BYTES_ENV` read from `env` (`DEFAULT_MAX_BYTES` when unset); malformed → `UserInputError` naming it."""
+    text = env.get(MAX_BYTES_ENV)
+    try:
+        return int(text) if text else DEFAULT_MAX_BYTES
+    except ValueError:
+        raise UserInputError(MAX_BYTES_ENV, "must be a whole number of bytes") from None
 
 
 def parse_all(uris: list[str], field: str = FIELD, digests: Mapping[str, str] | None = None) -> list[Location]:

@@ -24,8 +24,8 @@ need every replica's shape, only once those are valid.
 
 `with_package(plan, sdist, sha256, size, staging_bucket=…)` attaches a package built from
 ``--package-path`` (`package.build_sdist`, by the caller: `plan_job` stays pure) as a
-`ShippedPackage`: how it travels (`package.choose_delivery`: a ConfigMap owned by the job when it
-fits, else the staging bucket, else `UserInputError` naming ``--package-path``) and its URI
+`ShippedPackage`: how it travels (`package_delivery.choose_delivery`: a ConfigMap owned by the job
+when it fits, else the staging bucket, else `UserInputError` naming ``--package-path``) and its URI
 (``configmap://<job>-package/<file>`` or ``<bucket>/<jobId>/packages/<sha256>/<file>``), which
 becomes the first of ``packageUris`` — in the plan and in the job document, so the job describes
 itself with it, as AI Platform showed the staged package. Only a ``pythonModule`` job can ship one.
@@ -47,7 +47,7 @@ from hub_ext.catalog import Accelerator
 from hub_ext.errors import UserInputError, collect
 from hub_ext.mounts import Credential, Dataset
 
-from . import package as packages
+from . import package_delivery
 from .hptuning import Spec, at_once, parse_spec
 from .machines import Machines
 from .model import Job, kubernetes_name
@@ -128,7 +128,7 @@ class ShippedPackage:
     @property
     def configmap(self) -> str | None:
         """The ConfigMap's name when it travels in one."""
-        return packages.configmap_name_of(self.uri) if self.delivery == "configmap" else None
+        return package_delivery.configmap_name_of(self.uri) if self.delivery == "configmap" else None
 
 
 @dataclass(frozen=True)
@@ -291,7 +291,7 @@ def plan_job(job: Job, settings: PlanSettings, *, project: str, owner: str,
 
 
 def with_package(plan: JobPlan, sdist: pathlib.Path, sha256: str, size: int, *, staging_bucket: str | None = None,
-                 limit: int = packages.CONFIGMAP_LIMIT) -> JobPlan:
+                 limit: int = package_delivery.CONFIGMAP_LIMIT) -> JobPlan:
     """`plan` with the sdist at `sdist` shipped (see the module docstring); `plan` is not changed."""
     if plan.package is not None:
         raise ValueError(f"job {plan.job.job_id} already ships {plan.package.filename}")
@@ -303,11 +303,11 @@ def with_package(plan: JobPlan, sdist: pathlib.Path, sha256: str, size: int, *, 
     if clash:
         raise UserInputError("--package-path", f"the package's file {filename!r} has the same name as {clash} "
                                                "in packageUris; rename one")
-    delivery = packages.choose_delivery(size, limit, staging_bucket)
+    delivery = package_delivery.choose_delivery(size, limit, staging_bucket)
     if delivery == "configmap":
-        uri = packages.configmap_uri(plan.name, packages.check_filename(filename))
+        uri = package_delivery.configmap_uri(plan.name, package_delivery.check_filename(filename))
     else:
-        uri = packages.staging_uri_of(staging_bucket or "", plan.job.job_id, sha256, filename)
+        uri = package_delivery.staging_uri_of(staging_bucket or "", plan.job.job_id, sha256, filename)
     uris = (uri, *plan.package_uris)
     doc = dict(plan.job.doc)
     doc["trainingInput"] = {**doc["trainingInput"], "packageUris": list(uris)}

@@ -17,9 +17,10 @@ from hub_ext.entitlements import Project
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.publish import catalog_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP
-from server_ext.jobs import package
+from server_ext.jobs import package_delivery
 from server_ext.jobs.fetch import fetch_all
-from server_ext.jobs.package_uri import DIGESTS_ENV, PACKAGES_DIR_ENV, parse_all, parse_uri, recorded_digests
+from server_ext.jobs.package_uri import (DEFAULT_MAX_BYTES, DIGESTS_ENV, MAX_BYTES_ENV, PACKAGES_DIR_ENV,
+                                         max_package_bytes, parse_all, parse_uri, recorded_digests)
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.native_experiment import native_experiment
 from server_ext.jobs.plan import plan_job
@@ -37,14 +38,14 @@ OTHER = hashlib.sha256(b"a teammate's sdist").hexdigest()
 
 def test_the_package_configmap_is_immutable_and_the_digest_rides_in_the_pod_env():
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u"}
-    cm = package.package_configmap("j", "vision", b"sdist", "t-1.tar.gz", owner)
+    cm = package_delivery.package_configmap("j", "vision", b"sdist", "t-1.tar.gz", owner)
     assert cm["immutable"] is True
     uri = "configmap://j-package/t-1.tar.gz"
-    entry = package.digest_env(uri, SHA)
+    entry = package_delivery.digest_env(uri, SHA)
     assert entry == {"name": DIGESTS_ENV, "value": json.dumps({uri: SHA}, separators=(",", ":"))}
     assert recorded_digests({DIGESTS_ENV: entry["value"]}) == {uri: SHA}
     # Kubernetes expands $(VAR) in env values: a URI with `$` is escaped for it
-    assert package.digest_env("gs://b/$(HOME)/t.tar.gz", SHA)["value"].count("$$(HOME)") == 1
+    assert package_delivery.digest_env("gs://b/$(HOME)/t.tar.gz", SHA)["value"].count("$$(HOME)") == 1
 
 
 def shipped(tmp_path, data: bytes) -> tuple[str, dict]:
@@ -57,7 +58,7 @@ def shipped(tmp_path, data: bytes) -> tuple[str, dict]:
 
 def test_the_fetcher_installs_the_submitted_bytes(tmp_path):
     uri, env = shipped(tmp_path, b"the submitted sdist")
-    env[DIGESTS_ENV] = package.digest_env(uri, SHA)["value"]
+    env[DIGESTS_ENV] = package_delivery.digest_env(uri, SHA)["value"]
     (path,) = asyncio.run(fetch_all([uri], tmp_path / "code", env))
     assert path.read_bytes() == b"the submitted sdist"
 
@@ -66,7 +67,7 @@ def test_a_swapped_package_fails_the_fetch_and_leaves_nothing(tmp_path):
     uri, env = shipped(tmp_path, b"a teammate's sdist")
     other = tmp_path / "other.tar.gz"
     other.write_bytes(b"fine")
-    env[DIGESTS_ENV] = package.digest_env(uri, SHA)["value"]
+    env[DIGESTS_ENV] = package_delivery.digest_env(uri, SHA)["value"]
     with pytest.raises(UserInputError) as e:
         asyncio.run(fetch_all([str(other), uri], tmp_path / "code", env))
     assert e.value.field == "trainingInput.packageUris[1]"
@@ -81,11 +82,22 @@ def test_without_a_recorded_digest_nothing_is_checked(tmp_path):
 
 
 def test_a_staged_package_is_pinned_by_its_content_addressed_key():
-    staged = package.staging_uri_of("gs://bucket/staging", "j", SHA, "t-1.tar.gz")
+    staged = package_delivery.staging_uri_of("gs://bucket/staging", "j", SHA, "t-1.tar.gz")
     assert parse_uri(staged, "f").sha256 == SHA
     assert parse_uri(staged.replace("gs://", "s3://"), "f").sha256 == SHA
     assert parse_uri("gs://bucket/packages/not-hex/t.tar.gz", "f").sha256 is None
     assert parse_uri("gs://bucket/t.tar.gz", "f").sha256 is None
+
+
+def test_the_package_size_limit_is_read_from_the_env_and_a_bad_one_named(tmp_path):
+    assert max_package_bytes({}) == DEFAULT_MAX_BYTES == 512 * 2**20
+    assert max_package_bytes({MAX_BYTES_ENV: "4096"}) == 4096
+    with pytest.raises(UserInputError) as e:
+        max_package_bytes({MAX_BYTES_ENV: "4 MiB"})
+    assert e.value.field == MAX_BYTES_ENV
+    uri, env = shipped(tmp_path, b"x" * 20)
+    with pytest.raises(UserInputError, match="more than the"):
+        asyncio.run(fetch_all([uri], tmp_path / "code", {**env, MAX_BYTES_ENV: "10"}))
 
 
 def test_a_uri_may_pin_its_own_digest_as_pip_does(tmp_path):

@@ -10,8 +10,8 @@ import pytest
 import yaml
 from traitlets.config import Config
 
-from hub_ext.login.authenticators import GitHubGroups, PlatformGitHubAuthenticator, PlatformGoogleAuthenticator
-from hub_ext.login.claims import ClaimGroups
+from hub_ext.login.authenticators import PlatformGitHubAuthenticator, PlatformGoogleAuthenticator
+from hub_ext.login.claims import ClaimGroups, GitHubGroups
 from tests.unit.test_helm_values import chart_values, merged, validator
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,7 @@ from hub_ext.entitlements import personal_project_name
 from hub_ext.errors import UserInputError
 from hub_ext.provision import OWNER_ANNOTATION, _updated, _wanted_differs, foreign_owner
 from hub_ext import tenancy
-from server_ext.jobs.package import configmap_name
+from server_ext.jobs.package_delivery import configmap_name
 
 pytestmark = pytest.mark.unit
 
