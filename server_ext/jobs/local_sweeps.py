@@ -119,7 +119,7 @@ class Sweeps:
     watch_s = 0.5  # how often early stopping reads the running trials' reports
 
     def __init__(self, jobs: JobRecords):
-        self.b = jobs
+        self.jobs = jobs
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="local-sweeps")
         self._storage: optuna.storages.RDBStorage | None = None
 
@@ -128,8 +128,8 @@ class Sweeps:
 
     def _store(self) -> optuna.storages.RDBStorage:  # on the worker thread
         if self._storage is None:
-            private_dir(self.b.state_dir)
-            path = str(self.b.state_dir / "sweeps.sqlite")
+            private_dir(self.jobs.state_dir)
+            path = str(self.jobs.state_dir / "sweeps.sqlite")
             os.close(private_opener(path, os.O_RDWR | os.O_CREAT))  # 0600, and so its -wal and -shm
             self._storage = optuna.storages.RDBStorage(f"sqlite:///{path}",
                                                        engine_kwargs={"creator": functools.partial(_connect, path)})
@@ -142,7 +142,7 @@ class Sweeps:
             try:
                 self._store()
             except Exception:  # the first sweep that needs it raises it again, then to its job
-                log.exception("sweeps: opening %s failed", self.b.state_dir / "sweeps.sqlite")
+                log.exception("sweeps: opening %s failed", self.jobs.state_dir / "sweeps.sqlite")
 
         self._pool.submit(open_storage)
 
@@ -155,7 +155,7 @@ class Sweeps:
         """The sweep's own refusals, before anything is created."""
         spec = plan.sweep
         space.check_grid(spec)
-        each, most, parallel = plan.total_replicas, self.b.max_processes, at_once(spec)
+        each, most, parallel = plan.total_replicas, self.jobs.max_processes, at_once(spec)
         if parallel * each > most:
             raise UserInputError(f"{FIELD}.maxParallelTrials",
                                  f"{parallel} trials at once × {each} replica{'s' if each > 1 else ''} "
@@ -163,7 +163,7 @@ class Sweeps:
                                  f"(at most {most // each} trials at once here; "
                                  "c.MLPlatformApp.local_max_processes or $MLPLATFORM_LOCAL_MAX_PROCESSES)")
         if spec.resume_from:
-            prev = self.b.find_record(plan.project, spec.resume_from)
+            prev = self.jobs.find_record(plan.project, spec.resume_from)
             if prev is None or not is_sweep(prev):
                 raise UserInputError(f"{FIELD}.resumePreviousJobId",
                                      f"no hyperparameter tuning job {spec.resume_from!r} in project {plan.project!r}")
@@ -201,11 +201,11 @@ class Sweeps:
         """The submitted sweep, from its study's creation to its end (a `LocalBackend` background task);
         `cancel` is set when it is cancelled."""
         if cancel.is_set():
-            return await self.b.finish_record(rec, "CANCELLED")
-        await self.b.update_record(rec, state="PREPARING")
+            return await self.jobs.finish_record(rec, "CANCELLED")
+        await self.jobs.update_record(rec, state="PREPARING")
         uris = plan.package_uris
         if plan.package is not None:
-            kept = str(self.b.job_dir(rec.project, rec.job_id) / SHIPPED_DIR / plan.package.filename)
+            kept = str(self.jobs.job_dir(rec.project, rec.job_id) / SHIPPED_DIR / plan.package.filename)
             uris = tuple(kept if u == plan.package.uri else u for u in uris)
         template = space.template_json(plan, uris)
         study = await self._call(self._create, rec, plan.sweep, template)
@@ -220,9 +220,9 @@ class Sweeps:
         study = await self._call(self._load, rec, spec)
         if study is None:
             if cancel.is_set():
-                return await self.b.finish_record(rec, "CANCELLED")
-            return await self.b.finish_record(rec, "FAILED", "The server stopped while the sweep was being prepared, "
-                                                       "before its first trial; submit it again.")
+                return await self.jobs.finish_record(rec, "CANCELLED")
+            return await self.jobs.finish_record(rec, "FAILED", "The server stopped while the sweep was being "
+                                                                "prepared, before its first trial; submit it again.")
         s = _Sweep(rec, spec, cancel, study, space.template_of(study.user_attrs["template"]))
         for t in await self._call(study.get_trials, deepcopy=False):
             tid = t.user_attrs.get("trialId")
@@ -236,7 +236,7 @@ class Sweeps:
             if entry["state"] in FINAL:
                 continue
             key = (rec.project, space.trial_job_id(rec.job_id, entry["trialId"]))
-            if self.b.find_record(*key) is not None:
+            if self.jobs.find_record(*key) is not None:
                 s.running[entry["trialId"]] = key
             else:
                 await self._record(s, entry["trialId"], "FAILED", TrialState.FAIL)
@@ -262,19 +262,20 @@ class Sweeps:
             await self._collect(s)
             if s.cancel.is_set():
                 await self._stop_running(s)
-                return await self.b.finish_record(s.rec, "CANCELLED")
+                return await self.jobs.finish_record(s.rec, "CANCELLED")
             failed, succeeded = space.counts(s.trials)
             if space.sweep_failed(spec, failed, succeeded):
                 await self._stop_running(s)
-                return await self.b.finish_record(s.rec, "FAILED", f"{failed} trials failed (the sweep fails at "
-                                                             f"{space.failure_limit(spec)}); the last: {s.last_error}")
+                return await self.jobs.finish_record(s.rec, "FAILED", f"{failed} trials failed (the sweep fails "
+                                                                      f"at {space.failure_limit(spec)}); the last: "
+                                                                      f"{s.last_error}")
             while (len(s.running) < spec.max_parallel and len(s.trials) < spec.max_trials
                    and not s.cancel.is_set() and await self._more(s)):
                 await self._start(s)
             if not s.running:
                 if succeeded:
-                    return await self.b.finish_record(s.rec, "SUCCEEDED")
-                return await self.b.finish_record(s.rec, "FAILED", f"No trial succeeded; the last: {s.last_error}")
+                    return await self.jobs.finish_record(s.rec, "SUCCEEDED")
+                return await self.jobs.finish_record(s.rec, "FAILED", f"No trial succeeded; the last: {s.last_error}")
             await self._wait(s)
             if spec.early_stopping:
                 await self._watch(s)
@@ -304,11 +305,11 @@ class Sweeps:
                          "state": "RUNNING", "startTime": _now(), "isTrialStoppedEarly": False})
         preparing = rec.job["state"] in ("QUEUED", "PREPARING")  # not CANCELLING: a cancel may have come meanwhile
         first = {"state": "RUNNING", "startTime": s.trials[-1]["startTime"]} if preparing else {}
-        await self.b.update_record(rec, **first)  # recorded before its job exists: a restart then knows of it
+        await self.jobs.update_record(rec, **first)  # recorded before its job exists: a restart then knows of it
         plan = space.trial_plan(s.template, s.spec, rec.job_id, tid, values)
         env = {"CLOUD_ML_TRIAL_ID": tid, "CLOUD_ML_HP_METRIC_TAG": s.spec.metric, "CLOUD_ML_JOB_ID": rec.job_id}
         try:
-            await self.b.submit(plan, env=env)
+            await self.jobs.submit(plan, env=env)
         except PlatformError as e:
             s.last_error = f"trial {tid} could not start: {e}"
             await self._record(s, tid, "FAILED", TrialState.FAIL)
@@ -320,7 +321,7 @@ class Sweeps:
         """Until a trial job ends or the sweep is cancelled (or `watch_s`, with early stopping)."""
         events = [s.cancel]
         for key in s.running.values():
-            done = self.b.ending(*key)
+            done = self.jobs.ending(*key)
             if done is None:
                 return
             events.append(done)
@@ -333,7 +334,7 @@ class Sweeps:
                 w.cancel()
 
     def _reports(self, s: _Sweep, tid: str) -> list[space.Report]:  # blocking: in a thread
-        path = self.b.job_dir(s.rec.project, space.trial_job_id(s.rec.job_id, tid)) / f"{MASTER}.metrics"
+        path = self.jobs.job_dir(s.rec.project, space.trial_job_id(s.rec.job_id, tid)) / f"{MASTER}.metrics"
         try:
             return space.read_reports(path.read_text(errors="replace"), s.spec.metric)
         except OSError:
@@ -342,8 +343,8 @@ class Sweeps:
     async def _collect(self, s: _Sweep) -> None:
         """Record every trial whose job has ended."""
         for tid, key in list(s.running.items()):
-            child = self.b.find_record(*key).job
-            if child["state"] not in FINAL or self.b.ending(*key) is not None:
+            child = self.jobs.find_record(*key).job
+            if child["state"] not in FINAL or self.jobs.ending(*key) is not None:
                 continue
             del s.running[tid]
             reports = await asyncio.to_thread(self._reports, s, tid)
@@ -377,13 +378,13 @@ class Sweeps:
             entry["finalMetric"] = metric
         out = s.rec.job["trainingOutput"]
         out["completedTrialCount"] = str(space.counts(s.trials)[1])
-        await self.b.update_record(s.rec)
+        await self.jobs.update_record(s.rec)
         log.info("sweep %s: trial %s %s%s", s.name, tid, state, f" ({metric['objectiveValue']:g})" if metric else "")
 
     async def _stop_running(self, s: _Sweep) -> None:
         for key in s.running.values():
             try:
-                await self.b.cancel(*key)
+                await self.jobs.cancel(*key)
             except (JobFinished, JobNotFound):
                 pass
         while s.running:
@@ -417,7 +418,7 @@ class Sweeps:
                 s.stopped_early.add(tid)
                 log.info("sweep %s: trial %s stopped early at step %s (%g)", s.name, tid, new[-1].step, new[-1].value)
                 try:
-                    await self.b.cancel(*key)
+                    await self.jobs.cancel(*key)
                 except JobFinished:
                     pass
 
@@ -430,7 +431,7 @@ class Sweeps:
                                               f"trial-1/worker-replica-0, … (not {task!r})")
         trial, _, inner = task.partition("/")
         job_id = space.trial_job_id(rec.job_id, trial.removeprefix("trial-"))
-        if self.b.find_record(rec.project, job_id) is None:
+        if self.jobs.find_record(rec.project, job_id) is None:
             raise UserInputError("task-name", f"the sweep has no {trial} (yet)")
         return job_id, task_name(inner) if inner else MASTER
 
@@ -439,6 +440,6 @@ class Sweeps:
         if not any(t["trialId"] == trial_id for t in trials):
             raise JobNotFound(rec.project, f"{rec.job_id}/trials/{trial_id}")
         spec = parse_spec(rec.job["trainingInput"]["hyperparameters"])
-        path = self.b.job_dir(rec.project, space.trial_job_id(rec.job_id, trial_id)) / f"{MASTER}.metrics"
+        path = self.jobs.job_dir(rec.project, space.trial_job_id(rec.job_id, trial_id)) / f"{MASTER}.metrics"
         text = await asyncio.to_thread(lambda: path.read_text(errors="replace") if path.exists() else "")
         return space.series(space.read_reports(text, spec.metric))

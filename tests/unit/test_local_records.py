@@ -1,0 +1,40 @@
+"""The local sweeps reach the job records only through `server_ext.jobs.local_store.JobRecords`, and
+`server_ext.jobs.local_backend.LocalBackend` lends them as that protocol says: every method with
+its signature, and the attributes it names."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+
+import pytest
+
+from server_ext.jobs.local_backend import LocalBackend
+from server_ext.jobs.local_store import JobRecords
+
+pytestmark = pytest.mark.unit
+SWEEPS = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "jobs" / "local_sweeps.py"
+
+
+def _members() -> dict[str, object]:
+    return {n: v for n, v in vars(JobRecords).items() if not n.startswith("_")}
+
+
+def test_the_local_backend_lends_its_records_as_the_protocol_says(tmp_path):
+    methods = {n: v for n, v in _members().items() if inspect.isfunction(v)}
+    assert {"find_record", "ending", "update_record", "finish_record", "submit", "cancel"} <= set(methods)
+    for name, method in methods.items():
+        assert inspect.signature(getattr(LocalBackend, name)) == inspect.signature(method), name
+        assert inspect.iscoroutinefunction(getattr(LocalBackend, name)) == inspect.iscoroutinefunction(method), name
+    backend = LocalBackend(tmp_path / "state")  # not started: nothing is opened or owned
+    for name in JobRecords.__annotations__:
+        assert hasattr(backend, name), name
+
+
+def test_the_sweeps_use_nothing_else_of_the_backend():
+    tree = ast.parse(SWEEPS.read_text())
+    used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute) and node.value.attr == "jobs"
+            and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"}
+    assert used and used <= set(_members()) | set(JobRecords.__annotations__)
