@@ -138,7 +138,7 @@ class PlatformService:
         they are kept as files (the local runtime's projects)."""
         if self.kind == "kubernetes":
             return None
-        return getattr(self.spawner(user), "projects_dir", "") or "the projects directory"
+        return self.spawner(user).projects_dir
 
 
 def _key(settings: Mapping[str, Any]) -> str:
