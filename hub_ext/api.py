@@ -17,10 +17,9 @@ with problems they answer 500 naming the path at fault (`profile_source.refusal`
 
 from __future__ import annotations
 
-from jupyterhub.scopes import has_scope
-from tornado import web
-
 from .handlers import PlatformAPIHandler, scoped
+from .reconcile import SCOPE as RECONCILE_SCOPE
+from .reconcile import reconcile_hub
 
 SCOPE = "custom:mlplatform:read"
 CUSTOM_SCOPES = {SCOPE: {"description": "Read your ML platform projects, entitlements, catalogue and free "
@@ -33,14 +32,8 @@ class ReconcileHandler(PlatformAPIHandler):
     stopped. For the ``mlplatform-reconciler`` service (``custom:mlplatform:reconcile``) and admins
     (``admin:users``: they may remove users anyway)."""
 
+    @scoped(RECONCILE_SCOPE, "admin:users")
     async def post(self):
-        from .reconcile import SCOPE as RECONCILE, reconcile_hub
-
-        if not self.current_user:
-            raise web.HTTPError(403, "Missing or invalid credentials.")
-        if not (has_scope(RECONCILE, self.parsed_scopes) or has_scope("admin:users", self.parsed_scopes)):
-            raise web.HTTPError(403, f"Action is not authorized with current scopes; requires [{RECONCILE}] "
-                                     "or [admin:users]")
         self.write((await reconcile_hub(self)).json())
 
 

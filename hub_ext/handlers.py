@@ -29,14 +29,14 @@ def http_error(e: PlatformError) -> web.HTTPError:
     return web.HTTPError(*http_answer(e))
 
 
-def scoped(scope: str):
-    """JupyterHub's `needs_scope(scope)` for a handler method with a ``user_name`` argument (403
-    without credentials or the scope, 404 with it for other users only). Applied per call: a
-    custom scope is known to JupyterHub only once the hub has loaded its config."""
+def scoped(*scopes: str):
+    """JupyterHub's `needs_scope(*scopes)` (any of them): with a ``user_name`` argument, for that
+    user (403 without credentials or the scope, 404 with it for other users only). Applied per
+    call: a custom scope is known to JupyterHub only once the hub has loaded its config."""
     def decorator(method):
         @functools.wraps(method)
         def checked(self, *args, **kwargs):
-            return needs_scope(scope)(method)(self, *args, **kwargs)
+            return needs_scope(*scopes)(method)(self, *args, **kwargs)
         return checked
     return decorator
 
