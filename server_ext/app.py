@@ -1,5 +1,6 @@
 """`MLPlatformApp`, the notebook server extension: the `ml/v1` jobs REST + SSE API under the
-server's base URL, backed by one jobs service (and so one set of watch caches) per server.
+server's base URL, backed by one jobs service (and so one set of watch caches) per server,
+built by `server_ext.wiring` as the CLI's is.
 
 Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubernetes``)::
 
@@ -49,11 +50,10 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
 from hub_ext.catalog import parse_accelerators
 from hub_ext.errors import ConfigError
-from hub_ext.local_files import project_files
-from hub_ext.mounts import Available
 
+from . import wiring
 from .config import default_state_dir
-from .jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
+from .jobs.defaults import DEFAULT_ACCELERATORS
 from .jobs.plan import PlanSettings
 from .jobs.tables import parse_tables
 from .jobs.service import JobService
@@ -171,9 +171,6 @@ class MLPlatformApp(ExtensionApp):
             return HubProjects(api, token)
         return StaticProjects(list(self.projects))
 
-    async def _files(self, project: str) -> Available:
-        return project_files(self.projects_dir, project) if self.projects_dir else Available()
-
     async def job_service(self) -> JobService:
         if self._config_error is not None:
             raise self._config_error
@@ -185,16 +182,13 @@ class MLPlatformApp(ExtensionApp):
     async def _make_service(self) -> JobService:
         fixed = parse_accelerators(self.accelerators) if self.accelerators else None
         if self.backend == "local":
-            from .jobs.local_backend import LocalBackend
-
-            backend = LocalBackend(pathlib.Path(os.path.expanduser(self.state_dir)),
-                                   max_processes=self.local_max_processes or None)
-            await backend.start()
+            service = await wiring.local_service(
+                self._tables, pathlib.Path(os.path.expanduser(self.state_dir)), self._project_source(),
+                wiring.local_files(self.projects_dir), accelerators=fixed,
+                max_processes=self.local_max_processes or None,
+                settings_for=None if fixed or self.projects else self._hub_settings())
             if self.running_jobs_are_activity:
-                self._activity = asyncio.ensure_future(self._active_while_jobs_run(backend))
-            settings = self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS)
-            service = JobService(backend, settings, self._project_source(), self._files,
-                                 settings_for=None if fixed or self.projects else self._hub_settings())
+                self._activity = asyncio.ensure_future(self._active_while_jobs_run(service.backend))
         else:
             service = await self._kube_service(fixed)
         self.log.info("mlplatform jobs: %s backend started", self.backend)
@@ -215,14 +209,9 @@ class MLPlatformApp(ExtensionApp):
         return settings_for
 
     async def _kube_service(self, fixed) -> JobService:
-        from hub_ext.kube_mounts import MountSettings
-
-        from .jobs.kube_backend import KubeBackend
         from .kube_target import connect, published
 
         kube, _ = await connect(self.kube_context or None)
-        mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
-        backend = KubeBackend(kube, self._tables.kube_settings(mounts))
         api, token, owner = (os.environ.get(k) for k in ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN",
                                                          "JUPYTERHUB_USER"))
         hub = HubCatalog(api, token) if api and token and owner else None
@@ -239,10 +228,11 @@ class MLPlatformApp(ExtensionApp):
             accelerators, limits = answer
             return self._tables.plan_settings(fixed or accelerators, limits)
 
-        return JobService(backend, self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS), self._project_source(),
-                          self._kube_files(kube, mounts), settings_for=settings_for)
+        return wiring.kube_service(kube, self._tables, self._project_source(), self._kube_files(kube),
+                                   settings=self._tables.plan_settings(fixed or DEFAULT_ACCELERATORS),
+                                   settings_for=settings_for)
 
-    def _kube_files(self, kube, mounts):
+    def _kube_files(self, kube):
         """Where a job's credentials and datasets are chosen from: the hub's platform API in a
         JupyterHub (this server may not read Secrets), else the project's own objects through
         this server's kubeconfig."""
@@ -252,6 +242,7 @@ class MLPlatformApp(ExtensionApp):
             return HubFiles(api, token, owner)
         from hub_ext.cluster import list_available
 
+        mounts = wiring.mount_settings()
         return lambda project: list_available(kube, project, mounts)
 
     async def _active_while_jobs_run(self, backend) -> None:

@@ -3,9 +3,10 @@ a few, for streaming), text out through `server_ext.cli.output`. Results go to `
 status messages to `Context.err`; each returns the exit code (0 ok, 1 the operation or the job
 failed). Errors are raised, never printed here: `main` translates them once.
 
-- ``jobs submit training``: ``--package-path`` (and ``--staging-bucket``) go to `JobService.create`,
-  which builds the package and ships it the same way on every runtime (an error of the build names
-  ``--package-path``); gcloud's submitted block on stderr and ``jobId``/``state`` on stdout
+- ``jobs submit training``: the `Submission` (its ``--package-path``, ``--staging-bucket``,
+  ``--credentials``, ``--datasets`` too) goes to `JobService.create`, which builds the package and
+  ships it the same way on every runtime (its errors, named in REST terms, are named by their flags
+  here: ``--package-path``); gcloud's submitted block on stderr and ``jobId``/``state`` on stdout
   (with `Context.settle`, only once the job has left QUEUED/PREPARING);
   with ``--stream-logs`` every task's log on stderr until the job ends, then the job's status, and
   exit 1 unless it SUCCEEDED (as gcloud).
@@ -30,7 +31,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
-import pathlib
 from dataclasses import dataclass
 from typing import TextIO
 
@@ -40,9 +40,10 @@ from server_ext.jobs.backend import FINAL
 from server_ext.jobs.machines import TIERS
 from server_ext.jobs.plan import ROLES, task_name
 from server_ext.jobs.service import JobService
+from server_ext.jobs.submission import Submission
 
 from . import output
-from .flags import flagged, mounts_from_flags
+from .flags import flagged
 
 _COUNT_FIELD = {"worker": "workerCount", "ps": "parameterServerCount", "evaluator": "evaluatorCount"}
 _LIST_FIELDS = {"pageSize": "--page-size", "filter": "--filter", "pageToken": "--page-size"}
@@ -149,17 +150,14 @@ async def _wait_started(ctx: Context, job_id: str, poll: float = 0.2) -> None:
         await asyncio.sleep(poll)
 
 
-async def submit_training(ctx: Context, args: argparse.Namespace, doc: dict, package_path: str | None) -> int:
-    """Submit `doc` (`flags_to_job`'s, already validated), with the package built from `package_path`
-    (relative to the working directory)."""
+async def submit_training(ctx: Context, args: argparse.Namespace, sub: Submission) -> int:
+    """Submit `sub` (`flags.submission_of`'s, already validated), with its package built from its
+    path (relative to the working directory); the service's refusals named by their flags."""
     if args.async_:
         ctx.err.write("WARNING: The --async flag is deprecated, as the default behavior is to submit the job "
                       "asynchronously; it can be omitted. For synchronous behavior, please pass --stream-logs.\n\n")
-    mounts = mounts_from_flags(args)
     try:
-        job = await ctx.service.create(ctx.user, ctx.project, {**doc, "mounts": mounts} if mounts else doc,
-                                       package_path=pathlib.Path(package_path) if package_path else None,
-                                       staging_bucket=getattr(args, "staging_bucket", None))
+        job = await ctx.service.create(ctx.user, ctx.project, sub)
     except UserInputError as e:
         raise flagged(e, args) from None
     job_id = job["jobId"]
@@ -219,7 +217,10 @@ async def stream_job_logs(ctx: Context, args: argparse.Namespace) -> int:
             raise UserInputError("--task-name", e.message) from None
     else:
         tasks = task_names(job)
-    await stream_logs(ctx, args.job, tasks, ctx.out, allow_multiline=args.allow_multiline_logs)
+    try:
+        await stream_logs(ctx, args.job, tasks, ctx.out, allow_multiline=args.allow_multiline_logs)
+    except* UserInputError as group:  # the runtime's refusal of the task names ``task``
+        raise flagged(group.exceptions[0], args) from None
     return 0
 
 
@@ -243,9 +244,9 @@ async def cancel_job(ctx: Context, args: argparse.Namespace) -> int:
     return 0
 
 
-async def local_train(ctx: Context, doc: dict) -> int:
-    """Run `doc` (`local_train_job`'s) in the foreground."""
-    job = await ctx.service.create(ctx.user, ctx.project, doc)
+async def local_train(ctx: Context, sub: Submission) -> int:
+    """Run `sub` (`local_train_job`'s Job) in the foreground."""
+    job = await ctx.service.create(ctx.user, ctx.project, sub)
     job_id = job["jobId"]
     try:
         await stream_logs(ctx, job_id, ["master-replica-0"], ctx.out, raw=True)

@@ -1,6 +1,7 @@
 """`kubectl ai-platform` arguments: gcloud's ``ai-platform jobs …`` and ``ai-platform local train``
-flags (same names, same value syntax), and their conversion to an ``ml.v1`` Job document. Pure: no
-I/O except reading the ``--config`` file through the `read` callable `flags_to_job` is given.
+flags (same names, same value syntax, `server_ext.jobs.options`), read into a submission
+(`server_ext.jobs.submission`). Pure: no I/O except reading the ``--config`` file through the
+`read` callable `submission_of` is given.
 
 Guarantees:
 
@@ -13,79 +14,41 @@ Guarantees:
   flag or value raises `UsageError` naming the flag (the caller exits 2); an unknown flag close to one
   of the command's own gets gcloud's "(did you mean '--module-name'?)" (`unrecognized`). ``--``
   ends the flags: everything after it is the trainer's arguments (`split_user_args`).
-- `flags_to_job(args)` returns ``(job, package_path)``: the Job in Google's canonical JSON shape
-  (int64 as strings, upper-case enums, as `server_ext.jobs.model.parse_job` makes it) and the
-  ``--package-path`` directory (or None), which the caller hands to `JobService.create`
-  (``package_path=``) to build and ship, on every runtime. As gcloud does, the ``--config`` file (YAML or JSON, a Job with
-  ``trainingInput:`` at the top) is read first and every flag given overrides its field (``--labels``
-  replaces all labels; an accelerator flag replaces that replica's ``acceleratorConfig``). Unlike
-  gcloud (which leaves it to the server to refuse), a job with custom-tier fields (machine types,
-  counts) and no scale tier anywhere gets ``scaleTier: CUSTOM``. The whole job is validated by
-  `parse_job` (``shipped_package=True`` with ``--package-path``: the package is still to be
-  built), and every problem it finds (all at once: `UserInputErrors` when several; the flag
-  rules of `_check_groups` together too) is reported naming the flag that set the field (an
-  item of a list flag is also named by its field, ``--packages`` … ``trainingInput.packageUris[1]``),
-  else ``<field> in --config`` for any field that came from the file (list items included, e.g.
-  ``trainingInput.hyperparameters.params[0].minValue in --config``). A ``--config`` file that
-  cannot be read, or is not UTF-8 text, is refused naming ``--config``. A ``--config`` that is a
-  Katib Experiment is taken as it is, named by JOB (`native_experiment_of`); what was replaced is
-  said in the `notes` list the caller passes (for stderr).
-- `flagged(e, args)`: a refusal found after `flags_to_job` (planning, mounts) with each mistake
-  named by the flag that set its field (`flag_for`).
+- `submission_of(args)` returns the `server_ext.jobs.submission.Submission` of ``submit training``
+  (`submission.from_options` of the flags' values and the ``--config`` file, the job in Google's
+  canonical JSON shape), which the caller hands to `JobService.create`; every problem it finds
+  (all at once) is reported naming the flag that set the field (an item of a list flag is also
+  named by its field, ``--packages`` … ``trainingInput.packageUris[1]``), else ``<field> in
+  --config`` for any field that came from the file. A ``--config`` file that cannot be read, or is
+  not UTF-8 text, is refused naming ``--config``. A ``--config`` that is a Katib Experiment is
+  taken as it is, named by JOB; what was replaced is said in the `notes` list the caller passes
+  (for stderr).
+- `flagged(e, args)`: a refusal found after `submission_of` (planning, mounts, the package, a
+  log's task), whose fields are named in REST terms, with each mistake named by the flag that set
+  its field, through the CLI's one table of names, `FLAGS`.
 - `local_train_job(args, job_id, cwd)`: the Job that ``local train`` runs through the local backend.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import difflib
 import os
 import pathlib
-import re
 from typing import Any, Callable, NoReturn
 
-from hub_ext.errors import UserInputError, UserInputErrors, collect, errors_of
+from hub_ext.errors import UserInputError
 from server_ext.jobs.model import load_config, parse_job
-
-from .argtypes import (SCALE_TIERS, accelerator, at_least_one, boolean, bucket, csv_list, labels, non_negative, port,
-                       scale_tier)
+from server_ext.jobs.options import (KMS_PARTS, OPTIONS, SCALE_TIERS, accelerator, at_least_one, boolean, bucket,
+                                     csv_list, labels, non_negative, port, scale_tier)
+from server_ext.jobs.submission import Submission, attributed, from_options, given_fields
 
 PROG = "kubectl ai-platform"
-CUSTOM_FIELDS = ("masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
-                 "parameterServerCount", "evaluatorCount")
-_KMS = re.compile(r"projects/[^/]+/locations/[^/]+/keyRings/[^/]+/cryptoKeys/[^/]+")
-
-# args attribute → (flag as the user wrote it, the Job field it sets)
-FLAG_FIELDS: dict[str, tuple[str, str]] = {
-    "job": ("JOB", "jobId"),
-    "labels": ("--labels", "labels"),
-    "module_name": ("--module-name", "trainingInput.pythonModule"),
-    "packages": ("--packages", "trainingInput.packageUris"),
-    "user_args": ("USER_ARGS", "trainingInput.args"),
-    "region": ("--region", "trainingInput.region"),
-    "job_dir": ("--job-dir", "trainingInput.jobDir"),
-    "scale_tier": ("--scale-tier", "trainingInput.scaleTier"),
-    "runtime_version": ("--runtime-version", "trainingInput.runtimeVersion"),
-    "python_version": ("--python-version", "trainingInput.pythonVersion"),
-    "network": ("--network", "trainingInput.network"),
-    "service_account": ("--service-account", "trainingInput.serviceAccount"),
-    "enable_web_access": ("--enable-web-access", "trainingInput.enableWebAccess"),
-    "use_chief_in_tf_config": ("--use-chief-in-tf-config", "trainingInput.useChiefInTfConfig"),
-    "kms_key_name": ("--kms-key", "trainingInput.encryptionConfig.kmsKeyName"),
-    "master_machine_type": ("--master-machine-type", "trainingInput.masterType"),
-    "master_image_uri": ("--master-image-uri", "trainingInput.masterConfig.imageUri"),
-    "master_accelerator": ("--master-accelerator", "trainingInput.masterConfig.acceleratorConfig"),
-    "worker_machine_type": ("--worker-machine-type", "trainingInput.workerType"),
-    "worker_count": ("--worker-count", "trainingInput.workerCount"),
-    "worker_image_uri": ("--worker-image-uri", "trainingInput.workerConfig.imageUri"),
-    "worker_accelerator": ("--worker-accelerator", "trainingInput.workerConfig.acceleratorConfig"),
-    "parameter_server_machine_type": ("--parameter-server-machine-type", "trainingInput.parameterServerType"),
-    "parameter_server_count": ("--parameter-server-count", "trainingInput.parameterServerCount"),
-    "parameter_server_image_uri": ("--parameter-server-image-uri", "trainingInput.parameterServerConfig.imageUri"),
-    "parameter_server_accelerator": ("--parameter-server-accelerator",
-                                     "trainingInput.parameterServerConfig.acceleratorConfig"),
-}
+# the CLI's one table of names: an option (`OPTIONS`, the REST field it sets) → its flag; and the
+# REST fields no option sets → the flag that said them
+FLAGS: dict[str, str] = {**{name: "--" + name.replace("_", "-") for name in OPTIONS},
+                         "job": "JOB", "user_args": "USER_ARGS", "kms_key_name": "--kms-key"}
+FIELD_FLAGS = {"package": "--package-path", "task": "--task-name"}
 
 
 class UsageError(Exception):
@@ -274,110 +237,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-# ---------------------------------------------------------------- flags → Job
+# ---------------------------------------------------------------- flags → submission
 
-def kms_key_name(args: argparse.Namespace) -> str | None:
-    key, ring, location, project = (getattr(args, f"kms_{p}", None) for p in ("key", "keyring", "location", "project"))
-    if key and _KMS.fullmatch(key):
-        return key
-    if key and ring and location and project:
-        return f"projects/{project}/locations/{location}/keyRings/{ring}/cryptoKeys/{key}"
-    if key or ring or location or project:
-        raise UserInputError("--kms-key", "Encryption key not fully specified.")
-    return None
-
-
-def _set(doc: dict, path: str, value: Any) -> None:
-    *parents, last = path.split(".")
-    for part in parents:
-        if not isinstance(doc.get(part), dict):
-            doc[part] = {}
-        doc = doc[part]
-    doc[last] = value
-
-
-def _get(doc: Any, path: str) -> Any:
-    """The value at `path` (``a.b[2].c``, as `UserInputError` fields name them), else None."""
-    for part in path.split("."):
-        name, *indexes = part.split("[")
-        if not isinstance(doc, dict) or name not in doc:
-            return None
-        doc = doc[name]
-        for index in indexes:
-            i = index.rstrip("]")
-            if not isinstance(doc, list) or not i.isdigit() or int(i) >= len(doc):
-                return None
-            doc = doc[int(i)]
-    return doc
-
-
-def _under(field: str, path: str) -> bool:
-    """`field` is `path` or inside it (a subfield or a list item)."""
-    return field == path or field.startswith((path + ".", path + "["))
-
-
-def _parents(field: str) -> list[str]:
-    """``a.b[1].c`` → ``a.b[1]``, ``a.b``, ``a`` (nearest first)."""
-    out = []
-    while True:
-        cut = max(field.rfind("."), field.rfind("["))
-        if cut <= 0:
-            return out
-        field = field[:cut]
-        out.append(field)
-
-
-def _check_groups(args: argparse.Namespace) -> None:
-    """gcloud's rules between flags (before any field is looked at)."""
-    with collect() as problems:
-        if args.master_image_uri and args.runtime_version:
-            problems.add("--master-image-uri", "Only one of --master-image-uri, --runtime-version can be set.")
-        for role in ("worker", "parameter_server"):
-            count, machine = getattr(args, f"{role}_count"), getattr(args, f"{role}_machine_type")
-            flag = role.replace("_", "-")
-            if count is not None and not machine:
-                problems.add(f"--{flag}-machine-type", f"must be specified with --{flag}-count")
-            if machine and count is None:
-                problems.add(f"--{flag}-count", f"must be specified with --{flag}-machine-type")
-
-
-def _blame(field: str, given: dict[str, str], config: dict) -> str:
-    """The flag that set `field` (or a field above it), else the field as named in the config file."""
-    best = None
-    for flag, path in given.items():
-        if _under(field, path):
-            if best is None or len(path) > len(given[best]):
-                best = flag
-    if best:
-        return best
-    if _get(config, field) is not None:
-        return f"{field} in --config"
-    for flag, path in FLAG_FIELDS.values():
-        if _under(field, path):
-            return flag
-    if any(_get(config, parent) is not None for parent in _parents(field)):
-        return f"{field} in --config"  # a field missing from a part only the file gave
-    return field
-
-
-def flag_for(field: str, args: argparse.Namespace) -> str:
-    """The flag the user gave that set `field` (for errors found after `flags_to_job`: planning,
-    mounts), else the field itself."""
-    given = {flag: path for attr, (flag, path) in FLAG_FIELDS.items() if getattr(args, attr, None) is not None}
-    for name in ("credentials", "datasets"):
-        if getattr(args, name, None):
-            given[f"--{name}"] = name
-    if field.split("[")[0] in ("credentials", "datasets"):
-        field = field.split("[")[0]
-    best = _blame(field, given, {})
-    return best if best in given else field
-
-
-def flagged(e: UserInputError, args: argparse.Namespace) -> UserInputError:
-    """`e` (found after `flags_to_job`: planning, mounts) with each of its mistakes named by
-    `flag_for`; same messages and statuses."""
-    renamed = [UserInputError(flag_for(one.field, args), one.message, one.status) for one in errors_of(e)]
-    return renamed[0] if len(renamed) == 1 else UserInputErrors(renamed)
+def options_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags' values by option name (`server_ext.jobs.options.OPTIONS`; None: not given)."""
+    names = [*OPTIONS, *(f"kms_{part}" for part in KMS_PARTS)]
+    return {name: getattr(args, name, None) for name in names if name != "kms_key_name"}
 
 
 def _read(path: str) -> str:
@@ -389,76 +254,27 @@ def _read(path: str) -> str:
         raise UserInputError("--config", f"cannot read {path}: it is not UTF-8 text (byte {e.start})") from None
 
 
-def native_experiment_of(args: argparse.Namespace, config: dict, notes: list[str] | None = None) -> dict:
-    """A ``--config`` file that is a Katib Experiment, taken as it is: no job flag may change it
-    (``--region`` picks the cluster, as for any job), and JOB names it as gcloud's names any job
-    (`native_experiment.named`: ``metadata.name`` becomes JOB with ``_`` read as ``-``; a note in
-    `notes` names the name it replaced)."""
-    from server_ext.jobs.native_experiment import named
-
-    given = [flag for attr, (flag, _) in FLAG_FIELDS.items()
-             if attr not in ("job", "region") and getattr(args, attr, None)]
-    given += ["--package-path"] if args.package_path else []
-    if given:
-        raise UserInputError(given[0], "cannot be combined with a Katib Experiment in --config: it is submitted "
-                                       "as it is")
-    if not isinstance(config.get("metadata") or {}, dict):
-        raise UserInputError("metadata in --config", "must be a mapping")
-    doc, said = named(config, args.job)
-    if notes is not None:
-        notes.extend(said)
-    return doc
-
-
-def is_experiment(doc: Any) -> bool:
-    return isinstance(doc, dict) and doc.get("kind") == "Experiment"
-
-
-def flags_to_job(args: argparse.Namespace, read: Callable[[str], str] = _read,
-                 notes: list[str] | None = None) -> tuple[dict, str | None]:
-    _check_groups(args)
-    config = load_config(read(args.config), "--config") if args.config else {}
-    if is_experiment(config):
-        return native_experiment_of(args, config, notes), None
-    doc = copy.deepcopy(config)
-    if not isinstance(doc.get("trainingInput", {}), dict):
-        raise UserInputError("trainingInput in --config", "must be a mapping of fields")
-    doc.setdefault("trainingInput", {})
-    values = {attr: getattr(args, attr, None) for attr in FLAG_FIELDS}
-    values["kms_key_name"] = kms_key_name(args)
-    given: dict[str, str] = {}
-    for attr, (flag, path) in FLAG_FIELDS.items():
-        value = values[attr]
-        if value is None:
-            continue
-        given[flag] = path
-        _set(doc, path, copy.deepcopy(value))
-    training = doc["trainingInput"]
-    if "scaleTier" not in training and any(key in training for key in CUSTOM_FIELDS):
-        training["scaleTier"] = "CUSTOM"
+def submission_of(args: argparse.Namespace, read: Callable[[str], str] = _read,
+                  notes: list[str] | None = None) -> Submission:
+    config = load_config(read(args.config), "--config") if args.config else None
+    options = options_of(args)
     try:
-        job = parse_job(doc, shipped_package=bool(args.package_path)).to_json()
+        return from_options(options, config, notes=notes)
     except UserInputError as e:
-        renamed = [_renamed(one, given, config) for one in errors_of(e)]
-        raise (renamed[0] if len(renamed) == 1 else UserInputErrors(renamed)) from None
-    return job, args.package_path or None
+        raise attributed(e, given_fields(options), config, FLAGS.__getitem__, lambda f: f"{f} in --config",
+                         field_name=_field_flag) from None
 
 
-def _renamed(e: UserInputError, given: dict[str, str], config: dict) -> UserInputError:
-    """`e` naming the flag (or the field in --config) that set its field."""
-    where, message = _blame(e.field, given, config), e.message
-    if where in given and e.field.startswith(given[where] + "["):
-        message = f"{e.field}: {message}"  # which item of the flag's list
-    return UserInputError(where, message, e.status)
+def _field_flag(field: str) -> str:
+    return FIELD_FLAGS.get(field, field)
 
 
-def mounts_from_flags(args: argparse.Namespace) -> dict[str, list[str]]:
-    """The platform's ``mounts`` field of a create request (`JobService.create`); empty when none."""
-    out = {}
-    for name in ("credentials", "datasets"):
-        if getattr(args, name, None):
-            out[name] = list(getattr(args, name))
-    return out
+def flagged(e: UserInputError, args: argparse.Namespace) -> UserInputError:
+    """`e` (found after `submission_of`: planning, mounts, the package, a log's task) with each of
+    its mistakes named by the flag the user gave that set its field, else the field itself; same
+    messages and statuses."""
+    return attributed(e, given_fields(options_of(args)), None, FLAGS.__getitem__, lambda f: f"{f} in --config",
+                      only_given=True, field_name=_field_flag)
 
 
 def local_train_job(args: argparse.Namespace, job_id: str, cwd: str) -> dict:

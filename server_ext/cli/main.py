@@ -13,8 +13,10 @@ Guarantees:
 - Every expected error (`UsageError`, the `hub_ext.errors`/`server_ext.errors` tree) is translated
   here, once, into one line on stderr in gcloud's shape, ``ERROR: (kubectl ai-platform.jobs.submit.training)
   Invalid value for [--master-accelerator]: …``, naming the flag or field; never a traceback.
-- ``--dry-run`` needs no cluster and no backend, but refuses what the real command would refuse
-  before submitting: it validates and plans the job with the built-in catalogue
+- ``--dry-run`` needs no cluster: the jobs service (`server_ext.wiring.dry_run_service`) runs the
+  submit's own steps against the `server_ext.jobs.dry_run.DryRun` backend, which creates nothing and
+  answers what it would, so it refuses what the real command would refuse before submitting: it
+  validates and plans the job with the built-in catalogue
   (`server_ext.jobs.defaults.DEFAULT_ACCELERATORS`), resolves ``--region`` through the region table
   (Kubernetes only), refuses a Katib Experiment on the local runtime, and builds ``--package-path``
   (in a temporary directory, removed after) to apply the same delivery rules as a submit (a
@@ -29,6 +31,8 @@ Guarantees:
   the Kubernetes client library's own log lines (such as "Config not found") are kept off the
   terminal, as the platform's are, unless ``MLPLATFORM_DEBUG=1``.
 - `open_target(args)` picks where the jobs are, as `target_of` decides (pure):
+
+  Each jobs service is built by `server_ext.wiring`, as the notebook server's is:
 
   - ``local train`` → its own `LocalBackend` on a fresh directory of its own,
     ``<state_dir>/local-train/<jobId>/`` (`local_train_dir`), so it never shares a notebook
@@ -75,29 +79,23 @@ import logging
 import os
 import pathlib
 import sys
-import tempfile
+from dataclasses import replace
 from typing import Awaitable, Callable, Mapping, TextIO
 
 from hub_ext.entitlements import personal_project_name
 from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
 from hub_ext.logs import LOGGER
-from hub_ext.mounts import Available
+from server_ext import wiring
 from server_ext.client import RemoteService, from_environment
 from server_ext.client.environment import server_from_environment
 from server_ext.errors import JobExists, JobFinished, JobNotFound
-from server_ext.jobs import package
-from server_ext.jobs.local_package import SHIPPED_DIR
-from server_ext.jobs.backend import JobBackend
-from server_ext.jobs.model import parse_job
-from server_ext.jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
-from server_ext.jobs.plan import JobPlan, PlanSettings, plan_job, with_package
-from server_ext.jobs.service import LOCAL_EXPERIMENT, Files, JobService
+from server_ext.jobs.service import JobService
+from server_ext.jobs.submission import Mounts, Submission
 from server_ext.jobs.tables import JobTables
 from server_ext.config import cli_config, context_for_region, region_note
 
 from . import commands, output
-from .flags import (PROG, UsageError, command_path, flagged, flags_to_job, is_experiment, local_train_job,
-                    mounts_from_flags, parse_args)
+from .flags import PROG, UsageError, command_path, flagged, local_train_job, parse_args, submission_of
 
 _TRUE = ("1", "true", "yes", "on")
 _LIBRARY_LOGGERS = ("kubernetes_asyncio", "kubernetes")
@@ -167,28 +165,6 @@ def project_of(args: argparse.Namespace, user: str, env: Mapping[str, str] = os.
     return args.project or env.get("MLPLATFORM_PROJECT") or namespace or personal_project_name(user)
 
 
-def _service(backend: JobBackend, settings: PlanSettings, project: str, files: Files,
-             close: Closer) -> tuple[JobService, str, Closer]:
-    async def projects(caller: str) -> list[str]:
-        return [project]  # Kubernetes RBAC gates projects; the local runtime trusts its users
-
-    return JobService(backend, settings, projects, files), project, close
-
-
-def _local_files(env: Mapping[str, str]) -> Files:
-    """The local runtime's credentials and datasets: the files under ``MLPLATFORM_PROJECTS_DIR``."""
-    import pathlib
-
-    from hub_ext.local_files import project_files
-
-    root = env.get("MLPLATFORM_PROJECTS_DIR")
-
-    async def files(project: str) -> Available:
-        return project_files(pathlib.Path(root), project) if root else Available()
-
-    return files
-
-
 async def open_target(args: argparse.Namespace, user: str, err: TextIO, env: Mapping[str, str] = os.environ,
                       run_dir: pathlib.Path | None = None) -> tuple[JobService | RemoteService, str, Closer]:
     """(the jobs service, the project, what closes it) of the command, at `target_of`'s target;
@@ -202,31 +178,27 @@ async def open_target(args: argparse.Namespace, user: str, err: TextIO, env: Map
         if run_dir is None:
             raise ValueError("local train runs in a directory of its own (local_train_dir)")
         run_dir.mkdir(parents=True, exist_ok=False)
-        return _service(*await _open_local(args, user, env, run_dir))
+        return await _open_local(args, user, env, run_dir)
     if target == "local":
-        return _service(*await _open_local(args, user, env, state_dir(env)))
-    return _service(*await _open_backend(args, user, err, env))
+        return await _open_local(args, user, env, state_dir(env))
+    return await _open_backend(args, user, err, env)
 
 
 async def _open_local(args: argparse.Namespace, user: str, env: Mapping[str, str],
-                      state: pathlib.Path) -> tuple[JobBackend, PlanSettings, str, Files, Closer]:
-    """A started `LocalBackend` on `state`, as `_open_backend` answers."""
-    from server_ext.jobs.local_backend import LocalBackend
-
+                      state: pathlib.Path) -> tuple[JobService, str, Closer]:
+    """A jobs service over a started `LocalBackend` on `state`, as `open_target` answers."""
     project = project_of(args, user, env)  # before the backend's threads start importing
-    backend = LocalBackend(state)
-    await backend.start()
-
-    return backend, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project, _local_files(env), backend.close
+    service = await wiring.local_service(_tables(env), state, wiring.one_project(project),
+                                         wiring.local_files(env.get("MLPLATFORM_PROJECTS_DIR")))
+    return service, project, service.backend.close
 
 
 async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
-                        env: Mapping[str, str]) -> tuple[JobBackend, PlanSettings, str, Files, Closer]:
-    """(started Kubernetes backend, plan settings, project, where its credentials and datasets are
-    chosen from, what closes the backend and its connections)."""
+                        env: Mapping[str, str]) -> tuple[JobService, str, Closer]:
+    """A jobs service over a started Kubernetes backend, planning with the project's published
+    catalogue, its credentials and datasets chosen through the user's own RBAC; the project; what
+    closes the backend and its connections."""
     from hub_ext.cluster import list_available
-    from hub_ext.kube_mounts import MountSettings
-    from server_ext.jobs.kube_backend import KubeBackend
     from server_ext.kube_target import connect, published
 
     context = context_for_region(getattr(args, "region", None), cli_config(env).get("regions", {}),
@@ -240,18 +212,19 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
         raise
     if not found.published:
         err.write(f"note: project {project!r} has no published catalogue; using the built-in one\n")
-    mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
     tables = _tables(env)
-    backend = KubeBackend(kube, tables.kube_settings(mounts))
+    mounts = wiring.mount_settings()
     # the user's own RBAC decides which Secrets and PVCs they may mount (Secrets read only if asked for)
     wants_credentials = bool(getattr(args, "credentials", None))
+    service = wiring.kube_service(kube, tables, wiring.one_project(project),
+                                  lambda p: list_available(kube, p, mounts, credentials=wants_credentials),
+                                  settings=tables.plan_settings(found.accelerators, found.limits))
 
     async def close() -> None:
-        await backend.close()
+        await service.backend.close()
         await kube.api_client.close()
 
-    return backend, tables.plan_settings(found.accelerators, found.limits), project, \
-        lambda p: list_available(kube, p, mounts, credentials=wants_credentials), close
+    return service, project, close
 
 
 def _tables(env: Mapping[str, str]) -> JobTables:
@@ -285,95 +258,39 @@ def error_message(e: BaseException) -> tuple[int, str]:
     return 1, str(e)
 
 
-async def _with_built_package(plan: JobPlan, package_path: str, staging_bucket: str | None, tmp: pathlib.Path,
-                               err: TextIO, kept_in: pathlib.Path | None = None) -> JobPlan:
-    """`plan` with the package built from `package_path` into `tmp`, by `JobService.create`'s steps
-    and rules (errors name ``--package-path`` or ``--staging-bucket``). `kept_in`: the local
-    runtime's state directory, which keeps a copy of a package that would ship in a ConfigMap on
-    Kubernetes in the job's own directory instead (the note says where)."""
-    if not plan.python_module:
-        raise UserInputError("--package-path", "needs a pythonModule (--module-name) to run from the package")
-    if staging_bucket:
-        package.check_staging_bucket(staging_bucket)
-    sdist = await package.build_sdist(pathlib.Path(package_path), tmp)
-    sha256, size = await asyncio.to_thread(package.digest, sdist)
-    plan = with_package(plan, sdist, sha256, size, staging_bucket=staging_bucket, limit=package.CONFIGMAP_LIMIT)
-    shipped = plan.package
-    assert shipped is not None
-    if shipped.delivery == "bucket":
-        where = f"would be staged to {shipped.uri}"
-    elif kept_in is not None:
-        copy = kept_in / "jobs" / plan.project / plan.job.job_id / SHIPPED_DIR / shipped.filename
-        where = (f"would be kept as a copy in the job's directory, {copy} (the job's packageUris names it "
-                 f"{shipped.uri}, as on Kubernetes)")
-    else:
-        where = f"would ship as {shipped.uri}"
-    err.write(f"note: {shipped.filename} ({size} bytes), built from {package_path}, {where}\n")
-    return plan
-
-
-def _package_configmap(plan: JobPlan, obj: dict) -> dict:
-    """The ConfigMap that carries `plan`'s package, owned by `obj` (the manifest to be created)."""
-    shipped = plan.package
-    assert shipped is not None
-    owner = {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
-             "uid": "assigned-on-create"}
-    manifest = package.package_configmap(plan.name, plan.project, shipped.path.read_bytes(), shipped.filename, owner)
-    for ref in manifest["metadata"]["ownerReferences"]:
-        ref.pop("uid")
-    return manifest
-
-
-async def dry_run(args: argparse.Namespace, doc: dict, package_path: str | None, user: str, project: str,
-                  out: TextIO, err: TextIO, env: Mapping[str, str] = os.environ) -> int:
-    """Plan the job (`flags_to_job`'s) offline; print what would be created, as YAML documents."""
+async def dry_run(args: argparse.Namespace, sub: Submission, user: str, project: str, out: TextIO, err: TextIO,
+                  env: Mapping[str, str] = os.environ) -> int:
+    """Run the submit's steps against the `DryRun` backend; print what would be created, as YAML documents."""
     import yaml
 
     local = is_local(args, env)
     if not local:  # as `_open_backend` does before connecting
         context_for_region(getattr(args, "region", None), cli_config(env).get("regions", {}),
                            getattr(args, "context", None))
-    if is_experiment(doc):
-        if local:
-            raise UserInputError("kind", LOCAL_EXPERIMENT)
-        from server_ext.jobs.native_experiment import native_experiment, notes
-
-        manifest = native_experiment(doc, project, user)
-        err.write("".join(n + "\n" for n in notes(doc, project)))
-        out.write(yaml.safe_dump(manifest, default_flow_style=False, sort_keys=False))
-        return 0
-    job = parse_job(doc, shipped_package=package_path is not None)
+    mounts = sub.mounts
     try:
-        plan = plan_job(job, _tables(env).plan_settings(DEFAULT_ACCELERATORS), project=project, owner=user)
+        service = wiring.dry_run_service(_tables(env), project, local=local, state_dir=state_dir(env) if local else None)
+    except ImportError as e:
+        raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
+    try:  # the mounts are the project's to check, on submit
+        answer = await service.create(user, project, replace(sub, mounts=Mounts()))
     except UserInputError as e:
         raise flagged(e, args) from None
-    if mounts_from_flags(args):
+    if sub.is_experiment:
+        from server_ext.jobs.native_experiment import notes
+
+        err.write("".join(n + "\n" for n in notes(sub.job, project)))
+    if mounts:
         err.write("note: --credentials and --datasets are checked against the project, and mounted, only when "
                   "the job is submitted\n")
-    with tempfile.TemporaryDirectory(prefix="mlplatform-dry-run-") as tmp:
-        if package_path:
-            plan = await _with_built_package(plan, package_path, getattr(args, "staging_bucket", None),
-                                             pathlib.Path(tmp), err, kept_in=state_dir(env) if local else None)
-        if local:
-            out.write(output.to_yaml(plan.job.to_json()))
-            return 0
-        try:
-            from hub_ext.kube_mounts import MountSettings
-            from server_ext.jobs.kubeflow import job_manifest
-        except ImportError as e:
-            raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
-
-        settings = _tables(env).kube_settings(MountSettings(DEFAULT_CREDENTIAL_TYPES))
-        if plan.sweep is not None:
-            from server_ext.jobs.katib import experiment_manifest
-
-            manifest = experiment_manifest(plan, settings)
-        else:
-            manifest = job_manifest(plan, settings)
-        docs = list(manifest) if isinstance(manifest, list) else [manifest]
-        if plan.package is not None and plan.package.delivery == "configmap":
-            docs.append(_package_configmap(plan, docs[0]))
-        out.write(yaml.safe_dump_all(docs, default_flow_style=False, sort_keys=False))
+    shipped = answer["package"]
+    if shipped is not None and sub.package is not None:
+        err.write(f"note: {shipped['filename']} ({shipped['size']} bytes), built from {sub.package.path}, "
+                  f"{shipped['where']}\n")
+    if answer["runtime"] == "local":
+        out.write(output.to_yaml(answer["manifests"][0]))
+    else:
+        out.write(yaml.safe_dump_all(answer["manifests"], default_flow_style=False, sort_keys=False))
     return 0
 
 
@@ -389,16 +306,16 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
     note = region_note(getattr(args, "region", None), regions, getattr(args, "context", None))
     if note:
         err.write(note + "\n")
-    doc, package_path, run_dir = None, None, None
+    sub, run_dir = None, None
     if args.command == "submit":
         said: list[str] = []
-        doc, package_path = flags_to_job(args, notes=said)
+        sub = submission_of(args, notes=said)
         err.write("".join(n + "\n" for n in said))
         if args.dry_run:
-            return await dry_run(args, doc, package_path, user, project_of(args, user, env), out, err, env)
+            return await dry_run(args, sub, user, project_of(args, user, env), out, err, env)
     elif args.command == "local-train":
         job_id, run_dir = local_train_dir(env, datetime.datetime.now(datetime.timezone.utc))
-        doc = local_train_job(args, job_id, os.getcwd())
+        sub = Submission(local_train_job(args, job_id, os.getcwd()))
     elif args.command == "list":
         output.jobs_listing([], args.format)
     elif args.command == "describe" and not args.summarize:
@@ -406,18 +323,18 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
     target = target_of(args, env)
     service, project, close = await open_target(args, user, err, env, run_dir=run_dir)
     try:
-        if is_experiment(doc) and target in ("kubernetes", "server"):
+        if sub is not None and sub.is_experiment and target in ("kubernetes", "server"):
             from server_ext.jobs.native_experiment import native_experiment, notes
 
-            native_experiment(doc, project, user)  # its refusal first, alone: the notes are for what is submitted
-            err.write("".join(n + "\n" for n in notes(doc, project)))
+            native_experiment(sub.job, project, user)  # its refusal first, alone: the notes are for what is submitted
+            err.write("".join(n + "\n" for n in notes(sub.job, project)))
         # settle: a LocalBackend of this process is the jobs' only supervisor while it runs
         ctx = commands.Context(service, user, project, out, err, scope=follow_up_scope(args, target),
                                settle=target in ("local", "local-train"))
         if args.command == "submit":
-            return await commands.submit_training(ctx, args, doc, package_path)
+            return await commands.submit_training(ctx, args, sub.in_project(project))
         if args.command == "local-train":
-            return await commands.local_train(ctx, doc)
+            return await commands.local_train(ctx, sub.in_project(project))
         return await commands.COMMANDS[args.command](ctx, args)
     finally:
         await close()

@@ -35,10 +35,12 @@ Guarantees:
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import atexit
 import concurrent.futures
 import datetime
+import difflib
 import getpass
 import json
 import os
@@ -49,10 +51,14 @@ import sys
 import threading
 import time
 import weakref
+from dataclasses import replace
 from typing import Any, Iterator, Mapping
 
 from ..errors import JobExists, UpstreamError, UserInputError
 from ..jobs.backend import FINAL
+from ..jobs.model import load_config
+from ..jobs.options import OPTIONS
+from ..jobs.submission import Submission, attributed, from_options, given_fields
 from .environment import server_from_environment
 from .rest import ServerJobs
 from .service import RemoteService
@@ -185,20 +191,19 @@ class Client:
         Without ``job_id`` (and no ``jobId`` in the config) the job is named `default_job_id`'s way."""
         project = project or self.project
         said: list[str] = []  # what was changed in a Katib Experiment, told once it is accepted
-        doc, staging, mounts = job_document(config, package_path, flags, notes=said)
-        made_up = isinstance(doc.get("jobId"), MadeUpId)  # `default_job_id`'s, not the user's
+        sub = submission_of(config, package_path, flags, project, notes=said)
+        made_up = isinstance(sub.job.get("jobId"), MadeUpId)  # `default_job_id`'s, not the user's
         service = RemoteService(self.jobs)
         for attempt in range(5):
-            body = {**doc, "mounts": mounts} if mounts else doc
             try:
-                answer = self.call(service.create("", project, body, package_path=pathlib.Path(package_path)
-                                                  if package_path else None, staging_bucket=staging))
-                _tell(said + experiment_notes(doc, project))
+                answer = self.call(service.create("", project, sub))
+                _tell(said + experiment_notes(sub.job, project))
                 return JobHandle(self, project, answer)
             except JobExists:
                 if not made_up or attempt == 4:  # a name the user chose is theirs to change
                     raise
-                doc = {**doc, "jobId": MadeUpId(_fresh(doc["jobId"]))}  # another kernel made it up too
+                sub = replace(sub, job={**sub.job, "jobId": MadeUpId(_fresh(sub.job["jobId"]))})  # another
+                # kernel made it up too
         raise AssertionError("unreachable")
 
     def job(self, job_id: str, project: str | None = None) -> "JobHandle":
@@ -316,7 +321,7 @@ def _log_lines(client: Client, lines) -> Iterator[str]:
 
 
 _JOB_ID_TIME = "_%Y%m%d_%H%M%S"
-_issued: set[str] = set()  # the job ids `job_document` made up in this process
+_issued: set[str] = set()  # the job ids `submission_of` made up in this process
 
 
 def default_job_id(module: str | None, now: datetime.datetime) -> str:
@@ -330,7 +335,7 @@ def default_job_id(module: str | None, now: datetime.datetime) -> str:
 
 
 class MadeUpId(str):
-    """A job id `job_document` made up (no ``job_id`` and no ``jobId`` in the config): `Client.submit`
+    """A job id `submission_of` made up (no ``job_id`` and no ``jobId`` in the config): `Client.submit`
     may take the next suffix when it is taken, never for a name the user chose."""
 
 
@@ -360,27 +365,44 @@ def _tell(notes: list[str]) -> None:
         sys.stderr.flush()
 
 
-def job_document(config: Any, package_path: Any, flags: Mapping[str, Any],
-                 now: datetime.datetime | None = None,
-                 notes: list[str] | None = None) -> tuple[dict, str | None, dict]:
-    """(the create body without mounts, the staging bucket, the mounts) of a `submit` call, read
-    as ``kubectl ai-platform jobs submit training`` reads its flags; without a job id (``job_id``
-    or the config's ``jobId``), `default_job_id` of the module at `now` (default: the clock). Pure
-    but for reading a config file, the clock, and the ids made up so far. `notes` gets what was
-    changed in a Katib Experiment's config (its ``metadata.name``, replaced after ``job_id``)."""
-    from ..cli.flags import UsageError, flags_to_job, mounts_from_flags, parse_args
+_KWARGS = {"job": "job_id", "user_args": "args"}  # options submit() names otherwise (the CLI's JOB, -- words)
+_KMS_KWARGS = ("kms_key", "kms_keyring", "kms_location", "kms_project")
+_TAKEN = {name for name in OPTIONS if name not in ("job", "user_args", "package_path", "kms_key_name")}
 
+
+def _option(name: str, value: Any) -> Any:
+    """A keyword argument's value read as its flag's (gcloud's syntax; a dict is ``KEY=VALUE,…``, a
+    list ``A,B``), or `UserInputError` naming the argument."""
+    if name not in _TAKEN and name not in _KMS_KWARGS:
+        close = difflib.get_close_matches(name, sorted(_TAKEN | {*_KMS_KWARGS, "job_id", "args"}), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise UserInputError(name, f"is not an argument of submit(){hint}")
+    if isinstance(value, Mapping):
+        value = ",".join(f"{k}={v}" for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        value = ",".join(map(str, value))
+    try:
+        return OPTIONS[name][1](str(value)) if name in OPTIONS else str(value)
+    except argparse.ArgumentTypeError as e:
+        raise UserInputError(name, str(e)) from None
+
+
+def submission_of(config: Any, package_path: Any, flags: Mapping[str, Any], project: str = "",
+                  now: datetime.datetime | None = None, notes: list[str] | None = None) -> Submission:
+    """The `Submission` of a `submit` call, read as ``kubectl ai-platform jobs submit training``
+    reads its flags (`submission.from_options`; a mistake names the argument, ``module_name``, or
+    ``<field> in config``); without a job id (``job_id`` or the config's ``jobId``), `default_job_id`
+    of the module at `now` (default: the clock). Pure but for reading a config file, the clock, and
+    the ids made up so far. `notes` gets what was changed in a Katib Experiment's config (its
+    ``metadata.name``, replaced after ``job_id``)."""
     flags = dict(flags)
     bad = sorted(set(flags) & _FORBIDDEN_FLAGS)
     if bad:
         raise UserInputError(bad[0], "is not an argument of submit()")
     text = _config_text(config)
     job_id = flags.pop("job_id", None) or flags.pop("job", None)
-    loaded: Any = None
-    if job_id is None and text is not None:
-        from ..jobs.model import load_config
-
-        loaded = load_config(text, "config")
+    loaded: Any = load_config(text, "config") if text is not None else None
+    if job_id is None and loaded is not None:
         job_id = loaded.get("jobId") or ((loaded.get("metadata") or {}).get("name") or "").replace("-", "_") or None
     if not job_id:
         module = flags.get("module_name")
@@ -388,40 +410,23 @@ def job_document(config: Any, package_path: Any, flags: Mapping[str, Any],
             module = loaded["trainingInput"].get("pythonModule")
         when = now or datetime.datetime.now(datetime.timezone.utc)
         job_id = MadeUpId(_fresh(default_job_id(module if isinstance(module, str) else None, when)))
-    user_args = flags.pop("args", None)
-    argv = ["jobs", "submit", "training", str(job_id)]
-    if text is not None:
-        argv += ["--config", "<config>"]
+    options: dict[str, Any] = {"job": str(job_id)}
     if package_path is not None:
-        argv += ["--package-path", str(package_path)]
-    for name, value in flags.items():
-        if value is None or value is False:
-            continue
-        flag = "--" + name.rstrip("_").replace("_", "-")
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, Mapping):
-            argv.append(f"{flag}={','.join(f'{k}={v}' for k, v in value.items())}")
-        elif isinstance(value, (list, tuple)):
-            argv.append(f"{flag}={','.join(map(str, value))}")
-        else:
-            argv.append(f"{flag}={value}")
+        options["package_path"] = str(package_path)
+    user_args = flags.pop("args", None)
     if user_args is not None:
-        argv += ["--", *map(str, user_args)]
+        options["user_args"] = [str(a) for a in user_args]
+    for name, value in flags.items():
+        if value is not None and value is not False:
+            options[name] = _option(name, value)
     try:
-        args = parse_args(argv)
-    except UsageError as e:
-        raise UserInputError("flags", e.message) from None
-    try:
-        doc, _ = flags_to_job(args, read=lambda _path: text, notes=notes)
-    except UserInputError as e:  # named as submit()'s arguments: --module-name → module_name
-        field = e.field.replace(" in --config", " in config")
-        if field.startswith("--"):
-            field = field[2:].replace("-", "_")
-        raise UserInputError("job_id" if field == "JOB" else field, e.message, e.status) from None
+        sub = from_options(options, loaded, project, notes)
+    except UserInputError as e:  # named as submit()'s arguments: trainingInput.pythonModule → module_name
+        raise attributed(e, given_fields(options), loaded, lambda name: _KWARGS.get(name, name),
+                         lambda field: f"{field} in config") from None
     if isinstance(job_id, MadeUpId):
-        doc = {**doc, "jobId": job_id}
-    return doc, args.staging_bucket, mounts_from_flags(args)
+        sub = replace(sub, job={**sub.job, "jobId": job_id})
+    return sub
 
 
 def _config_text(config: Any) -> str | None:

@@ -4,49 +4,35 @@ server's ml/v1 API (`ServerJobs`) instead of a backend in this process. This is 
 server's) without any change to its commands.
 
 - ``user`` is accepted and ignored: the server acts for its own user and checks the project.
-- ``package_path`` becomes the create body's ``"package": {"path": <absolute path>,
-  "stagingBucket": …}``; the server builds it, and refuses a directory outside its root. Errors
-  naming ``package``/``package.path`` name ``--package-path`` here, ``package.stagingBucket``
-  ``--staging-bucket``, and ``mounts.credentials[i]``/``mounts.datasets[i]`` ``--credentials``/
-  ``--datasets``, as `JobService`'s own errors do.
+- `create` sends the `Submission` as the REST create body (`submission.to_rest`), its package
+  path made absolute (the server builds it, and refuses a directory outside its root). Errors
+  name fields as the server's do, in REST terms (``package.path``, ``mounts.credentials[0]``),
+  as `JobService`'s own: a face renames them at its edge.
 - `logs` returns the line iterator (as `JobService.logs`); a refusal is raised by its first step.
 """
 
 from __future__ import annotations
 
 import pathlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator
 
-from ..errors import UserInputError
 from ..jobs.backend import LogLine
+from ..jobs.submission import Submission, to_rest
 from .rest import ServerJobs
-
-_PACKAGE_FLAGS = {"package": "--package-path", "package.path": "--package-path",
-                  "package.stagingBucket": "--staging-bucket"}
-_MOUNT_FLAGS = {"mounts.credentials": "--credentials", "mounts.datasets": "--datasets"}
 
 
 @dataclass
 class RemoteService:
     jobs: ServerJobs
 
-    async def create(self, user: str, project: str, body: Any, package_path: pathlib.Path | None = None,
-                     staging_bucket: str | None = None) -> dict:
-        if package_path is not None:
-            if not isinstance(body, dict):
-                raise UserInputError("job", "must be a JSON object")
-            spec = {"path": str(pathlib.Path(package_path).resolve())}
-            if staging_bucket:
-                spec["stagingBucket"] = staging_bucket
-            body = {**body, "package": spec}
-        try:
-            return await self.jobs.create(project, body)
-        except UserInputError as e:
-            flag = _PACKAGE_FLAGS.get(e.field) or _MOUNT_FLAGS.get(e.field.split("[")[0])
-            if flag:
-                raise UserInputError(flag, e.message, e.status) from None
-            raise
+    async def create(self, user: str, project: str, submission: Submission | Any) -> dict:
+        if not isinstance(submission, Submission):
+            return await self.jobs.create(project, submission)
+        if submission.package is not None:
+            absolute = str(pathlib.Path(submission.package.path).resolve())
+            submission = replace(submission, package=replace(submission.package, path=absolute))
+        return await self.jobs.create(project, to_rest(submission))
 
     async def list(self, user: str, project: str, filter: str | None = None, page_size: Any = None,
                    page_token: str | None = None) -> dict:

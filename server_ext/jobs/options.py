@@ -1,6 +1,11 @@
-"""Value types of `kubectl ai-platform` flags (argparse ``type=`` callables), with gcloud's syntax
-and messages: each returns the parsed value or raises `argparse.ArgumentTypeError`, which argparse
-reports as ``argument --flag: …`` (exit 2). Pure.
+"""The options of a submission as gcloud spells their values (``jobs submit training``'s flags,
+``client.submit``'s keyword arguments): `OPTIONS`, each option's name (argparse's ``dest``, the
+keyword argument) → the field of the REST create body it sets (`server_ext.jobs.submission`) and
+its value type. Pure.
+
+Value types, with gcloud's syntax and messages: each returns the parsed value or raises
+`argparse.ArgumentTypeError` (the standard library's; argparse reports it as ``argument --flag:
+…``, exit 2; ``client.submit`` names the keyword argument):
 
 - `scale_tier`: gcloud's choices (``basic``, ``basic-gpu``, ``basic-tpu``, ``custom``, ``premium-1``,
   ``standard-1``), any case, ``_`` or ``-`` → the API's enum value (``BASIC_GPU``);
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import re
+from typing import Any, Callable
 
 SCALE_TIERS = {"basic": "BASIC", "basic-gpu": "BASIC_GPU", "basic-tpu": "BASIC_TPU", "custom": "CUSTOM",
                "premium-1": "PREMIUM_1", "standard-1": "STANDARD_1"}
@@ -95,3 +101,45 @@ def bucket(text: str) -> str:
     if not _BUCKET.fullmatch(text):
         raise argparse.ArgumentTypeError(f"expected a bucket such as gs://my-bucket or s3://my-bucket, got {text!r}")
     return text.rstrip("/")
+
+
+def text(value: str) -> str:
+    return value
+
+
+# option → (the REST create body's field it sets, its value type); ``job`` and ``user_args`` are
+# JOB and the words after ``--`` on the command line, ``job_id`` and ``args`` in ``client.submit``
+OPTIONS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "job": ("jobId", text),
+    "labels": ("labels", labels),
+    "module_name": ("trainingInput.pythonModule", text),
+    "packages": ("trainingInput.packageUris", csv_list),
+    "user_args": ("trainingInput.args", csv_list),
+    "region": ("trainingInput.region", text),
+    "job_dir": ("trainingInput.jobDir", text),
+    "scale_tier": ("trainingInput.scaleTier", scale_tier),
+    "runtime_version": ("trainingInput.runtimeVersion", text),
+    "python_version": ("trainingInput.pythonVersion", text),
+    "network": ("trainingInput.network", text),
+    "service_account": ("trainingInput.serviceAccount", text),
+    "enable_web_access": ("trainingInput.enableWebAccess", boolean),
+    "use_chief_in_tf_config": ("trainingInput.useChiefInTfConfig", boolean),
+    "kms_key_name": ("trainingInput.encryptionConfig.kmsKeyName", text),
+    "master_machine_type": ("trainingInput.masterType", text),
+    "master_image_uri": ("trainingInput.masterConfig.imageUri", text),
+    "master_accelerator": ("trainingInput.masterConfig.acceleratorConfig", accelerator),
+    "worker_machine_type": ("trainingInput.workerType", text),
+    "worker_count": ("trainingInput.workerCount", at_least_one),
+    "worker_image_uri": ("trainingInput.workerConfig.imageUri", text),
+    "worker_accelerator": ("trainingInput.workerConfig.acceleratorConfig", accelerator),
+    "parameter_server_machine_type": ("trainingInput.parameterServerType", text),
+    "parameter_server_count": ("trainingInput.parameterServerCount", at_least_one),
+    "parameter_server_image_uri": ("trainingInput.parameterServerConfig.imageUri", text),
+    "parameter_server_accelerator": ("trainingInput.parameterServerConfig.acceleratorConfig", accelerator),
+    # the platform's fields beside the Job
+    "package_path": ("package.path", text),
+    "staging_bucket": ("package.stagingBucket", bucket),
+    "credentials": ("mounts.credentials", csv_list),
+    "datasets": ("mounts.datasets", csv_list),
+}
+KMS_PARTS = ("key", "keyring", "location", "project")  # --kms-<part> (kms_<part>): kms_key_name in parts

@@ -1,23 +1,25 @@
 """The jobs service: what every face (REST, widgets, kubectl plugin) calls. One method per
 `ml.v1` `projects.jobs` verb, each checking that the caller may use the project first.
 
-- `create(user, project, body)`: the body is a Job document as Google's API takes it (REST JSON or a
-  gcloud ``--config`` file already loaded), plus one platform field, ``mounts``
-  (``{"credentials": [names], "datasets": [names]}``), which is checked against what the project
-  has (`hub_ext.mounts.select`) and never echoed back. The job is parsed and validated
-  (`model.parse_job`), planned (`plan.plan_job`) and only then submitted: before anything is
-  created, every independent mistake of the body, the mounts and the plan is raised at once
-  (`UserInputErrors`, one violation per field; a lone one as the `UserInputError` it is).
-- `create(…, package_path=DIR, staging_bucket=URI)`: ``--package-path``. After every check above
-  (a bad job spec never spends a build; ``packageUris`` may then be left out) the package is built
-  (`package.build_sdist`) into a temporary directory, attached to the plan (`plan.with_package`:
-  a ConfigMap when it fits, else the staging bucket, else `UserInputError` naming
-  ``--package-path``) and submitted; the temporary directory is removed once the backend has it.
-- `create(user, project, experiment)`: a body with ``"kind": "Experiment"`` is a user's own Katib
-  Experiment: the backend's ``submit_experiment(project, user, body)`` takes it as it is
-  (`native_experiment`); a backend without one (local) refuses it, naming ``kind``.
+- `create(user, project, submission)`: a `Submission` (`server_ext.jobs.submission`: the Job
+  document as Google's API takes it, the package to build, the mounts), or a bare Job body. The
+  mounts are checked against what the project has (`hub_ext.mounts.select`) and never echoed back.
+  The job is parsed and validated (`Submission.to_job`), planned (`plan.plan_job`) and only then
+  submitted: before anything is created, every independent mistake of the body, the mounts and the
+  plan is raised at once (`UserInputErrors`, one violation per field; a lone one as the
+  `UserInputError` it is). Every field is named in REST terms (``mounts.credentials[0]``,
+  ``package.path``, ``package.stagingBucket``); the faces rename them at their edge.
+- With a package: after every check above (a bad job spec never spends a build; ``packageUris``
+  may then be left out) the package is built (`package.build_sdist`) into a temporary directory,
+  attached to the plan (`plan.with_package`: a ConfigMap when it fits, else the staging bucket,
+  else `UserInputError` naming ``package.path``) and submitted; the temporary directory is removed
+  once the backend has it.
+- A Katib Experiment (``"kind": "Experiment"``) is a user's own: the backend's
+  ``submit_experiment(project, user, body)`` takes it as it is (`native_experiment`); a backend
+  without one (local) refuses it, naming ``kind``.
 - `list(user, project, filter, page_size, page_token)`: `listing.page` over the backend's list.
-- `get`, `cancel`, `logs`, `trial_metrics`: the backend's, for that project only.
+- `get`, `cancel`, `logs`, `trial_metrics`: the backend's, for that project only (a bad task of
+  `logs` names ``task``, before the stream or at its first line).
 
 A project the caller may not use is refused with `UserInputError("project", …, 403)` for every
 verb, so another project's job ids are not even confirmed to exist.
@@ -26,19 +28,21 @@ verb, so another project's job ids are not even confirmed to exist.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
 import tempfile
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
 
-from hub_ext.errors import UserInputError, collect
+from hub_ext.errors import UserInputError, UserInputErrors, collect, errors_of
 from hub_ext.mounts import Available, select, selected
 
 from . import package
+from .package_delivery import CONFIGMAP_LIMIT, check_staging_bucket
 from .backend import JobBackend, LogLine
 from .listing import page
-from .model import parse_job
 from .plan import PlanSettings, plan_job, task_name, with_package
+from .submission import Mounts, Submission
 
 Projects = Callable[[str], Awaitable[list[str]]]  # user → the projects they may use
 Files = Callable[[str], Awaitable[Available]]  # project → its credentials and datasets
@@ -48,7 +52,7 @@ async def _no_files(project: str) -> Available:
     return Available()
 
 
-# the refusal of a Katib Experiment by a backend that cannot run one (the local one; also --dry-run's)
+# the refusal of a Katib Experiment by a backend that cannot run one (the local one; also a local --dry-run's)
 LOCAL_EXPERIMENT = ("a Katib Experiment needs the Kubernetes runtime; here, submit the sweep as "
                     "trainingInput.hyperparameters")
 Settings = Callable[[str, str], Awaitable[PlanSettings]]  # (project, user) → its catalogue, tables and limits
@@ -60,7 +64,7 @@ class JobService:
     settings: PlanSettings
     projects: Projects
     files: Files = _no_files
-    package_limit: int = package.CONFIGMAP_LIMIT  # the largest sdist shipped in a ConfigMap
+    package_limit: int = CONFIGMAP_LIMIT  # the largest sdist shipped in a ConfigMap
     settings_for: Settings | None = None  # per project (a cluster's published catalogue); else `settings`
 
     async def _check(self, user: str, project: str) -> None:
@@ -71,47 +75,47 @@ class JobService:
             raise UserInputError("project", f"{user!r} may not use project {project!r} (the projects of this "
                                             f"platform you may use: {yours})", 403)
 
-    async def create(self, user: str, project: str, body: Any, package_path: pathlib.Path | None = None,
-                     staging_bucket: str | None = None) -> dict:
+    async def create(self, user: str, project: str, submission: Submission | Any) -> dict:
         await self._check(user, project)
-        if not isinstance(body, dict):
-            raise UserInputError("job", "must be a JSON object")
-        if body.get("kind") == "Experiment":  # a user's own Katib Experiment, taken as it is
+        if not isinstance(submission, Submission):
+            if not isinstance(submission, dict):
+                raise UserInputError("job", "must be a JSON object")
+            submission = Submission(submission, project)
+        sub, body = submission, submission.job
+        if sub.is_experiment:  # a user's own Katib Experiment, taken as it is
             submit = getattr(self.backend, "submit_experiment", None)
             if submit is None:
                 raise UserInputError("kind", LOCAL_EXPERIMENT)
-            if package_path is not None:
-                raise UserInputError("--package-path", "a Katib Experiment is submitted as it is: its trialSpec "
-                                                       "names its own image and code")
-            return await submit(project, user, body)
-        body = dict(body)
-        mounts = body.pop("mounts", None) or {}
-        if not isinstance(mounts, dict) or not set(mounts) <= {"credentials", "datasets"}:
-            raise UserInputError("mounts", "must be a mapping with 'credentials' and/or 'datasets' lists")
+            if sub.package is not None:
+                raise UserInputError("package.path", "a Katib Experiment is submitted as it is: its trialSpec "
+                                                     "names its own image and code")
+            return await submit(project, user, dict(body))
+        mounts = sub.mounts
         with collect() as problems:  # the body's, the mounts' and the plan's mistakes are told together
-            job = problems.check(parse_job, body, shipped_package=package_path is not None)
+            job = problems.check(sub.to_job)
             available = await self.files(project) if mounts else Available()
-            mounts_ok = problems.check(select, available, mounts.get("credentials"), mounts.get("datasets"),
-                                       project) is not None
+            mounts_ok = problems.check(_nested, "mounts", select, available, list(mounts.credentials),
+                                       list(mounts.datasets), project) is not None
             if job is not None:
                 settings = await self.settings_for(project, user) if self.settings_for else self.settings
-                chosen = mounts if mounts_ok else {}
+                chosen = mounts if mounts_ok else Mounts()
                 plan = problems.check(
                     plan_job, job, settings, project=project, owner=user,
-                    credentials=tuple(selected(available.credentials, chosen.get("credentials"), "credentials")),
-                    datasets=tuple(selected(available.datasets, chosen.get("datasets"), "datasets")))
-        if package_path is None:
+                    credentials=tuple(selected(available.credentials, list(chosen.credentials), "credentials")),
+                    datasets=tuple(selected(available.datasets, list(chosen.datasets), "datasets")))
+        if sub.package is None:
             return await self.backend.submit(plan)
         if not plan.python_module:
-            raise UserInputError("--package-path", "needs a pythonModule (--module-name) to run from the package")
-        if staging_bucket:
-            package.check_staging_bucket(staging_bucket)
-        with tempfile.TemporaryDirectory(prefix="mlplatform-package-") as tmp:
-            sdist = await package.build_sdist(pathlib.Path(package_path), pathlib.Path(tmp))
-            sha256, size = await asyncio.to_thread(package.digest, sdist)
-            plan = with_package(plan, sdist, sha256, size, staging_bucket=staging_bucket,
-                                limit=self.package_limit)
-            return await self.backend.submit(plan)
+            raise UserInputError("package.path", "needs a pythonModule (--module-name) to run from the package")
+        with _rest_named():
+            if sub.package.staging_bucket:
+                check_staging_bucket(sub.package.staging_bucket)
+            with tempfile.TemporaryDirectory(prefix="mlplatform-package-") as tmp:
+                sdist = await package.build_sdist(pathlib.Path(sub.package.path), pathlib.Path(tmp))
+                sha256, size = await asyncio.to_thread(package.digest, sdist)
+                plan = with_package(plan, sdist, sha256, size, staging_bucket=sub.package.staging_bucket,
+                                    limit=self.package_limit)
+                return await self.backend.submit(plan)
 
     async def list(self, user: str, project: str, filter: str | None = None, page_size: Any = None,
                    page_token: str | None = None) -> dict:
@@ -135,5 +139,46 @@ class JobService:
         """Checks run before the first line is asked for, so a refusal is an error, not an empty stream."""
         await self._check(user, project)
         await self.backend.get(project, job_id)
-        name = task_name(task) if task else "master-replica-0"
-        return self.backend.logs(project, job_id, name, follow=follow, after=after)
+        with _rest_named():
+            name = task_name(task) if task else "master-replica-0"
+            lines = self.backend.logs(project, job_id, name, follow=follow, after=after)
+        return _logs_rest_named(lines)
+
+
+# the REST names of the fields the package and plan modules name as the CLI spells them
+_REST_NAMES = {"--package-path": "package.path", "--staging-bucket": "package.stagingBucket",
+               "task-name": "task", "--task-name": "task"}
+
+
+def _renamed(e: UserInputError) -> UserInputError:
+    renamed = [UserInputError(_REST_NAMES[one.field], one.message, one.status) if one.field in _REST_NAMES else one
+               for one in errors_of(e)]
+    return renamed[0] if len(renamed) == 1 else UserInputErrors(renamed)
+
+
+@contextlib.contextmanager
+def _rest_named() -> Iterator[None]:
+    try:
+        yield
+    except UserInputError as e:
+        raise _renamed(e) from None
+
+
+async def _logs_rest_named(lines: AsyncIterator[LogLine]) -> AsyncIterator[LogLine]:
+    """The backend's lines; its refusal of the task (at the first line) naming ``task``."""
+    try:
+        async for line in lines:
+            yield line
+    except UserInputError as e:
+        raise _renamed(e) from None
+    finally:
+        await lines.aclose()
+
+
+def _nested(prefix: str, check: Callable[..., Any], *args: Any) -> Any:
+    """`check(*args)`, its mistakes' fields under `prefix` (``credentials[0]`` → ``mounts.credentials[0]``)."""
+    try:
+        return check(*args)
+    except UserInputError as e:
+        nested = [UserInputError(f"{prefix}.{one.field}", one.message, one.status) for one in errors_of(e)]
+        raise (nested[0] if len(nested) == 1 else UserInputErrors(nested)) from None

@@ -15,8 +15,8 @@
 Every method is authenticated (the server's own identity provider: the hub's OAuth in a
 JupyterHub, a token otherwise) and authorized on the resource ``mlplatform``; the jobs service
 then checks the project. Errors are Google's error JSON (`rest.errors`), naming fields as the
-client sent them (`rest.fields`: ``package.path``, ``task``, ``mounts.credentials[0]``, a query
-parameter that is not UTF-8); every other path under ``ml/v1`` (`NotFoundHandler`) answers 404
+client sent them (the jobs service names them so: ``package.path``, ``task``,
+``mounts.credentials[0]``; a query parameter that is not UTF-8); every other path under ``ml/v1`` (`NotFoundHandler`) answers 404
 ``NOT_FOUND``, or 400 naming ``jobId``/``trialId`` when an id is malformed. Handlers are thin:
 parse (`rest.inputs`), call one service method, render.
 
@@ -44,9 +44,9 @@ from tornado.iostream import StreamClosedError
 from ..errors import PlatformError, UserInputError, UserInputErrors
 from ..jobs.model import JOB_ID, parse_job
 from ..jobs.native_experiment import notes
-from . import fields, inputs
+from . import inputs
 from .errors import error_body
-from .package_field import split_package
+from .package_field import read_create_body
 
 AUTH_RESOURCE = "mlplatform"
 KEEPALIVE_S = 15.0
@@ -138,13 +138,11 @@ class JobsHandler(_Handler):
         service = await self.service()
         sent = self.json_body()
         try:
-            body, package_path, bucket = split_package(sent, pathlib.Path(self.serverapp.root_dir))
+            submission = read_create_body(sent, project, pathlib.Path(self.serverapp.root_dir))
         except UserInputError as e:
-            raise fields.for_create(_with_body_mistakes(e, sent), sent) from None
-        try:
-            job = await service.create(self.user, project, body, package_path=package_path, staging_bucket=bucket)
-        except UserInputError as e:
-            raise fields.for_create(e, sent) from None
+            raise _with_body_mistakes(e, sent) from None
+        job = await service.create(self.user, project, submission)
+        body = submission.job
         if isinstance(body, dict) and body.get("kind") == "Experiment":
             for note in notes(body, project):
                 self.add_header("Warning", f"299 - {json.dumps(note)}")
@@ -152,12 +150,13 @@ class JobsHandler(_Handler):
 
 
 def _with_body_mistakes(package_error: UserInputError, sent: Any) -> UserInputError:
-    """A bad ``package`` field together with the job body's own mistakes (the body checked as one
-    whose code the package ships; nothing is created)."""
+    """A bad ``package`` or ``mounts`` field together with the job body's own mistakes (the body
+    checked as one whose code a package ships, when one is sent; nothing is created)."""
     if not isinstance(sent, dict) or sent.get("kind") == "Experiment":
         return package_error
     try:
-        parse_job({k: v for k, v in sent.items() if k not in ("package", "mounts")}, shipped_package=True)
+        parse_job({k: v for k, v in sent.items() if k not in ("package", "mounts")},
+                  shipped_package="package" in sent)
     except UserInputError as e:
         return UserInputErrors([package_error, e])
     return package_error
@@ -211,11 +210,8 @@ class LogsHandler(_Handler):
         service = await self.service()
         follow = inputs.follow(self.get_query_argument("follow", "false"))
         after = inputs.after(self.request.headers.get("Last-Event-ID"), self.get_query_argument("after", None))
-        try:
-            lines = await service.logs(self.user, project, job_id, self.get_query_argument("task", None),
-                                       follow=follow, after=after)
-        except UserInputError as e:
-            raise fields.for_logs(e) from None
+        lines = await service.logs(self.user, project, job_id, self.get_query_argument("task", None),
+                                   follow=follow, after=after)
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("Cache-Control", "no-cache")
         self.set_header("X-Accel-Buffering", "no")
@@ -226,8 +222,6 @@ class LogsHandler(_Handler):
             await self.flush()
         except StreamClosedError:
             return
-        except UserInputError as e:  # the backend's refusal of the task, at the first line
-            raise fields.for_logs(e) from None
         finally:
             await lines.aclose()
         self.finish()

@@ -24,6 +24,7 @@ from server_ext.jobs.fetch import fetch_all
 from server_ext.jobs.package_uri import PACKAGES_DIR_ENV
 from server_ext.jobs.kube_backend import KubeBackend
 from server_ext.jobs.service import JobService
+from server_ext.jobs.submission import Package, Submission
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, state
 from tests.local.object_stores import gcs_store  # noqa: F401  (fixture; its own process, unlike moto's
 # in-process server, whose global auth switch a second instance in one session would trip)
@@ -38,6 +39,11 @@ USER = "alice@example.com"
 def body(job_id: str, **training) -> dict:
     return {"jobId": job_id, "trainingInput": {"pythonModule": "trainer.task", "runtimeVersion": "python-3.11",
                                                "args": ["--epochs=2", "--sleep=0"], **training}}
+
+
+def shipped(doc: dict, package: pathlib.Path, staging_bucket: str | None = None) -> Submission:
+    """`doc` with the package built from the directory `package` (``--package-path``)."""
+    return Submission(doc, package=Package(str(package), staging_bucket))
 
 
 def service(backend, ns: str, **kw) -> JobService:
@@ -62,7 +68,7 @@ NOTHING = {"jobs": [], "pytorchjobs": [], "configmaps": []}
 
 async def test_the_package_ships_in_a_configmap_owned_by_the_job(backend, kube, kube_target, tmp_path):
     ns = kube_target.namespace
-    job = await service(backend, ns).create(USER, ns, body("shipped"), package_path=TRAINER)
+    job = await service(backend, ns).create(USER, ns, shipped(body("shipped"), TRAINER))
     uri = "configmap://shipped-package/mlplatform_example_trainer-0.1.0.tar.gz"
     assert job["jobId"] == "shipped" and job["trainingInput"]["packageUris"] == [uri]
     assert (await backend.get(ns, "shipped"))["trainingInput"]["packageUris"] == [uri]
@@ -115,9 +121,9 @@ async def test_a_failed_configmap_create_leaves_nothing(backend, kube, kube_clus
     kube_cluster.clear_requests()
     kube_cluster.inject_fault("POST", "/configmaps", status)
     with pytest.raises(error) as e:
-        await service(backend, ns).create(USER, ns, body("half_made"), package_path=TRAINER)
+        await service(backend, ns).create(USER, ns, shipped(body("half_made"), TRAINER))
     if error is UserInputError:
-        assert e.value.field == "--package-path" and e.value.status == 403
+        assert e.value.field == "package.path" and e.value.status == 403
     else:
         assert "package ConfigMap" in str(e.value) and "500" in e.value.reason
     assert await left_in(kube, ns) == NOTHING
@@ -128,7 +134,7 @@ async def test_a_failed_configmap_create_leaves_nothing(backend, kube, kube_clus
     assert made == [("POST", "jobs"), ("POST", "configmaps"), ("DELETE", "half-made")]
     await asyncio.sleep(0.3)  # the watch saw it come and go
     assert await backend.list(ns) == []
-    job = await service(backend, ns).create(USER, ns, body("half_made"), package_path=TRAINER)  # a retry works
+    job = await service(backend, ns).create(USER, ns, shipped(body("half_made"), TRAINER))  # a retry works
     assert job["jobId"] == "half_made" and (await left_in(kube, ns))["configmaps"] == ["half-made-package"]
 
 
@@ -139,7 +145,7 @@ async def test_a_failed_job_create_makes_no_configmap(backend, kube, kube_cluste
     doc = body("ddp", scaleTier="CUSTOM", runtimeVersion="pytorch-2.5", masterType="n1-standard-4",
                workerType="n1-standard-4", workerCount=1)
     with pytest.raises(UpstreamError):
-        await service(backend, ns).create(USER, ns, doc, package_path=TRAINER)
+        await service(backend, ns).create(USER, ns, shipped(doc, TRAINER))
     assert await left_in(kube, ns) == NOTHING
     assert kube_cluster.requests("POST", "/configmaps") == []
 
@@ -147,8 +153,8 @@ async def test_a_failed_job_create_makes_no_configmap(backend, kube, kube_cluste
 async def test_too_large_without_a_staging_bucket_creates_nothing(backend, kube, kube_target):
     ns = kube_target.namespace
     with pytest.raises(UserInputError) as e:
-        await service(backend, ns, package_limit=1000).create(USER, ns, body("too_big"), package_path=TRAINER)
-    assert e.value.field == "--package-path" and "set --staging-bucket" in e.value.message
+        await service(backend, ns, package_limit=1000).create(USER, ns, shipped(body("too_big"), TRAINER))
+    assert e.value.field == "package.path" and "set --staging-bucket" in e.value.message
     assert await left_in(kube, ns) == NOTHING
 
 
@@ -160,10 +166,10 @@ async def test_a_bad_job_spec_is_refused_before_any_build(backend, kube, kube_ta
                        (body("x", masterType="n1-standard-4"), "trainingInput.masterType")):
         doc["trainingInput"] = {k: v for k, v in doc["trainingInput"].items() if v is not None}
         with pytest.raises(UserInputError) as e:
-            await jobs.create(USER, ns, doc, package_path=missing)
+            await jobs.create(USER, ns, shipped(doc, missing))
         assert e.value.field == field
-    with pytest.raises(UserInputError, match="--staging-bucket"):
-        await jobs.create(USER, ns, body("x"), package_path=missing, staging_bucket="ftp://nope")
+    with pytest.raises(UserInputError, match="package.stagingBucket"):
+        await jobs.create(USER, ns, shipped(body("x"), missing, "ftp://nope"))
     assert await left_in(kube, ns) == NOTHING
 
 
@@ -174,7 +180,7 @@ async def test_a_large_package_is_staged_before_the_job(kube, kube_cluster, kube
     try:
         bucket = f"gs://{gcs_store.bucket}/staging"
         jobs = service(backend, ns, package_limit=1000)
-        job = await jobs.create(USER, ns, body("staged"), package_path=TRAINER, staging_bucket=bucket)
+        job = await jobs.create(USER, ns, shipped(body("staged"), TRAINER, bucket))
         (uri,) = job["trainingInput"]["packageUris"]
         assert uri.startswith(f"{bucket}/staged/packages/") and uri.endswith("/mlplatform_example_trainer-0.1.0.tar.gz")
         obj = await kube.get(f"/apis/batch/v1/namespaces/{ns}/jobs/staged")
@@ -186,8 +192,8 @@ async def test_a_large_package_is_staged_before_the_job(kube, kube_cluster, kube
         assert await left_in(kube, ns) == {**NOTHING, "jobs": ["staged"]}
         # the upload fails (no such bucket): nothing is created
         with pytest.raises(UserInputError) as e:
-            await jobs.create(USER, ns, body("failed"), package_path=TRAINER, staging_bucket="gs://no-such-bucket-x1")
-        assert e.value.field == "--staging-bucket" and "not found" in e.value.message
+            await jobs.create(USER, ns, shipped(body("failed"), TRAINER, "gs://no-such-bucket-x1"))
+        assert e.value.field == "package.stagingBucket" and "not found" in e.value.message
         assert len(kube_cluster.requests("POST", "/jobs")) == 1  # only the first job: no create after a failed upload
         assert await left_in(kube, ns) == {**NOTHING, "jobs": ["staged"]}
     finally:
@@ -199,7 +205,7 @@ async def test_the_example_trainer_runs_from_its_shipped_package(backend, kube_c
     (the fetch CLI reading the mounted ConfigMap) and the training container's script (pip installs
     the sdist, then ``python -m trainer.task``)."""
     ns = kube_target.namespace
-    await service(backend, ns).create(USER, ns, body("e2e"), package_path=TRAINER)
+    await service(backend, ns).create(USER, ns, shipped(body("e2e"), TRAINER))
     # nodes only once the ConfigMap exists: the test kubelet retries a missing volume only when
     # the pod changes, where a real one retries on its own
     kube_cluster.kubelet(mode="process", nodes=NODES)

@@ -30,6 +30,7 @@ from server_ext.jobs.fetch import fetch_all
 from server_ext.jobs.package_uri import DIGESTS_ENV
 from server_ext.jobs.kube_backend import KubeBackend
 from server_ext.jobs.service import JobService
+from server_ext.jobs.submission import Package, Submission
 from tests.cluster.identities import service_account_kubeconfig
 from tests.cluster.rest import ApiError, Rest
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, pods, state
@@ -83,7 +84,7 @@ async def swapped_sdist(tmp_path: pathlib.Path, marker: pathlib.Path) -> bytes:
 async def test_a_teammate_cannot_swap_a_jobs_package_configmap(backend, kube, kube_cluster, kube_target, teammate,
                                                               tmp_path):
     ns = kube_target.namespace
-    await service(backend, ns).create(USER, ns, body("shipped"), package_path=EXAMPLE / "trainer")
+    await service(backend, ns).create(USER, ns, Submission(body("shipped"), package=Package(str(EXAMPLE / "trainer"))))
     path = f"/api/v1/namespaces/{ns}/configmaps/shipped-package"
     cm = await teammate.get(path)
     assert cm["immutable"] is True
@@ -124,9 +125,8 @@ async def test_a_staged_package_overwritten_in_the_bucket_is_refused(kube, kube_
     backend = KubeBackend(kube, SETTINGS, staging_env=env)
     try:
         bucket = f"gs://{gcs_store.bucket}/staging"
-        job = await service(backend, ns, package_limit=1000).create(USER, ns, body("staged"),
-                                                                    package_path=EXAMPLE / "trainer",
-                                                                    staging_bucket=bucket)
+        job = await service(backend, ns, package_limit=1000).create(
+            USER, ns, Submission(body("staged"), package=Package(str(EXAMPLE / "trainer"), bucket)))
         (uri,) = job["trainingInput"]["packageUris"]
         key = uri.removeprefix(f"gs://{gcs_store.bucket}/")
         assert len(await fetch_all([uri], tmp_path / "before", env)) == 1  # as submitted: fetched

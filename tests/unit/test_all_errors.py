@@ -8,15 +8,16 @@ import pytest
 
 from hub_ext.catalog import parse_accelerators
 from hub_ext.errors import UserInputError, UserInputErrors, collect, http_answer
-from server_ext.cli.flags import flagged, flags_to_job, parse_args
+from server_ext.cli.flags import flagged, parse_args, submission_of
 from server_ext.cli.output import input_error
 from server_ext.client.errors import from_response
 from server_ext.errors import google_error
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job
-from server_ext.rest.fields import for_create
-from server_ext.rest.package_field import split_package
+from server_ext.jobs.service import JobService
+from server_ext.jobs.submission import Mounts, Submission
+from server_ext.rest.package_field import read_create_body
 
 pytestmark = pytest.mark.unit
 
@@ -135,16 +136,20 @@ def test_the_plan_names_the_runtime_and_each_replicas_machine_and_accelerator_to
 
 
 def test_the_rest_package_field_names_a_bad_bucket_and_a_bad_path_together(tmp_path):
-    e = refusal(split_package, {"package": {"path": "../outside", "stagingBucket": 7}}, tmp_path)
+    e = refusal(read_create_body, {"package": {"path": "../outside", "stagingBucket": 7}}, "vision", tmp_path)
     assert [f for f, _ in e.violations] == ["package.stagingBucket", "package.path"]
 
 
-def test_rest_renames_each_mistake_to_the_name_the_body_used():
-    e = UserInputErrors([UserInputError("--package-path", "needs a pythonModule"),
-                         UserInputError("credentials[0]", "no such credential", 403), UserInputError("jobId", "bad")])
-    renamed = for_create(e, {"mounts": {"credentials": ["x"]}})
-    assert [(f, s) for (f, _), s in zip(renamed.violations, (x.status for x in renamed.errors))] == [
-        ("package.path", 400), ("mounts.credentials[0]", 403), ("jobId", 400)]
+async def test_the_service_names_each_mistake_as_the_rest_body_does():
+    """The jobs service names fields in REST terms (``mounts.credentials[0]``), for every face."""
+    async def projects(user):
+        return ["vision"]
+
+    service = JobService(object(), PlanSettings(Machines(CATALOG)), projects)
+    sub = Submission({"jobId": "1st", "trainingInput": CODE}, "vision", mounts=Mounts(("x",)))
+    with pytest.raises(UserInputError) as e:
+        await service.create("alice", "vision", sub)
+    assert [(one.field, one.status) for one in e.value.errors] == [("jobId", 400), ("mounts.credentials[0]", 403)]
 
 
 SUBMIT = ["jobs", "submit", "training"]
@@ -157,7 +162,7 @@ def test_the_cli_names_every_mistake_by_its_flag_first_line_as_before(tmp_path):
                                 "--labels", "Team=vision", "--config", str(config),
                                 "--scale-tier", "custom", "--master-machine-type", "n1-standard-8",
                                 "--master-accelerator", "type=tpu-v2,count=1"])
-    e = refusal(flags_to_job, args)
+    e = refusal(submission_of, args)
     assert [f for f, _ in e.violations] == ["JOB", "--labels", "--master-accelerator",
                                             "trainingInput.scheduling.maxRunningTime in --config", "--module-name"]
     lines = input_error(e).split("\n")
@@ -171,7 +176,7 @@ def test_the_cli_names_every_mistake_by_its_flag_first_line_as_before(tmp_path):
 def test_cli_flag_rules_are_told_together_and_a_lone_error_prints_as_before():
     args = parse_args(SUBMIT + ["j", "--worker-count", "2", "--parameter-server-machine-type", "standard",
                                 "--module-name", "m", "--packages", "gs://b/t.tar.gz"])
-    e = refusal(flags_to_job, args)
+    e = refusal(submission_of, args)
     assert input_error(e) == ("Invalid value for [--worker-machine-type]: must be specified with --worker-count\n"
                               "Invalid value for [--parameter-server-count]: must be specified with "
                               "--parameter-server-machine-type")

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from server_ext.cli import flags
-from server_ext.cli.flags import flags_to_job, local_train_job, parse_args
+from server_ext.cli.flags import local_train_job, parse_args, submission_of
 from server_ext.cli.main import main
 
 pytestmark = pytest.mark.unit
@@ -20,7 +20,8 @@ ENV = {"JUPYTERHUB_USER": "alice", "MLPLATFORM_CONFIG": "/nonexistent/kubectl-ai
 
 def job_of(argv, config=None):
     args = parse_args(SUBMIT + argv)
-    return flags_to_job(args, read=lambda path: config)
+    sub = submission_of(args, read=lambda path: config)
+    return sub.job, sub.package.path if sub.package else None
 
 
 @pytest.mark.parametrize("argv, training, extra", [
@@ -147,8 +148,8 @@ def test_platform_flags_go_anywhere_and_default_sensibly():
     assert (args.project, args.context, args.local) == ("team", "kind-dev", False)
     args = parse_args(["jobs", "describe", "j", "--project", "p2", "--local"])
     assert (args.project, args.context, args.local, args.job) == ("p2", None, True, "j")
-    assert flags.mounts_from_flags(parse_args(SUBMIT + ["j", "--credentials", "gcp-key", "--datasets", "a,b"])) == {
-        "credentials": ["gcp-key"], "datasets": ["a", "b"]}
+    args = parse_args(SUBMIT + ["j", *CODE, "--credentials", "gcp-key", "--datasets", "a,b"])
+    assert flags.submission_of(args).mounts.to_rest() == {"credentials": ["gcp-key"], "datasets": ["a", "b"]}
 
 
 def run_cli(argv, env=ENV):

@@ -193,9 +193,11 @@ class ShippingService(JobService):
     """`JobService` whose ``--package-path`` build is replaced by a stand-in URI; what `create` was
     asked to build and ship is recorded (tests/local/test_cli.py builds for real)."""
 
-    async def create(self, user, project, body, package_path=None, staging_bucket=None):
-        self.shipped = getattr(self, "shipped", []) + [(package_path, staging_bucket)]
-        if package_path is not None:
+    async def create(self, user, project, sub):
+        package = sub.package
+        self.shipped = getattr(self, "shipped", []) + [(package.path, package.staging_bucket) if package else None]
+        body = sub.job
+        if package is not None:
             training = body["trainingInput"]
             body = {**body, "trainingInput": {**training, "packageUris": ["gs://built/t-0.tar.gz",
                                                                           *training.get("packageUris", [])]}}
@@ -210,10 +212,9 @@ def context(backend):
 
 
 async def submit(ctx, argv):
-    from server_ext.cli.flags import flags_to_job
+    from server_ext.cli.flags import submission_of
     args = parse_args(["jobs", "submit", "training", *argv])
-    doc, package_path = flags_to_job(args)
-    return await commands.submit_training(ctx, args, doc, package_path)
+    return await commands.submit_training(ctx, args, submission_of(args))
 
 
 async def test_submit_prints_gclouds_block_and_status():
@@ -223,7 +224,7 @@ async def test_submit_prints_gclouds_block_and_status():
                               "--staging-bucket", "gs://stage/"]) == 0
     assert ctx.out.getvalue() == "jobId: j1\nstate: QUEUED\n"
     assert ctx.err.getvalue() == output.submitted("j1")
-    assert ctx.service.shipped == [(pathlib.Path("trainer"), "gs://stage")]
+    assert ctx.service.shipped == [("trainer", "gs://stage")]
     assert backend.plans[0].package_uris == ("gs://built/t-0.tar.gz",) and backend.plans[0].owner == "alice"
 
 

@@ -1,5 +1,5 @@
 """The notebook client's `submit(config)` of a Katib example Experiment hears what the CLI hears
-(issue 20, item 3): `job_document` collects the note of a name replaced after ``job_id``, and
+(issue 20, item 3): `submission_of` collects the note of a name replaced after ``job_id``, and
 `experiment_notes` names the replaced ``kubeflow`` namespace (the text the REST API sends as its
 ``Warning: 299`` header); a plain Job has none."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from server_ext.client.notebook import experiment_notes, job_document
+from server_ext.client.notebook import experiment_notes, submission_of
 from tests.unit.test_katib_examples import EXAMPLES
 
 pytestmark = pytest.mark.unit
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.unit
 
 def test_a_katib_example_gives_the_notes_the_cli_prints():
     said: list[str] = []
-    doc, _, _ = job_document(EXAMPLES["tpe-example-run"], None, {"job_id": "tpe_2"}, notes=said)
+    doc = submission_of(EXAMPLES["tpe-example-run"], None, {"job_id": "tpe_2"}, notes=said).job
     assert doc["metadata"]["name"] == "tpe-2"
     assert said == ["note: the Experiment is named 'tpe-2' after JOB (its metadata.name 'tpe-example-run' is "
                     "replaced), so its jobId is tpe_2"]
@@ -23,12 +23,12 @@ def test_a_katib_example_gives_the_notes_the_cli_prints():
         "note: the Experiment goes into project 'alice': its metadata.namespace 'kubeflow' is replaced"]
 
     said = []
-    doc, _, _ = job_document(EXAMPLES["tpe-example-run"], None, {}, notes=said)
+    doc = submission_of(EXAMPLES["tpe-example-run"], None, {}, notes=said).job
     assert said == [] and doc["metadata"]["name"] == "tpe-example-run"
 
 
 def test_a_job_has_no_notes():
     said: list[str] = []
-    doc, _, _ = job_document({"trainingInput": {"pythonModule": "trainer.task", "packageUris": ["gs://b/t.tar.gz"],
-                                                "region": "us-central1"}}, None, {"job_id": "j1"}, notes=said)
+    doc = submission_of({"trainingInput": {"pythonModule": "trainer.task", "packageUris": ["gs://b/t.tar.gz"],
+                                           "region": "us-central1"}}, None, {"job_id": "j1"}, notes=said).job
     assert said == [] and experiment_notes(doc, "alice") == []

@@ -274,14 +274,15 @@ def test_named_keeps_the_document_and_says_what_it_replaced():
 
 def test_the_notebook_client_reads_a_katib_example_as_the_cli_does(tmp_path):
     """``widgets``/``mlplatform`` ``submit(config)`` in a notebook builds its body with the CLI's reading
-    (`job_document` → `flags_to_job`): the example's name gives the jobId, ``job_id=`` names it, and
+    (`submission_of` → `submission.from_options`, as the CLI's): the example's name gives the jobId, ``job_id=`` names it, and
     a script's ``region=`` is taken beside it."""
-    from server_ext.client.notebook import job_document
+    from server_ext.client.notebook import submission_of
 
     path = tmp_path / "bayes.yaml"
     path.write_text(EXAMPLES["bayesian-optimization-demo"])
-    doc, staging, mounts = job_document(str(path), None, {"region": "us-central1"})
+    sub = submission_of(str(path), None, {"region": "us-central1"})
+    doc, staging, mounts = sub.job, sub.package, sub.mounts.to_rest()
     assert (doc["metadata"]["name"], staging, mounts) == ("bayesian-optimization-demo", None, {})
     check_experiment(native_experiment(doc, "vision", "bob"))
-    doc, _, _ = job_document(str(path), None, {"job_id": "bayes_run_2"})
+    doc = submission_of(str(path), None, {"job_id": "bayes_run_2"}).job
     assert doc["metadata"]["name"] == "bayes-run-2" and doc["metadata"]["namespace"] == "kubeflow"  # replaced there

@@ -141,18 +141,18 @@ def test_default_job_id_is_the_modules_last_part_and_the_utc_time(module, job_id
 def test_submit_without_a_job_id_gets_one_and_an_explicit_one_wins(monkeypatch):
     """The README's ``client.submit(module_name="trainer.task", package_path="trainer/trainer")``."""
     from server_ext.client import notebook
-    from server_ext.client.notebook import job_document
+    from server_ext.client.notebook import submission_of
 
     monkeypatch.setattr(notebook, "_issued", set())
 
-    doc, _, _ = job_document(None, "trainer/trainer", {"module_name": "trainer.task"}, now=NOW)
+    doc = submission_of(None, "trainer/trainer", {"module_name": "trainer.task"}, now=NOW).job
     assert doc["jobId"] == "task_20261203_155402" and doc["trainingInput"]["pythonModule"] == "trainer.task"
-    again, _, _ = job_document(None, "trainer/trainer", {"module_name": "trainer.task"}, now=NOW)
+    again = submission_of(None, "trainer/trainer", {"module_name": "trainer.task"}, now=NOW).job
     assert again["jobId"] == "task_20261203_155402_2"  # the same second in the same process
     config = "trainingInput: {pythonModule: census.train, packageUris: ['gs://b/t.tgz']}"
-    assert job_document(config, None, {}, now=NOW)[0]["jobId"] == "train_20261203_155402"
-    assert job_document(config, None, {"job_id": "mine"}, now=NOW)[0]["jobId"] == "mine"
-    assert job_document("jobId: named\n" + config, None, {}, now=NOW)[0]["jobId"] == "named"
+    assert submission_of(config, None, {}, now=NOW).job["jobId"] == "train_20261203_155402"
+    assert submission_of(config, None, {"job_id": "mine"}, now=NOW).job["jobId"] == "mine"
+    assert submission_of("jobId: named\n" + config, None, {}, now=NOW).job["jobId"] == "named"
 
 
 def test_clients_are_held_weakly_and_their_connections_closed_at_exit():

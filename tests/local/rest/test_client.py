@@ -13,7 +13,9 @@ import time
 import pytest
 
 from server_ext.client import RemoteService, ServerJobs, from_environment
+from server_ext.cli.flags import flagged, parse_args
 from server_ext.errors import JobExists, JobFinished, JobNotFound, UpstreamError, UserInputError
+from server_ext.jobs.submission import Package, Submission
 from tests.conftest import ROOT
 
 from .conftest import PROJECT, TRAINER, job_body
@@ -93,10 +95,13 @@ def test_every_error_is_the_backends_exception(server, jp_root_dir, run, tmp_pat
                 with pytest.raises(UserInputError) as e:
                     await call
                 assert (e.value.field, e.value.status) == (field, status), e.value
-            # through RemoteService (the CLI's), a package field names the flag
+            # through RemoteService (the CLI's), a package field is named in REST terms; the CLI names its flag
             with pytest.raises(UserInputError) as e:
-                await RemoteService(jobs).create("ignored", PROJECT, job_body("pkg"), package_path=outside)
-            assert e.value.field == "--package-path" and "root directory" in e.value.message
+                await RemoteService(jobs).create("ignored", PROJECT, Submission(job_body("pkg"),
+                                                                                package=Package(str(outside))))
+            assert e.value.field == "package.path" and "root directory" in e.value.message
+            args = parse_args(["jobs", "submit", "training", "pkg", "--package-path", str(outside)])
+            assert flagged(e.value, args).field == "--package-path"
         async with ServerJobs(server[0], "wrong-token") as refused:
             with pytest.raises(UserInputError) as e:
                 await refused.list(PROJECT)
