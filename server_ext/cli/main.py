@@ -269,7 +269,8 @@ async def dry_run(args: argparse.Namespace, sub: Submission, user: str, project:
                            getattr(args, "context", None))
     mounts = sub.mounts
     try:
-        service = wiring.dry_run_service(_tables(env), project, local=local, state_dir=state_dir(env) if local else None)
+        service = wiring.dry_run_service(_tables(env), project, local=local,
+                                         state_dir=state_dir(env) if local else None)
     except ImportError as e:
         raise BackendUnavailable(f"the Kubernetes manifests cannot be built here ({e})") from None
     try:  # the mounts are the project's to check, on submit

@@ -8,7 +8,9 @@
   submitted: before anything is created, every independent mistake of the body, the mounts and the
   plan is raised at once (`UserInputErrors`, one violation per field; a lone one as the
   `UserInputError` it is). Every field is named in REST terms (``mounts.credentials[0]``,
-  ``package.path``, ``package.stagingBucket``); the faces rename them at their edge.
+  ``package.path``, ``package.stagingBucket``); the faces rename them at their edge. The package,
+  plan and runtime modules still name a few as the CLI spells them (``--package-path``,
+  ``--staging-bucket``, ``task-name``): `_REST_NAMES` renames those, here only.
 - With a package: after every check above (a bad job spec never spends a build; ``packageUris``
   may then be left out) the package is built (`package.build_sdist`) into a temporary directory,
   attached to the plan (`plan.with_package`: a ConfigMap when it fits, else the staging bucket,

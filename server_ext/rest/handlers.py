@@ -16,9 +16,10 @@ Every method is authenticated (the server's own identity provider: the hub's OAu
 JupyterHub, a token otherwise) and authorized on the resource ``mlplatform``; the jobs service
 then checks the project. Errors are Google's error JSON (`rest.errors`), naming fields as the
 client sent them (the jobs service names them so: ``package.path``, ``task``,
-``mounts.credentials[0]``; a query parameter that is not UTF-8); every other path under ``ml/v1`` (`NotFoundHandler`) answers 404
-``NOT_FOUND``, or 400 naming ``jobId``/``trialId`` when an id is malformed. Handlers are thin:
-parse (`rest.inputs`), call one service method, render.
+``mounts.credentials[0]``; a query parameter that is not UTF-8); every other path under ``ml/v1``
+(`NotFoundHandler`) answers 404 ``NOT_FOUND``, or 400 naming ``jobId``/``trialId`` when an id is
+malformed. Handlers are thin: parse (`rest.inputs`, `rest.package_field` → a `Submission`), call
+one service method, render.
 
 Activity: only requests that change something (``POST``: create, cancel) count as the user's
 activity of the server; reads (the widgets' polls, log streams, lists, gets) do not, so a notebook

@@ -1,5 +1,6 @@
 """`SubmitForm`: the job submission form (plain ipywidgets), and its pure parts: `submit_arguments`
-(form values → `Client.submit` arguments), `check_values` (every mistake of the form's values at
+(form values → `Client.submit` arguments, which read them into the one description of a
+submission, `server_ext.jobs.submission.Submission`, as the CLI's flags and the REST body are), `check_values` (every mistake of the form's values at
 once), `field_of` (an error's field → the form field that shows it) and `error_places` (an error →
 the messages shown next to each field and above the button).
 
