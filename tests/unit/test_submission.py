@@ -108,3 +108,30 @@ async def test_dry_run_is_a_backend_that_answers_what_it_would_create(tmp_path):
     with pytest.raises(UserInputError) as e:  # the project is still checked
         await kube.create("alice", "other", sub)
     assert e.value.field == "project"
+
+
+async def test_a_task_the_runtime_lacks_is_named_by_its_flag_not_a_traceback():
+    """``jobs stream-logs J --task-name worker-3`` on a job without that task: the runtime's refusal
+    (at the first line, inside the tasks' group) is one error naming ``--task-name`` (it was an
+    ExceptionGroup, which the CLI's error handling did not catch: a traceback)."""
+    import io
+
+    from server_ext.cli import commands
+    from server_ext.cli.flags import submission_of
+    from server_ext.jobs.service import JobService
+    from tests.unit.test_cli_output import FakeBackend, default_plan_settings
+
+    class NoWorkers(FakeBackend):
+        def logs(self, project, job_id, task="master-replica-0", *, follow=False, after=0):
+            raise UserInputError("task-name", f"the job has no task {task!r}")
+
+    async def projects(user):
+        return ["team"]
+
+    ctx = commands.Context(JobService(NoWorkers(), default_plan_settings(), projects), "alice", "team",
+                           io.StringIO(), io.StringIO())
+    submit = parse_args(["jobs", "submit", "training", "j1", "--module-name", "t", "--packages", "gs://b/t.tgz"])
+    await commands.submit_training(ctx, submit, from_cli(submit))
+    with pytest.raises(UserInputError) as e:
+        await commands.stream_job_logs(ctx, parse_args(["jobs", "stream-logs", "j1", "--task-name", "worker-3"]))
+    assert (e.value.field, e.value.message) == ("--task-name", "the job has no task 'worker-replica-3'")
