@@ -122,12 +122,13 @@ def from_rest(body: Any, project: str = "", resolve: Callable[[str], str] = path
     if not isinstance(body, dict):
         raise UserInputError("job", "must be a JSON object")
     body = dict(body)
-    spec = body.pop("package", None) if "package" in body else None
+    sent_package = "package" in body
+    spec = body.pop("package", None)
     experiment = body.get("kind") == "Experiment"  # taken as it is: a "mounts" in it is its own
     mounts = body.pop("mounts", None) if not experiment else None
     package = credentials = datasets = None
     with collect() as problems:  # a bad bucket, a bad path and bad mounts are told together
-        if spec is not None:
+        if sent_package:
             if not isinstance(spec, dict) or not set(spec) <= {"path", "stagingBucket"} or \
                     not isinstance(spec.get("path"), str) or not spec["path"]:
                 raise UserInputError("package", "must be {\"path\": \"<package directory>\"} with an optional "

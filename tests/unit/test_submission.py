@@ -65,9 +65,11 @@ def test_the_rest_body_names_its_platform_fields_all_at_once():
     with pytest.raises(UserInputErrors) as e:
         from_rest({"jobId": "j", "package": {"path": "bad\x00", "stagingBucket": 7}, "mounts": {"datasets": 5}})
     assert [f for f, _ in e.value.violations] == ["package.stagingBucket", "package.path", "mounts.datasets"]
-    with pytest.raises(UserInputError) as e:
-        from_rest([])
-    assert e.value.field == "job"
+    for body, field in (([], "job"), ({"package": None}, "package"), ({"mounts": ["gcp"]}, "mounts")):
+        with pytest.raises(UserInputError) as e:
+            from_rest(body)
+        assert e.value.field == field
+    assert from_rest({"jobId": "j", "mounts": None}) == Submission({"jobId": "j"})
     experiment = {"kind": "Experiment", "mounts": {"x": 1}}  # taken as it is: its fields are its own
     assert from_rest(experiment).job == experiment
 
