@@ -42,6 +42,21 @@ def test_every_door_fills_the_same_submission_and_job():
     assert from_rest(to_rest(client), "vision") == client  # the body a client sends reads back the same
 
 
+def test_the_submit_form_fills_it_as_the_cli_does():
+    from server_ext.widgets.form import submit_arguments
+
+    config, kwargs = submit_arguments({"job_id": "j1", "module": "trainer.task", "package_path": "trainer",
+                                       "args": "--epochs=3", "scale_tier": "BASIC_GPU", "credentials": ("gcp",),
+                                       "datasets": ("a", "b"), "project": "vision"})
+    project, package_path = kwargs.pop("project"), kwargs.pop("package_path")
+    form = from_client(config, package_path, kwargs, project)
+    cli = from_cli(parse_args(["jobs", "submit", "training", "j1", "--module-name", "trainer.task", "--scale-tier",
+                               "basic-gpu", "--package-path", "trainer", "--credentials", "gcp", "--datasets", "a,b",
+                               "--", "--epochs=3"])).in_project("vision")
+    assert form.to_job().to_json() == cli.to_job().to_json()
+    assert (form.project, form.package, form.mounts) == (cli.project, cli.package, cli.mounts)
+
+
 def test_a_mistake_is_named_in_rest_terms_then_by_each_face():
     with pytest.raises(UserInputError) as e:
         from_options({"job": "j1", "package_path": "trainer"})
