@@ -57,7 +57,7 @@ async def local_service(tables: JobTables, state_dir: pathlib.Path, projects: Pr
                         settings_for: Settings | None = None) -> JobService:
     """A `JobService` over a started `LocalBackend` on `state_dir`; plans with `accelerators` (else
     the built-in catalogue), or per project with `settings_for`."""
-    from .jobs.local_backend import LocalBackend
+    from .jobs.local.backend import LocalBackend
 
     backend = LocalBackend(state_dir, max_processes=max_processes)
     await backend.start()
@@ -68,7 +68,7 @@ async def local_service(tables: JobTables, state_dir: pathlib.Path, projects: Pr
 def kube_service(kube: Any, tables: JobTables, projects: Projects, files: Files, *,
                  settings: PlanSettings | None = None, settings_for: Settings | None = None) -> JobService:
     """A `JobService` over a `KubeBackend` on `kube` (an API client's root, `server_ext.kube_target.connect`)."""
-    from .jobs.kube_backend import KubeBackend
+    from .jobs.kube.backend import KubeBackend
 
     backend = KubeBackend(kube, tables.kube_settings(mount_settings()))
     return JobService(backend, settings or tables.plan_settings(DEFAULT_ACCELERATORS), projects, files,

@@ -21,7 +21,7 @@ Guarantees:
   (Kubernetes only), refuses a Katib Experiment on the local runtime, and builds ``--package-path``
   (in a temporary directory, removed after) to apply the same delivery rules as a submit (a
   ConfigMap when it fits, else ``--staging-bucket``, else exit 2). It prints only YAML documents on
-  stdout: the Kubernetes objects of `server_ext.jobs.kubeflow.job_manifest`, followed by the
+  stdout: the Kubernetes objects of `server_ext.jobs.kube.kubeflow.job_manifest`, followed by the
   package's ConfigMap (its ownerReference without the ``uid`` the created object gives it); with
   the local runtime, the ml.v1 Job as it would be recorded (no Kubernetes objects; a package that
   ships in a ConfigMap on Kubernetes is kept as a copy in the job's directory there, and the note
@@ -278,7 +278,7 @@ async def dry_run(args: argparse.Namespace, sub: Submission, user: str, project:
     except UserInputError as e:
         raise flagged(e, args) from None
     if sub.is_experiment:
-        from server_ext.jobs.native_experiment import notes
+        from server_ext.jobs.kube.native_experiment import notes
 
         err.write("".join(n + "\n" for n in notes(sub.job, project)))
     if mounts:
@@ -325,7 +325,7 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO, env: Mapping[s
     service, project, close = await open_target(args, user, err, env, run_dir=run_dir)
     try:
         if sub is not None and sub.is_experiment and target in ("kubernetes", "server"):
-            from server_ext.jobs.native_experiment import native_experiment, notes
+            from server_ext.jobs.kube.native_experiment import native_experiment, notes
 
             native_experiment(sub.job, project, user)  # its refusal first, alone: the notes are for what is submitted
             err.write("".join(n + "\n" for n in notes(sub.job, project)))

@@ -354,7 +354,7 @@ def experiment_notes(doc: Any, project: str) -> list[str]:
     """What the server changes in a Katib Experiment `doc` submitted to `project` (its namespace)."""
     if not (isinstance(doc, Mapping) and doc.get("kind") == "Experiment"):
         return []
-    from ..jobs.native_experiment import notes
+    from ..jobs.kube.native_experiment import notes
 
     return notes(doc, project)
 

@@ -4,8 +4,8 @@ service's checks, planning and package build) against it.
 
 `submit(plan)` answers ``{"runtime", "manifests", "package"}``:
 
-- Kubernetes (`DryRun(kube_settings)`): the objects of `server_ext.jobs.kubeflow.job_manifest` (a
-  sweep: `server_ext.jobs.katib.experiment_manifest`), followed by the package's ConfigMap when it
+- Kubernetes (`DryRun(kube_settings)`): the objects of `server_ext.jobs.kube.kubeflow.job_manifest` (a
+  sweep: `server_ext.jobs.kube.katib.experiment_manifest`), followed by the package's ConfigMap when it
   ships in one (its ownerReference without the ``uid`` the created object gives it);
   `submit_experiment` answers a user's Katib Experiment as `native_experiment` makes it.
 - The local runtime (`DryRun(None, state_dir)`): the ``ml.v1`` Job as it would be recorded (no
@@ -44,10 +44,10 @@ class DryRun:
         if self.kube_settings is None:
             docs = [plan.job.to_json()]
         else:
-            from .kubeflow import job_manifest
+            from .kube.kubeflow import job_manifest
 
             if plan.sweep is not None:
-                from .katib import experiment_manifest
+                from .kube.katib import experiment_manifest
 
                 manifest: Any = experiment_manifest(plan, self.kube_settings)
             else:
@@ -58,7 +58,7 @@ class DryRun:
         return {"runtime": self.runtime, "manifests": docs, "package": self._package(plan)}
 
     async def submit_experiment(self, project: str, owner: str, doc: dict) -> dict:  # Kubernetes only
-        from .native_experiment import native_experiment
+        from .kube.native_experiment import native_experiment
 
         return {"runtime": self.runtime, "manifests": [native_experiment(doc, project, owner)], "package": None}
 
@@ -69,7 +69,7 @@ class DryRun:
         if shipped.delivery == "bucket":
             where = f"would be staged to {shipped.uri}"
         elif self.kube_settings is None and self.state_dir is not None:
-            from .local_package import SHIPPED_DIR
+            from .local.package import SHIPPED_DIR
 
             copy = self.state_dir / "jobs" / plan.project / plan.job.job_id / SHIPPED_DIR / shipped.filename
             where = (f"would be kept as a copy in the job's directory, {copy} (the job's packageUris names it "

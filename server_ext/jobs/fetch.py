@@ -5,7 +5,7 @@ limit read from the env — is `server_ext.jobs.package_uri`.
 `fetch_all(uris, dest, env)` is what the Kubernetes init container runs (through the CLI
 ``python -m server_ext.jobs.fetch --dest DIR URI...``: exit 0, or exit 1 with one line on stderr
 naming the URI) and what the local backend awaits. `put_object(uri, data, env, field)` is the
-upload half, used to stage packages (`server_ext.jobs.kube_package.stage`, `server_ext.jobs.package.stage`).
+upload half, used to stage packages (`server_ext.jobs.kube.package.stage`, `server_ext.jobs.package.stage`).
 
 URIs (``i`` is the URI's index, used in every error's field ``trainingInput.packageUris[i]``):
 

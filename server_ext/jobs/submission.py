@@ -218,7 +218,7 @@ def from_options(options: Mapping[str, Any], config: dict | None = None, project
 
 def _experiment(options: Mapping[str, Any], config: dict, notes: list[str] | None) -> dict:
     """A Katib Experiment, taken as it is, named after the ``job`` option."""
-    from .native_experiment import named
+    from .kube.native_experiment import named
 
     given = [OPTIONS[name][0] for name in JOB_OPTIONS
              if name not in ("job", "region") and options.get(name)]

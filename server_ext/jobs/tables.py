@@ -30,7 +30,7 @@ from hub_ext.catalog import Accelerator
 from hub_ext.errors import ConfigError, Problem
 from hub_ext.kube_mounts import MountSettings
 
-from .kubeflow import DEFAULT_FETCHER_IMAGE, KubeSettings
+from .kube.kubeflow import DEFAULT_FETCHER_IMAGE, KubeSettings
 from .machines import Machine, Machines
 from .plan import DEFAULT_RUNTIMES, FRAMEWORKS, PlanSettings, Runtime, Runtimes
 

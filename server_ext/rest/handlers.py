@@ -44,7 +44,7 @@ from tornado.iostream import StreamClosedError
 
 from ..errors import PlatformError, UserInputError, UserInputErrors
 from ..jobs.model import JOB_ID, parse_job
-from ..jobs.native_experiment import notes
+from ..jobs.kube.native_experiment import notes
 from . import inputs
 from .errors import error_body
 from .package_field import read_create_body

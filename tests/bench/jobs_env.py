@@ -1,7 +1,7 @@
 """Shared set-up for the benchmarks (`tests.bench.jobs_list`, `idle_lists`, `sweep_status`, `spawn`): the
 test cluster (`tests.cluster`: the real control plane built from Go modules, its fault proxy, a
 test kubelet on demand) in its own process, pre-filled with realistic ``PyTorchJob`` objects made
-by `server_ext.jobs.kubeflow.job_manifest` (varied plans, labels, owners and states) or a Katib
+by `server_ext.jobs.kube.kubeflow.job_manifest` (varied plans, labels, owners and states) or a Katib
 sweep, and small helpers over the proxy's request log. Not a test module: nothing here asserts.
 
     .venv/bin/python -m tests.bench.jobs_env --kubeconfig K [--hub-kubeconfig H] [--fill NS=N ...]
@@ -37,7 +37,7 @@ import aiohttp
 import kubernetes_asyncio
 
 from hub_ext.kube import Kube
-from server_ext.jobs.kubeflow import API, job_manifest
+from server_ext.jobs.kube.kubeflow import API, job_manifest
 from tests.kube.job_env import SETTINGS, plan
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

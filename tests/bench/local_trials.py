@@ -1,4 +1,4 @@
-"""Per-trial overhead of a local sweep (`server_ext.jobs.local_sweeps`) against running the trial
+"""Per-trial overhead of a local sweep (`server_ext.jobs.local.sweeps`) against running the trial
 script directly. Goal: at most 5% for 1-second trials.
 
     .venv/bin/python -m tests.bench.local_trials [--trials 10] [--seconds 1.0]
@@ -32,7 +32,7 @@ import tempfile
 import time
 
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local_backend import LocalBackend
+from server_ext.jobs.local.backend import LocalBackend
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job

@@ -33,8 +33,8 @@ import statistics
 import sys
 import time
 
-from server_ext.jobs.katib import experiment_manifest
-from server_ext.jobs.kube_backend import KubeBackend
+from server_ext.jobs.kube.katib import experiment_manifest
+from server_ext.jobs.kube.backend import KubeBackend
 from tests.bench.jobs_env import SETTINGS, Server, is_watch, new_kube
 from tests.kube.job_env import plan
 

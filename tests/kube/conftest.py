@@ -17,7 +17,7 @@ import kubernetes_asyncio
 import pytest
 
 from hub_ext.kube import Kube
-from server_ext.jobs.kube_backend import KubeBackend
+from server_ext.jobs.kube.backend import KubeBackend
 from tests.kube.job_env import NODES, SETTINGS
 from tests.kube.training_operator import TrainingOperator
 

@@ -8,7 +8,7 @@ import asyncio
 
 from hub_ext.catalog import parse_accelerators
 from hub_ext.kube_mounts import MountSettings
-from server_ext.jobs.kubeflow import KubeSettings
+from server_ext.jobs.kube.kubeflow import KubeSettings
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job

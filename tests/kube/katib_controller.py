@@ -53,7 +53,7 @@ import string
 
 from hub_ext.kube import Conflict, Kube, KubeError, NotFound, reason
 from hub_ext.watchcache import WatchCache
-from server_ext.jobs.kubeflow import resource_path
+from server_ext.jobs.kube.kubeflow import resource_path
 from tests.kube.controller import Controller, controller_ref
 from tests.kube.training_operator import KINDS, MERGE, is_true, now, set_condition
 

@@ -22,7 +22,7 @@ from hub_ext.kube import Kube
 from server_ext.errors import JobNotFound
 from server_ext.jobs.fetch import fetch_all
 from server_ext.jobs.package_uri import PACKAGES_DIR_ENV
-from server_ext.jobs.kube_backend import KubeBackend
+from server_ext.jobs.kube.backend import KubeBackend
 from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Package, Submission
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, state

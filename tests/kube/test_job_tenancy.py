@@ -28,7 +28,7 @@ from hub_ext.tenancy import CATALOG_CONFIGMAP, ROLE, ROLE_RULES, SERVICE_ACCOUNT
 from server_ext.jobs import package
 from server_ext.jobs.fetch import fetch_all
 from server_ext.jobs.package_uri import DIGESTS_ENV
-from server_ext.jobs.kube_backend import KubeBackend
+from server_ext.jobs.kube.backend import KubeBackend
 from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Package, Submission
 from tests.cluster.identities import service_account_kubeconfig

@@ -22,8 +22,8 @@ import pytest
 
 from hub_ext.errors import UserInputError
 from server_ext.errors import JobExists, JobFinished, JobNotFound
-from server_ext.jobs import katib as katib_mapping
-from server_ext.jobs.native_experiment import native_experiment
+from server_ext.jobs.kube import katib as katib_mapping
+from server_ext.jobs.kube.native_experiment import native_experiment
 from tests.kube.job_env import plan, pods, pytorch_doc, state, until
 from tests.kube.katib_controller import EXPERIMENT_LABEL, KatibController, completed
 from tests.unit.test_job_kubeflow import kubernetes_expand

@@ -43,8 +43,8 @@ import pytest
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Kube
 from server_ext.errors import JobExists
-from server_ext.jobs.kube_backend import SELECTOR, KubeBackend
-from server_ext.jobs.kube_sweeps import EXPERIMENT_LABEL
+from server_ext.jobs.kube.backend import SELECTOR, KubeBackend
+from server_ext.jobs.kube.sweeps import EXPERIMENT_LABEL
 from server_ext.jobs.model import JOB_ID_ANNOTATION, kubernetes_name
 from server_ext.jobs.plan import with_package
 from tests.kube.job_env import SETTINGS, plan, pytorch_doc, single_doc, tf_doc

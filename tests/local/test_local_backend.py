@@ -21,8 +21,8 @@ from hub_ext.errors import UserInputError
 from hub_ext.mounts import Credential
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local_backend import LocalBackend
-from server_ext.jobs.local_procs import Replica, read_exit
+from server_ext.jobs.local.backend import LocalBackend
+from server_ext.jobs.local.procs import Replica, read_exit
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.package import digest
@@ -359,7 +359,7 @@ async def test_more_processes_than_the_local_limit_are_refused_before_anything_i
 
 async def test_the_local_process_limit_is_configurable(tmp_path, monkeypatch):
     from hub_ext.errors import ConfigError
-    from server_ext.jobs.local_backend import MAX_PROCESSES_ENV
+    from server_ext.jobs.local.backend import MAX_PROCESSES_ENV
 
     premium = make_plan(uid("premium"), ["--epochs=1"], scaleTier="PREMIUM_1")  # 31 replicas: within the default
     two = make_plan(uid("two"), ["--epochs=1", "--sleep=0"], **cluster(1))
@@ -395,7 +395,7 @@ async def test_a_state_directory_has_one_owner(tmp_path):
             await LocalBackend.create(state)
         assert f"pid {os.getpid()}" in str(e.value) and "without --local" in str(e.value)
         other = subprocess.run([sys.executable, "-c", "import asyncio, sys\n"
-                                "from server_ext.jobs.local_backend import LocalBackend\n"
+                                "from server_ext.jobs.local.backend import LocalBackend\n"
                                 "asyncio.run(LocalBackend.create(sys.argv[1]))", str(state)],
                                capture_output=True, text=True, timeout=60)
         assert other.returncode != 0 and "is in use by another process" in other.stderr

@@ -15,7 +15,7 @@ import pytest
 from hub_ext.errors import UserInputError
 from server_ext.errors import JobNotFound
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local_backend import LocalBackend
+from server_ext.jobs.local.backend import LocalBackend
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job

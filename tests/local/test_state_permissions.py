@@ -27,7 +27,7 @@ import requests
 
 from hub_ext.demo import prepare_state_dir, write_config
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local_backend import LocalBackend
+from server_ext.jobs.local.backend import LocalBackend
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job

@@ -113,5 +113,5 @@ def test_the_check_finds_a_moved_name():
     assert _resolves("server_ext.config.cli_config", strict=True)
     assert not _resolves("server_ext.kube_target.cli_config", strict=True)  # it moved to server_ext.config
     assert not _resolves("server_ext.no_such_module", strict=True)
-    assert _resolves("server_ext.jobs.kubeflow.job_manifest", strict=False)
-    assert not _resolves("server_ext.jobs.kubeflow.no_such_name", strict=False)
+    assert _resolves("server_ext.jobs.kube.kubeflow.job_manifest", strict=False)
+    assert not _resolves("server_ext.jobs.kube.kubeflow.no_such_name", strict=False)

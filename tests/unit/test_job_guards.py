@@ -1,7 +1,7 @@
 """Issue 16's early guards of the jobs API: a shipped package is immutable and its digest checked by
 the fetcher before anything is installed; jobs are planned with the project's limits from the
 catalogue the hub published; a native Experiment's trial pods are refused when a project's pods may
-not do what they ask (`server_ext.jobs.pod_guard`)."""
+not do what they ask (`server_ext.jobs.kube.pod_guard`)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from server_ext.jobs.fetch import fetch_all
 from server_ext.jobs.package_uri import (DEFAULT_MAX_BYTES, DIGESTS_ENV, MAX_BYTES_ENV, PACKAGES_DIR_ENV,
                                          max_package_bytes, parse_all, parse_uri, recorded_digests)
 from server_ext.jobs.model import parse_job
-from server_ext.jobs.native_experiment import native_experiment
+from server_ext.jobs.kube.native_experiment import native_experiment
 from server_ext.jobs.plan import plan_job
-from server_ext.jobs.pod_guard import GPU_ENV, pod_spec_findings, workload_findings
+from server_ext.jobs.kube.pod_guard import GPU_ENV, pod_spec_findings, workload_findings
 from server_ext.jobs.tables import parse_tables
 from server_ext.kube_target import Published, published_of
 

@@ -13,7 +13,7 @@ import yaml
 from hub_ext.catalog import parse_accelerators
 from hub_ext.errors import UserInputError
 from hub_ext.kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
-from server_ext.jobs.kubeflow import (CANCEL_ANNOTATION, RUN_MODULE, SPEC_ANNOTATION, KubeSettings, cancel_patch,
+from server_ext.jobs.kube.kubeflow import (CANCEL_ANNOTATION, RUN_MODULE, SPEC_ANNOTATION, KubeSettings, cancel_patch,
                                       deadline_seconds, job_manifest, pod_selector, replica_type, resource_path)
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import JOB_ID_ANNOTATION, Job, parse_job

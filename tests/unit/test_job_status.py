@@ -8,9 +8,9 @@ import re
 import pytest
 
 from server_ext.jobs.backend import STATES
-from server_ext.jobs.kubeflow import CANCEL_ANNOTATION, SPEC_ANNOTATION, job_manifest
+from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION, SPEC_ANNOTATION, job_manifest
 from server_ext.jobs.model import JOB_ID_ANNOTATION
-from server_ext.jobs.status import job_json, rfc3339
+from server_ext.jobs.kube.status import job_json, rfc3339
 from tests.unit.test_job_kubeflow import SETTINGS, make_plan
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
 

@@ -7,7 +7,7 @@ from hub_ext.errors import ConfigError, UserInputError
 from hub_ext.kube_mounts import MountSettings
 from server_ext.config import cli_config
 from server_ext.jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
-from server_ext.jobs.kubeflow import DEFAULT_FETCHER_IMAGE
+from server_ext.jobs.kube.kubeflow import DEFAULT_FETCHER_IMAGE
 from server_ext.jobs.machines import Machine
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import DEFAULT_RUNTIMES, plan_job

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from hub_ext.errors import UserInputError
-from server_ext.jobs import katib, metric_reports
+from server_ext.jobs.kube import katib, metric_reports
 from server_ext.jobs.hptuning import parse_spec
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import plan_job
@@ -178,7 +178,7 @@ def test_the_trial_template_is_the_jobs_kind(name, kind, container, labels, succ
 def test_metadata_is_the_jobs():
     plan = make_plan("bayesian-pytorchjob")
     meta = katib.experiment_manifest(plan, SETTINGS)["metadata"]
-    from server_ext.jobs.kubeflow import job_manifest
+    from server_ext.jobs.kube.kubeflow import job_manifest
     job_meta = job_manifest(plan, SETTINGS)["metadata"]
     assert meta == job_meta
     assert katib.spec_of({"metadata": meta}) == plan.sweep

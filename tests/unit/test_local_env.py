@@ -1,4 +1,4 @@
-"""`server_ext.jobs.local_env`: argv, environment and outcomes of local jobs, as whole values."""
+"""`server_ext.jobs.local.env`: argv, environment and outcomes of local jobs, as whole values."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from hub_ext.errors import UserInputError
 from hub_ext.mounts import Credential, Dataset
-from server_ext.jobs import local_env
-from server_ext.jobs.local_env import PackageSource
+from server_ext.jobs.local import env as local_env
+from server_ext.jobs.local.env import PackageSource
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job

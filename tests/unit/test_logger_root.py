@@ -16,7 +16,7 @@ import pytest
 
 import hub_ext.login.claims as claims
 import server_ext.jobs.fetch as fetch
-import server_ext.jobs.local_backend as local_backend
+import server_ext.jobs.local.backend as local_backend
 from hub_ext.logs import LOGGER, use_hub_format
 from server_ext.cli import main as cli_main
 

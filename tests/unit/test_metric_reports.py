@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from server_ext.jobs.metric_reports import series
+from server_ext.jobs.kube.metric_reports import series
 
 pytestmark = pytest.mark.unit
 

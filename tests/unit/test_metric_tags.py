@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from server_ext.jobs import katib, metric_reports, sweep_status
+from server_ext.jobs.kube import katib, metric_reports, sweep_status
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import plan_job
 from tests.unit.test_job_kubeflow import PLAN_SETTINGS, SETTINGS, kubernetes_expand

@@ -5,9 +5,9 @@ import copy
 
 import pytest
 
-from server_ext.jobs import katib
-from server_ext.jobs.kubeflow import CANCEL_ANNOTATION
-from server_ext.jobs.sweep_status import objective_value, sweep_json, sweep_state, trial_ids, trial_state
+from server_ext.jobs.kube import katib
+from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION
+from server_ext.jobs.kube.sweep_status import objective_value, sweep_json, sweep_state, trial_ids, trial_state
 from tests.unit.test_job_kubeflow import SETTINGS
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA
 from tests.unit.test_katib import HYPER, _custom

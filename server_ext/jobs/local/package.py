@@ -48,9 +48,9 @@ from typing import Callable, Mapping, Sequence
 from hub_ext.errors import PlatformError, UserInputError
 from hub_ext.local_files import PRIVATE_UMASK, private_dir, private_opener
 
-from .local_env import PackageSource, package_sources
-from .local_procs import note, tagged
-from .plan import JobPlan, ShippedPackage
+from .env import PackageSource, package_sources
+from .procs import note, tagged
+from ..plan import JobPlan, ShippedPackage
 
 SHIPPED_DIR = "shipped"
 INSTALLS_DIR = "packages"  # under the state directory: <project>/<digest>/site
@@ -73,7 +73,7 @@ class InstallFailed(Exception):
 def fetcher():
     """`server_ext.jobs.fetch.fetch_all`, or None where that module is not installed."""
     try:
-        from .fetch import fetch_all
+        from ..fetch import fetch_all
     except ImportError:
         return None
     return fetch_all

@@ -30,10 +30,10 @@ from typing import Mapping
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
 
-from .package_delivery import package_configmap
-from .fetch import put_object
+from ..package_delivery import package_configmap
+from ..fetch import put_object
 from .kubeflow import api_version, resource_path
-from .plan import JobPlan, ShippedPackage
+from ..plan import JobPlan, ShippedPackage
 
 log = logging.getLogger("mlplatform.jobs.kube")
 FIELD = "--package-path"

@@ -53,9 +53,9 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 from hub_ext.errors import UserInputError
 from hub_ext.mounts import Credential, Dataset
 
-from .hptuning import FIELD, Param, Spec, grid_points, trial_args
-from .model import Job
-from .plan import JobPlan, Replica
+from ..hptuning import FIELD, Param, Spec, grid_points, trial_args
+from ..model import Job
+from ..plan import JobPlan, Replica
 
 MAX_GRID = 100_000
 LOG_SCALES = ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")

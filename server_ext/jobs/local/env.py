@@ -41,7 +41,7 @@ from urllib.parse import unquote, urlsplit
 from hub_ext.errors import UserInputError
 from hub_ext.mounts import Available, select
 
-from .plan import JobPlan
+from ..plan import JobPlan
 
 HOST = "127.0.0.1"
 _CONFIG_KEYS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")

@@ -64,11 +64,14 @@ from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Kube, KubeError, NotFound, reason
 from hub_ext.watchcache import WatchCache
 
-from ..errors import JobFinished, JobNotFound
-from . import katib as katib_mapping, kube_pods, metric_reports, sweep_status
-from .backend import FINAL
+from ...errors import JobFinished, JobNotFound
+from . import katib as katib_mapping
+from . import pods as kube_pods
+from . import metric_reports as metric_reports
+from . import sweep_status as sweep_status
+from ..backend import FINAL
 from .kubeflow import CANCEL_ANNOTATION, CONTAINER, pod_selector
-from .model import JOB_ID_ANNOTATION
+from ..model import JOB_ID_ANNOTATION
 
 log = logging.getLogger("mlplatform.jobs.kube")
 

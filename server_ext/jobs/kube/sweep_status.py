@@ -1,4 +1,4 @@
-"""A sweep's Katib ``Experiment`` and its ``Trial``s (as `server_ext.jobs.katib.experiment_manifest`
+"""A sweep's Katib ``Experiment`` and its ``Trial``s (as `server_ext.jobs.kube.katib.experiment_manifest`
 made it and Katib updated them) back to the ``ml.v1`` Job JSON. Pure: `sweep_json(experiment,
 trials)` reads the objects alone and never changes them.
 
@@ -45,8 +45,8 @@ import datetime
 import math
 from typing import Any, Mapping, Sequence
 
-from . import katib
-from .hptuning import Spec
+from . import katib as katib
+from ..hptuning import Spec
 from .kubeflow import CANCEL_ANNOTATION
 from .status import FINAL, rfc3339, submitted, true_conditions
 

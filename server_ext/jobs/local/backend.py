@@ -74,15 +74,15 @@ from typing import AsyncIterator, Mapping
 from hub_ext.errors import ConfigError, Problem, UserInputError
 from hub_ext.local_files import private_dir
 
-from ..errors import JobExists, JobFinished, JobNotFound
-from .backend import FINAL, LogLine
-from . import local_package
-from .local_env import command, decide, mounts_env, port_tasks, refuse_unrunnable, task_env
-from .local_procs import Replica, free_ports, read_log, start_replica, stop, wait_any
-from .local_store import JobRecord, JobStore, own_state_dir
-from .local_sweep_space import initial_output
-from .local_sweeps import Sweeps, is_sweep
-from .plan import JobPlan, task_name
+from ...errors import JobExists, JobFinished, JobNotFound
+from ..backend import FINAL, LogLine
+from . import package as local_package
+from .env import command, decide, mounts_env, port_tasks, refuse_unrunnable, task_env
+from .procs import Replica, free_ports, read_log, start_replica, stop, wait_any
+from .store import JobRecord, JobStore, own_state_dir
+from .sweep_space import initial_output
+from .sweeps import Sweeps, is_sweep
+from ..plan import JobPlan, task_name
 
 log = logging.getLogger("mlplatform.jobs.local")
 

@@ -60,13 +60,16 @@ from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Conflict, Forbidden, Kube, KubeError, NotFound, Unavailable, reason
 from hub_ext.watchcache import WatchCache
 
-from ..errors import JobExists, JobFinished, JobNotFound
-from . import katib, kube_package, kube_pods, kube_sweeps
-from .backend import FINAL, LogLine
+from ...errors import JobExists, JobFinished, JobNotFound
+from . import katib as katib
+from . import package as kube_package
+from . import pods as kube_pods
+from . import sweeps as kube_sweeps
+from ..backend import FINAL, LogLine
 from .kubeflow import CONTAINER, KubeSettings, api_version, cancel_patch, job_manifest, pod_selector, resource_path
-from .model import JOB_ID_ANNOTATION
+from ..model import JOB_ID_ANNOTATION
 from .native_experiment import native_experiment
-from .plan import JobPlan, task_name
+from ..plan import JobPlan, task_name
 from .status import job_json
 
 log = logging.getLogger("mlplatform.jobs.kube")

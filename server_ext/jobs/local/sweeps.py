@@ -56,13 +56,13 @@ from optuna.trial import TrialState
 from hub_ext.errors import PlatformError, UserInputError
 from hub_ext.local_files import private_dir, private_opener
 
-from ..errors import JobFinished, JobNotFound
-from . import local_sweep_space as space
-from .backend import FINAL
-from .hptuning import FIELD, Spec, at_once, parse_spec
-from .local_package import SHIPPED_DIR
-from .local_store import JobRecord, JobRecords
-from .plan import JobPlan, task_name
+from ...errors import JobFinished, JobNotFound
+from . import sweep_space as space
+from ..backend import FINAL
+from ..hptuning import FIELD, Spec, at_once, parse_spec
+from .package import SHIPPED_DIR
+from .store import JobRecord, JobRecords
+from ..plan import JobPlan, task_name
 
 log = logging.getLogger("mlplatform.jobs.local")
 # Optuna's records go through the standard logging tree (the server's log configuration, or

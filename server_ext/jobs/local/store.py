@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Mapping, Protocol
 from hub_ext.errors import ConfigError, Problem
 from hub_ext.local_files import private_dir, private_opener, tighten
 
-from ..errors import JobExists
+from ...errors import JobExists
 
 if TYPE_CHECKING:
-    from .plan import JobPlan
+    from ..plan import JobPlan
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (

@@ -7,7 +7,7 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
 - ``metadata``: name `plan.name`, namespace the project, and the labels and annotations
   `kubeflow.job_manifest` gives a job (``mlplatform.io/job-id``, ``mlplatform.io/owner``,
   ``mlplatform.io/job-spec``, managed-by, ``mlplatform.io/job``), so
-  `server_ext.jobs.status.submitted` and `spec_of` rebuild the ``ml.v1`` Job and its `Spec`;
+  `server_ext.jobs.kube.status.submitted` and `spec_of` rebuild the ``ml.v1`` Job and its `Spec`;
 - the spec (`hptuning.Spec`, AI Platform's defaults already applied) maps to: ``objective`` (goal →
   ``maximize``/``minimize``, ``objectiveMetricName`` = `metric_name` of ``hyperparameterMetricTag``
   (the tag itself where Katib's collectors can read it, else a slug and a hash of it), metric
@@ -61,11 +61,11 @@ from typing import Any, Mapping
 
 from hub_ext.errors import UserInputError
 
-from .hptuning import FIELD, Param, Spec, number_text, parse_spec
+from ..hptuning import FIELD, Param, Spec, number_text, parse_spec
 from .kubeflow import (CONTAINER, OWNER_ANNOTATION, RUN_MODULE, SPEC_ANNOTATION, KubeSettings, job_manifest, labels,
                        literal, replica_type, spec_annotation)
-from .model import JOB_ID_ANNOTATION
-from .plan import JobPlan, Replica
+from ..model import JOB_ID_ANNOTATION
+from ..plan import JobPlan, Replica
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"

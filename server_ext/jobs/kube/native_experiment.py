@@ -65,7 +65,7 @@ from hub_ext.credentials import MANAGED_BY
 from hub_ext.errors import UserInputError
 
 from .kubeflow import JOB_LABEL, OWNER_ANNOTATION, OWNER_LABEL, api_version
-from .model import JOB_ID_ANNOTATION
+from ..model import JOB_ID_ANNOTATION
 from .pod_guard import workload_findings
 
 API_VERSION = "kubeflow.org/v1beta1"

@@ -9,7 +9,7 @@
   ``tensorflow``; ``trainer`` in a batch Job), with the operator's port declared;
 - the object is self-describing: annotations hold the exact jobId, the exact owner and
   ``mlplatform.io/job-spec``, the compact JSON of the job's ``jobId``/``labels``/``trainingInput``,
-  so `server_ext.jobs.status.job_json` rebuilds the ``ml.v1`` Job from the object alone. The
+  so `server_ext.jobs.kube.status.job_json` rebuilds the ``ml.v1`` Job from the object alone. The
   object and every pod template carry the managed-by, job and (slugged) owner labels;
 - nothing is retried and nothing restarts (``restartPolicy: Never``, ``backoffLimit: 0``), as on
   AI Platform; ``trainingInput.scheduling.maxRunningTime`` becomes ``activeDeadlineSeconds``;
@@ -62,11 +62,11 @@ from hub_ext.kube_mounts import MountSettings, volumes
 from hub_ext.mounts import CREDENTIAL_ENV, Credential, Dataset
 from hub_ext.tenancy import SERVICE_ACCOUNT
 
-from .package_delivery import digest_env
-from .package_uri import PACKAGES_DIR_ENV
+from ..package_delivery import digest_env
+from ..package_uri import PACKAGES_DIR_ENV
 
-from .model import JOB_ID_ANNOTATION
-from .plan import JobPlan, Replica, task_name
+from ..model import JOB_ID_ANNOTATION
+from ..plan import JobPlan, Replica, task_name
 
 OWNER_ANNOTATION = "mlplatform.io/owner"
 SPEC_ANNOTATION = "mlplatform.io/job-spec"

@@ -1,5 +1,5 @@
 """A job's Kubernetes object (``PyTorchJob``, ``TFJob`` or ``batch/v1`` Job, as
-`server_ext.jobs.kubeflow.job_manifest` made it and its controller updated it) back to the ``ml.v1``
+`server_ext.jobs.kube.kubeflow.job_manifest` made it and its controller updated it) back to the ``ml.v1``
 Job JSON. Pure: `job_json(obj)` reads the object alone and never changes it.
 
 Guarantees of `job_json`:
@@ -48,7 +48,7 @@ import json
 from typing import Any
 
 from .kubeflow import CANCEL_ANNOTATION, SPEC_ANNOTATION
-from .model import JOB_ID_ANNOTATION
+from ..model import JOB_ID_ANNOTATION
 
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 

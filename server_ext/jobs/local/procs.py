@@ -54,8 +54,8 @@ from typing import AsyncIterator, Callable, Iterable, Mapping, Sequence
 
 from hub_ext.local_files import PRIVATE_UMASK, private_opener
 
-from .backend import LogLine
-from .local_env import HOST
+from ..backend import LogLine
+from .env import HOST
 
 # $0 is the exit file, "$@" the tagger and the replica's argv: run it, then record its status atomically. The
 # trap keeps the wrapper alive through a stop's SIGTERM until the marker is in place: caught while the program
