@@ -1,5 +1,5 @@
 """The notebook widgets: `JobsTable`, `JobDetail`, `SweepMonitor` (anywidget models, one ES module
-each under ``static/``) and `Browser`, a box that shows one of them with a `JobDetail` below it;
+each under ``static/``, served after ``static/common.js``, their shared helpers) and `Browser`, a box that shows one of them with a `JobDetail` below it;
 `widget_of(client, job)` picks a job's widget (a sweep's monitor, else its detail).
 Their traits and messages are `protocol.md`'s; the data are `state`'s; the updates come from
 `sync` on the client thread.
@@ -42,8 +42,15 @@ from .liveness import Liveness
 from .sync import JobsPoll, LogFollower, shared_poll
 
 STATIC = pathlib.Path(__file__).parent / "static"
+COMMON = STATIC / "common.js"  # the views' shared helpers and badge CSS, served before each view
 CONFIRM_TTL_S = 60.0
 UNASKED_POLLS = 15  # polls (about 30 s) that re-send the snapshot while no view has asked for one
+
+
+def _module(*parts: pathlib.Path) -> str:
+    """A view's one ES module (anywidget takes one): `COMMON`, then `parts`, joined; each part uses
+    the names of those before it as its own."""
+    return "\n".join(path.read_text() for path in (COMMON, *parts))
 
 
 class _Widget(anywidget.AnyWidget):
@@ -155,7 +162,7 @@ class _Widget(anywidget.AnyWidget):
 class JobsTable(_Widget):
     """The project's jobs; `filter` (ml.v1 syntax, e.g. ``labels.team=vision``) restricts them."""
 
-    _esm = STATIC / "jobs_table.js"
+    _esm = _module(STATIC / "jobs_table.js")
     state_filter = t.List(t.Unicode()).tag(sync=True)
     label_filter = t.Unicode("").tag(sync=True)
     selected = t.Unicode("").tag(sync=True)
@@ -197,7 +204,7 @@ class JobsTable(_Widget):
 class JobDetail(_Widget):
     """One job: its state timeline, one task's live log, cancel with confirmation."""
 
-    _esm = STATIC / "job_detail.js"
+    _esm = _module(STATIC / "job_detail.js")
     job_id = t.Unicode("").tag(sync=True)
     job = t.Dict().tag(sync=True)
     timeline = t.List().tag(sync=True)
@@ -297,8 +304,7 @@ class SweepMonitor(_Widget):
     """A sweep's trials (sortable by objective), its objective per trial and against each
     hyperparameter, and its metric curves."""
 
-    # one ES module (anywidget takes one): the plotting kit, then the view, which uses its names
-    _esm = (STATIC / "plot.js").read_text() + "\n" + (STATIC / "sweep.js").read_text()
+    _esm = _module(STATIC / "plot.js", STATIC / "sweep.js")  # the plotting kit, then the view
     job_id = t.Unicode("").tag(sync=True)
     job = t.Dict().tag(sync=True)
     metric_tag = t.Unicode("").tag(sync=True)

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.local
 WIDGETS = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "widgets"
 STATIC = WIDGETS / "static"
 MODULES = ("jobs_table.js", "job_detail.js", "sweep.js")
-PARTS = {"sweep.js": ("plot.js", "sweep.js")}  # a view served as several files joined (views.SweepMonitor._esm)
+PARTS = {"jobs_table.js": ("common.js", "jobs_table.js"), "job_detail.js": ("common.js", "job_detail.js"),
+         "sweep.js": ("common.js", "plot.js", "sweep.js")}  # each view's files, joined (views: `_esm`)
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="needs Node.js")
 
@@ -44,9 +45,10 @@ def test_views_name_these_modules():
     text = (WIDGETS / "views.py").read_text()
     parts = sorted({part for name in MODULES for part in PARTS.get(name, (name,))})
     assert sorted(re.findall(r'STATIC / "([\w.]+)"', text)) == parts
-    from server_ext.widgets.views import SweepMonitor
+    from server_ext.widgets.views import JobDetail, JobsTable, SweepMonitor
 
-    assert SweepMonitor._esm == "\n".join((STATIC / part).read_text() for part in PARTS["sweep.js"])
+    for view, name in ((JobsTable, "jobs_table.js"), (JobDetail, "job_detail.js"), (SweepMonitor, "sweep.js")):
+        assert view._esm == "\n".join((STATIC / part).read_text() for part in PARTS[name])
     for name in parts:
         source = (STATIC / name).read_text()
         assert ("export default { render }" in source) == (name in MODULES)

@@ -1,5 +1,7 @@
 // JobDetail view (anywidget ES module). Protocol: ../protocol.md, "JobDetail".
 // Plain ES2020, no dependencies (clusters are air-gapped), text only (log lines never become HTML).
+// Uses common.js's names (h, button, badge, formatSeconds, injectStyle, run, FINAL), which
+// views.JobDetail serves before this file as one module.
 //
 // DOM hooks (stable; browser tests rely on them):
 //   .mlp-job-detail[data-job-id="<id>"]     the widget root
@@ -21,7 +23,6 @@
 //     button.mlp-cancel-dismiss
 //   .mlp-cancel-result[data-ok="true|false"]  the cancel_result message
 
-const FINAL = ["SUCCEEDED", "FAILED", "CANCELLED"];
 const CONFIRM_TTL_MS = 55000; // Python's tokens expire after 60 s
 
 const CSS = `
@@ -50,47 +51,7 @@ const CSS = `
 .mlp-job-detail button.mlp-cancel-confirm { border-color: var(--jp-error-color1, #d32f2f);
   color: var(--jp-error-color1, #d32f2f); }
 .mlp-cancel-result[data-ok="false"] { color: var(--jp-error-color1, #d32f2f); }
-.mlp-state { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.85em;
-  font-weight: 600; color: #fff; background: #757575; }
-.mlp-state-RUNNING { background: var(--jp-brand-color1, #1976d2); }
-.mlp-state-SUCCEEDED { background: var(--jp-success-color1, #388e3c); }
-.mlp-state-FAILED { background: var(--jp-error-color1, #d32f2f); }
-.mlp-state-CANCELLING, .mlp-state-CANCELLED { background: var(--jp-warn-color1, #f57c00); }
 `;
-
-function injectStyle() {
-  if (typeof document === "undefined" || document.getElementById("mlp-job-detail-style")) return;
-  const style = document.createElement("style");
-  style.id = "mlp-job-detail-style";
-  style.textContent = CSS;
-  document.head.appendChild(style);
-}
-
-function h(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function button(cls, text) {
-  const b = h("button", cls, text);
-  b.type = "button";
-  return b;
-}
-
-function badge(state) {
-  return h("span", "mlp-state mlp-state-" + (state || "UNKNOWN"), state || "?");
-}
-
-function formatSeconds(s) {
-  if (s === null || s === undefined || !isFinite(s)) return "";
-  s = Math.max(0, Math.floor(s));
-  if (s < 60) return s + "s";
-  if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
-  if (s < 86400) return Math.floor(s / 3600) + "h " + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
-  return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
-}
 
 /** The server's base URL from JupyterLab / Notebook page config (always ends with "/"). */
 function baseUrl() {
@@ -162,26 +123,8 @@ export async function readLogEvents(response, progress = () => {}) {
   return lines;
 }
 
-// Liveness (protocol.md, "Liveness"): while this view exists and its page is visible, it tells the
-// kernel every ALIVE_MS; a kernel that has heard from no view for a while goes quiet (sends nothing,
-// polls nothing), so an abandoned notebook does not look busy to an idle culler. A page shown
-// again says so at once (the kernel resumes where it stopped). Returns the stop function.
-const ALIVE_MS = 10000;
-function keepAlive(model) {
-  const doc = typeof document === "undefined" ? null : document;
-  const shown = () => !doc || doc.visibilityState !== "hidden";
-  const say = () => { if (shown()) model.send({ type: "alive" }); };
-  const timer = setInterval(say, ALIVE_MS);
-  const onVisibility = () => { if (shown()) say(); };
-  if (doc && doc.addEventListener) doc.addEventListener("visibilitychange", onVisibility);
-  return () => {
-    clearInterval(timer);
-    if (doc && doc.removeEventListener) doc.removeEventListener("visibilitychange", onVisibility);
-  };
-}
-
 function render({ model, el }) {
-  injectStyle();
+  injectStyle("mlp-job-detail-style", CSS);
   let skew = 0;
   const now = () => Date.now() / 1000 + skew;
   // Log view state: line numbers [first, last] are in the DOM (first > last: none).
@@ -468,23 +411,12 @@ function render({ model, el }) {
     ["change:timeline", showTimeline], ["change:task", onTaskChange], ["change:follow", showFollow],
     ["change:status", showStatus], ["change:log_cap", () => append(last + 1, [])],
   ];
-  for (const [name, fn] of listeners) model.on(name, fn);
-  const timer = setInterval(tick, 1000);
   showJob();
   showTimeline();
   showStatus();
   showFollow();
   clearLog();
-  model.send({ type: "ready" });
-  const stopAlive = keepAlive(model);
-
-  return () => {
-    stopAlive();
-    clearInterval(timer);
-    clearTimeout(tokenTimer);
-    for (const [name, fn] of listeners) model.off(name, fn);
-    root.remove();
-  };
+  return run(model, root, listeners, tick, () => clearTimeout(tokenTimer));
 }
 
 export default { render };

@@ -1,5 +1,7 @@
 // JobsTable view (anywidget ES module). Protocol: ../protocol.md, "JobsTable".
 // Plain ES2020, no dependencies (clusters are air-gapped), text only (job data never becomes HTML).
+// Uses common.js's names (h, badge, formatSeconds, injectStyle, patch, run, FINAL), which
+// views.JobsTable serves before this file as one module.
 //
 // DOM hooks (stable; browser tests rely on them):
 //   .mlp-jobs                               the widget root
@@ -19,7 +21,6 @@
 //   .mlp-empty                              shown when no row is visible
 
 const STATES = ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"];
-const FINAL = ["SUCCEEDED", "FAILED", "CANCELLED"];
 const GROUPS = { active: ["QUEUED", "PREPARING", "RUNNING", "CANCELLING"], final: FINAL };
 const COLUMNS = [
   ["jobId", "Job"], ["state", "State"], ["kind", "Kind"], ["labels", "Labels"],
@@ -53,38 +54,7 @@ const CSS = `
   max-width: 40em; }
 .mlp-label { display: inline-block; margin-right: 4px; padding: 0 4px; border-radius: 3px;
   background: var(--jp-layout-color2, #eeeeee); }
-.mlp-state { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.85em;
-  font-weight: 600; color: #fff; background: #757575; }
-.mlp-state-RUNNING { background: var(--jp-brand-color1, #1976d2); }
-.mlp-state-SUCCEEDED { background: var(--jp-success-color1, #388e3c); }
-.mlp-state-FAILED { background: var(--jp-error-color1, #d32f2f); }
-.mlp-state-CANCELLING, .mlp-state-CANCELLED { background: var(--jp-warn-color1, #f57c00); }
 `;
-
-function injectStyle() {
-  if (typeof document === "undefined" || document.getElementById("mlp-jobs-table-style")) return;
-  const style = document.createElement("style");
-  style.id = "mlp-jobs-table-style";
-  style.textContent = CSS;
-  document.head.appendChild(style);
-}
-
-function h(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-/** "45s", "3m 12s", "2h 05m", "3d 4h"; "" for null. */
-export function formatSeconds(s) {
-  if (s === null || s === undefined || !isFinite(s)) return "";
-  s = Math.max(0, Math.floor(s));
-  if (s < 60) return s + "s";
-  if (s < 3600) return Math.floor(s / 60) + "m " + (s % 60) + "s";
-  if (s < 86400) return Math.floor(s / 3600) + "h " + String(Math.floor((s % 3600) / 60)).padStart(2, "0") + "m";
-  return Math.floor(s / 86400) + "d " + Math.floor((s % 86400) / 3600) + "h";
-}
 
 /** The states a `state_filter` trait value selects, as the select's option value. */
 function filterOption(states) {
@@ -107,26 +77,8 @@ export function matches(row, states, label) {
   return i < 0 || labels[key] === label.slice(i + 1);
 }
 
-// Liveness (protocol.md, "Liveness"): while this view exists and its page is visible, it tells the
-// kernel every ALIVE_MS; a kernel that has heard from no view for a while goes quiet (sends nothing,
-// polls nothing), so an abandoned notebook does not look busy to an idle culler. A page shown
-// again says so at once (the kernel resumes where it stopped). Returns the stop function.
-const ALIVE_MS = 10000;
-function keepAlive(model) {
-  const doc = typeof document === "undefined" ? null : document;
-  const shown = () => !doc || doc.visibilityState !== "hidden";
-  const say = () => { if (shown()) model.send({ type: "alive" }); };
-  const timer = setInterval(say, ALIVE_MS);
-  const onVisibility = () => { if (shown()) say(); };
-  if (doc && doc.addEventListener) doc.addEventListener("visibilitychange", onVisibility);
-  return () => {
-    clearInterval(timer);
-    if (doc && doc.removeEventListener) doc.removeEventListener("visibilitychange", onVisibility);
-  };
-}
-
 function render({ model, el }) {
-  injectStyle();
+  injectStyle("mlp-jobs-table-style", CSS);
   let skew = 0; // kernel clock − browser clock, seconds
   const now = () => Date.now() / 1000 + skew;
   let rev = null; // last rev applied; null: no snapshot yet (ignore deltas)
@@ -270,10 +222,6 @@ function render({ model, el }) {
     fill(entry, null);
     return entry;
   }
-  function badge(state) {
-    return h("span", "mlp-state mlp-state-" + (state || "UNKNOWN"), state || "?");
-  }
-
   function applyDelta(added, changed, removed) {
     for (const id of removed || []) {
       const e = held.get(id);
@@ -282,10 +230,7 @@ function render({ model, el }) {
     for (const [id, fields] of Object.entries(changed || {})) {
       const e = held.get(id);
       if (!e) continue;
-      for (const [f, v] of Object.entries(fields)) {
-        if (v === null && !(f in e.row)) continue;
-        e.row[f] = v;
-      }
+      patch(e.row, fields);
       fill(e, fields);
     }
     for (const [id, row] of Object.entries(added || {})) {
@@ -403,21 +348,11 @@ function render({ model, el }) {
     ["change:label_filter", syncFilterControls], ["change:selected", markSelected],
     ["change:status", showStatus], ["change:loading", showStatus],
   ];
-  for (const [name, fn] of listeners) model.on(name, fn);
-  const timer = setInterval(() => { for (const e of held.values()) if (!e.tr.hidden) tick(e); }, 1000);
   syncFilterControls();
   showStatus();
   reorder();
-  model.send({ type: "ready" });
-  const stopAlive = keepAlive(model);
-
-  return () => {
-    stopAlive();
-    clearInterval(timer);
-    clearTimeout(labelTimer);
-    for (const [name, fn] of listeners) model.off(name, fn);
-    root.remove();
-  };
+  return run(model, root, listeners, () => { for (const e of held.values()) if (!e.tr.hidden) tick(e); },
+    () => clearTimeout(labelTimer));
 }
 
 export default { render };

@@ -1,6 +1,6 @@
 // A small SVG plotting kit for the sweep monitor (plain ES2020, no dependencies: clusters are
-// air-gapped). Not a module of its own: views.SweepMonitor serves it followed by sweep.js as one ES
-// module (anywidget takes one), so sweep.js uses these names as its own.
+// air-gapped). Not a module of its own: views.SweepMonitor serves it after common.js and before
+// sweep.js as one ES module (anywidget takes one), so sweep.js uses these names as its own.
 //
 // - frame(svg, xs, ys, xLabel, yLabel, integerX, opt): axes, grid and labels covering the data
 //   (kept off the edges), returning the x() and y() that place values in the viewBox;

@@ -1,7 +1,7 @@
 // SweepMonitor view (anywidget ES module). Protocol: ../protocol.md, "SweepMonitor".
 // Plain ES2020, no dependencies (clusters are air-gapped): small hand-written SVG plots, drawn with
-// plot.js's kit (frame, placement, ticks, s, formatNumber), which views.SweepMonitor serves before
-// this file as one module.
+// plot.js's kit (frame, placement, ticks, s, formatNumber) and common.js's helpers (h, badge,
+// formatSeconds, injectStyle, patch, run), which views.SweepMonitor serves before this file as one module.
 //
 // DOM hooks (stable; browser tests rely on them): protocol.md's "DOM hooks" table, in short:
 //   .mlp-sweep[data-job-id] root; .mlp-status; .mlp-header (.mlp-state badge, .mlp-progress,
@@ -56,40 +56,7 @@ const CSS = `
 .mlp-trials tr.mlp-trial:hover { background: var(--jp-layout-color2, #eeeeee); }
 .mlp-trials tr.mlp-best { background: var(--jp-success-color3, #c8e6c9); font-weight: 600; }
 .mlp-trials tr.mlp-open { outline: 2px solid var(--jp-brand-color1, #1976d2); }
-.mlp-state { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.85em;
-  font-weight: 600; color: #fff; background: #757575; }
-.mlp-state-RUNNING { background: var(--jp-brand-color1, #1976d2); }
-.mlp-state-SUCCEEDED { background: var(--jp-success-color1, #388e3c); }
-.mlp-state-FAILED { background: var(--jp-error-color1, #d32f2f); }
-.mlp-state-CANCELLING, .mlp-state-CANCELLED { background: var(--jp-warn-color1, #f57c00); }
 `;
-
-function injectStyle() {
-  if (typeof document === "undefined" || document.getElementById("mlp-sweep-style")) return;
-  const style = document.createElement("style");
-  style.id = "mlp-sweep-style";
-  style.textContent = CSS;
-  document.head.appendChild(style);
-}
-
-function h(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  return node;
-}
-
-function badge(state) {
-  return h("span", "mlp-state mlp-state-" + (state || "UNKNOWN"), state || "?");
-}
-
-function formatSeconds(t) {
-  if (t === null || t === undefined || !isFinite(t)) return "";
-  t = Math.max(0, Math.floor(t));
-  if (t < 60) return t + "s";
-  if (t < 3600) return Math.floor(t / 60) + "m " + (t % 60) + "s";
-  return Math.floor(t / 3600) + "h " + String(Math.floor((t % 3600) / 60)).padStart(2, "0") + "m";
-}
 
 /** Trial ids in their natural order: numbers by value, others after, by text. */
 function compareIds(a, b) {
@@ -98,26 +65,8 @@ function compareIds(a, b) {
   return x !== y ? x - y : a < b ? -1 : a > b ? 1 : 0;
 }
 
-// Liveness (protocol.md, "Liveness"): while this view exists and its page is visible, it tells the
-// kernel every ALIVE_MS; a kernel that has heard from no view for a while goes quiet (sends nothing,
-// polls nothing), so an abandoned notebook does not look busy to an idle culler. A page shown
-// again says so at once (the kernel resumes where it stopped). Returns the stop function.
-const ALIVE_MS = 10000;
-function keepAlive(model) {
-  const doc = typeof document === "undefined" ? null : document;
-  const shown = () => !doc || doc.visibilityState !== "hidden";
-  const say = () => { if (shown()) model.send({ type: "alive" }); };
-  const timer = setInterval(say, ALIVE_MS);
-  const onVisibility = () => { if (shown()) say(); };
-  if (doc && doc.addEventListener) doc.addEventListener("visibilitychange", onVisibility);
-  return () => {
-    clearInterval(timer);
-    if (doc && doc.removeEventListener) doc.removeEventListener("visibilitychange", onVisibility);
-  };
-}
-
 function render({ model, el }) {
-  injectStyle();
+  injectStyle("mlp-sweep-style", CSS);
   let skew = 0;
   const now = () => Date.now() / 1000 + skew;
   let rev = null;
@@ -358,10 +307,7 @@ function render({ model, el }) {
     for (const [id, fields] of Object.entries(changed || {})) {
       const e = trials.get(id);
       if (!e) continue;
-      for (const [f, v] of Object.entries(fields)) {
-        if (v === null && !(f in e.row)) continue;
-        e.row[f] = v;
-      }
+      patch(e.row, fields);
       fillRow(e);
     }
     for (const [id, row] of Object.entries(added || {})) {
@@ -434,20 +380,10 @@ function render({ model, el }) {
     ["change:best_trial", () => { markBest(); drawObjective(); drawCurves(); drawHp(); }],
     ["change:hp_axes", drawHp],
   ];
-  for (const [name, fn] of listeners) model.on(name, fn);
-  const timer = setInterval(() => { for (const e of trials.values()) if (e.row.endTime == null) tick(e); }, 1000);
   showJob();
   showStatus();
   redraw();
-  model.send({ type: "ready" });
-  const stopAlive = keepAlive(model);
-
-  return () => {
-    stopAlive();
-    clearInterval(timer);
-    for (const [name, fn] of listeners) model.off(name, fn);
-    root.remove();
-  };
+  return run(model, root, listeners, () => { for (const e of trials.values()) if (e.row.endTime == null) tick(e); });
 }
 
 export default { render };
