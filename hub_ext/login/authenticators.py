@@ -34,10 +34,9 @@ from tornado import web
 from traitlets import Bool, HasTraits, Integer
 
 from ..errors import ConfigError, Problem
-from .settings import NO_ONE_ALLOWED, NOT_ALLOWED
+from .settings import NO_ONE_ALLOWED
 
-__all__ = ["NOT_ALLOWED", "IdentityChecks", "PlatformGitHubAuthenticator", "PlatformGoogleAuthenticator",
-           "PlatformOIDCAuthenticator"]  # NOT_ALLOWED: settings', the page a refused user sees (tests read it here)
+__all__ = ["IdentityChecks", "PlatformGitHubAuthenticator", "PlatformGoogleAuthenticator", "PlatformOIDCAuthenticator"]
 
 
 class IdentityChecks(HasTraits):

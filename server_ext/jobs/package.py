@@ -11,7 +11,7 @@ uploading; the pure half (limits, names, the ConfigMap, the staging URI) is
   (``python -m build --sdist``), in the notebook's own environment when the project's build
   requirements are installed there (works air-gapped, as gcloud's ``setup.py sdist`` did), else in
   an isolated environment (pip fetches them). A failed build raises `UserInputError`
-  (``--package-path``) with the tail of the build's output; the returned sdist is guaranteed to
+  (``package.path``) with the tail of the build's output; the returned sdist is guaranteed to
   contain the package.
 - `stage(sdist, staging_bucket, job_id, env)`: uploads to
   ``<staging-bucket>/<job_id>/packages/<sha256>/<file>`` (gs:// or s3://,
@@ -35,8 +35,7 @@ from typing import Mapping
 from hub_ext.errors import UserInputError
 
 from .fetch import put_object
-from .package_delivery import FIELD as _FIELD
-from .package_delivery import CONFIGMAP_LIMIT, check_staging_bucket, package_configmap, staging_uri
+from .package_delivery import BUCKET_FIELD, FIELD, staging_uri
 
 log = logging.getLogger("mlplatform.jobs.package")
 
@@ -55,16 +54,13 @@ version = "0.0.0"
 [tool.setuptools.packages.find]
 include = ["{name}", "{name}.*"]
 """
-# CONFIGMAP_LIMIT, check_staging_bucket, package_configmap: package_delivery's, still read from here by
-# server_ext.jobs.service and server_ext.cli.main
-__all__ = ["CONFIGMAP_LIMIT", "build_sdist", "check_staging_bucket", "digest", "package_configmap", "stage"]
 
 
 def _package_name(package_path: pathlib.Path) -> str:
     if not package_path.is_dir() or not (package_path / "__init__.py").is_file():
-        raise UserInputError(_FIELD, f"{package_path} is not a Python package directory (it needs an __init__.py)")
+        raise UserInputError(FIELD, f"{package_path} is not a Python package directory (it needs an __init__.py)")
     if not _PACKAGE_NAME.fullmatch(package_path.name):
-        raise UserInputError(_FIELD, f"{package_path.name!r} is not an importable package name")
+        raise UserInputError(FIELD, f"{package_path.name!r} is not an importable package name")
     return package_path.name
 
 
@@ -83,7 +79,7 @@ async def build_sdist(package_path: pathlib.Path, out_dir: pathlib.Path) -> path
         await _run_build(project, built)
         sdists = sorted(built.glob("*.tar.gz"))
         if len(sdists) != 1:
-            raise UserInputError(_FIELD, f"building {project} produced {len(sdists)} sdists, expected one")
+            raise UserInputError(FIELD, f"building {project} produced {len(sdists)} sdists, expected one")
         await asyncio.to_thread(_check_contains, sdists[0], name, project)
         out_dir.mkdir(parents=True, exist_ok=True)
         target = out_dir / sdists[0].name
@@ -107,7 +103,7 @@ def _missing_requirements(project: pathlib.Path) -> list[str]:
         builder = build.ProjectBuilder(project)
         return sorted(req for req in builder.build_system_requires if any(True for _ in build.check_dependency(req)))
     except build.BuildException as e:
-        raise UserInputError(_FIELD, f"{project}: {e}") from None
+        raise UserInputError(FIELD, f"{project}: {e}") from None
 
 
 def _summary(output: str) -> str:
@@ -138,13 +134,13 @@ async def _run_build(project: pathlib.Path, outdir: pathlib.Path) -> None:
         await proc.wait()
         if isinstance(e, asyncio.CancelledError):
             raise
-        raise UserInputError(_FIELD, f"building {project} took more than {BUILD_TIMEOUT:.0f} s") from None
+        raise UserInputError(FIELD, f"building {project} took more than {BUILD_TIMEOUT:.0f} s") from None
     if proc.returncode != 0:
         hint = ""
         if missing:
             hint = (f" (its build requirements {', '.join(missing)} are not installed here, so pip had to install "
                     f"them into an isolated environment; without a package index, pip install them here first)")
-        raise UserInputError(_FIELD, f"building the sdist of {project} failed{hint}: "
+        raise UserInputError(FIELD, f"building the sdist of {project} failed{hint}: "
                                      f"{_summary(output.decode('utf-8', 'replace'))}")
 
 
@@ -152,7 +148,7 @@ def _check_contains(sdist: pathlib.Path, name: str, project: pathlib.Path) -> No
     with tarfile.open(sdist) as tar:
         members = tar.getnames()
     if not any(m.endswith(f"/{name}/__init__.py") for m in members):
-        raise UserInputError(_FIELD, f"the project at {project} does not package {name!r}: its sdist "
+        raise UserInputError(FIELD, f"the project at {project} does not package {name!r}: its sdist "
                                      f"{sdist.name} has no {name}/__init__.py")
 
 
@@ -172,5 +168,5 @@ async def stage(sdist: pathlib.Path, staging_bucket: str, job_id: str, env: Mapp
     sdist = pathlib.Path(sdist)
     data = await asyncio.to_thread(sdist.read_bytes)
     uri = staging_uri(staging_bucket, job_id, data, sdist.name)
-    await put_object(uri, data, env, "--staging-bucket", job=job_id)
+    await put_object(uri, data, env, BUCKET_FIELD, job=job_id)
     return uri

@@ -39,7 +39,8 @@ CONFIGMAP_LIMIT = 900 * 1024
 MANAGED_BY = "jupyterhub-mlplatform"
 JOB_LABEL = "mlplatform.io/job"
 SHA256_ANNOTATION = "mlplatform.io/package-sha256"
-FIELD = "--package-path"
+FIELD = "package.path"  # the REST name of the shipped package's fields (the CLI says --package-path)
+BUCKET_FIELD = "package.stagingBucket"
 _CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 
 
@@ -106,8 +107,8 @@ def check_staging_bucket(staging_bucket: str) -> tuple[str, str]:
     """(scheme, bucket[/path]) of a ``gs://`` or ``s3://`` staging bucket, or `UserInputError`."""
     scheme, sep, rest = staging_bucket.partition("://")
     if scheme not in ("gs", "s3") or not sep or not rest.strip("/"):
-        raise UserInputError("--staging-bucket", f"{staging_bucket!r} must be gs://<bucket>[/<path>] or "
-                                                 "s3://<bucket>[/<path>]")
+        raise UserInputError(BUCKET_FIELD, f"{staging_bucket!r} must be gs://<bucket>[/<path>] or "
+                                           "s3://<bucket>[/<path>]")
     return scheme, rest.strip("/")
 
 
@@ -118,7 +119,7 @@ def staging_uri_of(staging_bucket: str, job_id: str, sha256: str, filename: str)
 
 
 def check_filename(filename: str) -> str:
-    """`filename` when it can be a ConfigMap key, else `UserInputError` (``--package-path``)."""
+    """`filename` when it can be a ConfigMap key, else `UserInputError` (``package.path``)."""
     if not _CONFIGMAP_KEY.fullmatch(filename) or len(filename) > 253:
         raise UserInputError(FIELD, f"the sdist name {filename!r} cannot be a ConfigMap key")
     return filename

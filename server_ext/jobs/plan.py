@@ -25,7 +25,7 @@ need every replica's shape, only once those are valid.
 `with_package(plan, sdist, sha256, size, staging_bucket=…)` attaches a package built from
 ``--package-path`` (`package.build_sdist`, by the caller: `plan_job` stays pure) as a
 `ShippedPackage`: how it travels (`package_delivery.choose_delivery`: a ConfigMap owned by the job
-when it fits, else the staging bucket, else `UserInputError` naming ``--package-path``) and its URI
+when it fits, else the staging bucket, else `UserInputError` naming ``package.path``) and its URI
 (``configmap://<job>-package/<file>`` or ``<bucket>/<jobId>/packages/<sha256>/<file>``), which
 becomes the first of ``packageUris`` — in the plan and in the job document, so the job describes
 itself with it, as AI Platform showed the staged package. Only a ``pythonModule`` job can ship one.
@@ -192,10 +192,10 @@ def task_name(text: str, plan: JobPlan | None = None) -> str:
         return f"trial-{sweep['trial']}" + (f"/{inner}" if inner and inner != "master-replica-0" else "")
     m = _TASK.fullmatch(spelled) if len(spelled) <= 100 else None
     if not m or not m["index"].isascii() or len(m["index"]) > 6:  # \d takes "١"; int() refuses 4,300 digits
-        raise UserInputError("task-name", "must look like master-replica-0, worker-1, ps-0 or (a sweep's) trial-3")
+        raise UserInputError("task", "must look like master-replica-0, worker-1, ps-0 or (a sweep's) trial-3")
     name = f"{_ROLE_OF[m['role']]}-replica-{int(m['index'])}"
     if plan is not None and name not in plan.task_names():
-        raise UserInputError("task-name", f"the job has no task {text!r} (it has {', '.join(plan.task_names())})")
+        raise UserInputError("task", f"the job has no task {text!r} (it has {', '.join(plan.task_names())})")
     return name
 
 
@@ -296,13 +296,13 @@ def with_package(plan: JobPlan, sdist: pathlib.Path, sha256: str, size: int, *, 
     if plan.package is not None:
         raise ValueError(f"job {plan.job.job_id} already ships {plan.package.filename}")
     if not plan.python_module:
-        raise UserInputError("--package-path", "needs a pythonModule (--module-name) to run from the package")
+        raise UserInputError(package_delivery.FIELD, "needs a pythonModule (--module-name) to run from the package")
     sdist = pathlib.Path(sdist)
     filename = sdist.name
     clash = next((u for u in plan.package_uris if u.rstrip("/").rpartition("/")[2] == filename), None)
     if clash:
-        raise UserInputError("--package-path", f"the package's file {filename!r} has the same name as {clash} "
-                                               "in packageUris; rename one")
+        raise UserInputError(package_delivery.FIELD, f"the package's file {filename!r} has the same name as "
+                                                     f"{clash} in packageUris; rename one")
     delivery = package_delivery.choose_delivery(size, limit, staging_bucket)
     if delivery == "configmap":
         uri = package_delivery.configmap_uri(plan.name, package_delivery.check_filename(filename))

@@ -3,14 +3,13 @@
 
 - `create(user, project, submission)`: a `Submission` (`server_ext.jobs.submission`: the Job
   document as Google's API takes it, the package to build, the mounts), or a bare Job body. The
-  mounts are checked against what the project has (`hub_ext.mounts.select`) and never echoed back.
+  mounts are checked against what the project has (`hub_ext.mounts.choose_mounts`) and never echoed back.
   The job is parsed and validated (`Submission.to_job`), planned (`plan.plan_job`) and only then
   submitted: before anything is created, every independent mistake of the body, the mounts and the
   plan is raised at once (`UserInputErrors`, one violation per field; a lone one as the
   `UserInputError` it is). Every field is named in REST terms (``mounts.credentials[0]``,
-  ``package.path``, ``package.stagingBucket``); the faces rename them at their edge. The package,
-  plan and runtime modules still name a few as the CLI spells them (``--package-path``,
-  ``--staging-bucket``, ``task-name``): `_REST_NAMES` renames those, here only.
+  ``package.path``, ``package.stagingBucket``, ``task``), at their source (the package, plan and
+  runtime modules name them so too); the faces rename them at their edge (the CLI to its flags).
 - With a package: after every check above (a bad job spec never spends a build; ``packageUris``
   may then be left out) the package is built (`package.build_sdist`) into a temporary directory,
   attached to the plan (`plan.with_package`: a ConfigMap when it fits, else the staging bucket,
@@ -30,21 +29,20 @@ verb, so another project's job ids are not even confirmed to exist.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import pathlib
 import tempfile
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 from hub_ext.errors import UserInputError, UserInputErrors, collect, errors_of
-from hub_ext.mounts import Available, select, selected
+from hub_ext.mounts import Available, choose_mounts
 
 from . import package
 from .package_delivery import CONFIGMAP_LIMIT, check_staging_bucket
 from .backend import JobBackend, LogLine
 from .listing import page
 from .plan import PlanSettings, plan_job, task_name, with_package
-from .submission import Mounts, Submission
+from .submission import Submission
 
 Projects = Callable[[str], Awaitable[list[str]]]  # user → the projects they may use
 Files = Callable[[str], Awaitable[Available]]  # project → its credentials and datasets
@@ -96,28 +94,25 @@ class JobService:
         with collect() as problems:  # the body's, the mounts' and the plan's mistakes are told together
             job = problems.check(sub.to_job)
             available = await self.files(project) if mounts else Available()
-            mounts_ok = problems.check(_nested, "mounts", select, available, list(mounts.credentials),
-                                       list(mounts.datasets), project) is not None
+            chosen = problems.check(_nested, "mounts", choose_mounts, available, list(mounts.credentials),
+                                    list(mounts.datasets), project)
             if job is not None:
                 settings = await self.settings_for(project, user) if self.settings_for else self.settings
-                chosen = mounts if mounts_ok else Mounts()
-                plan = problems.check(
-                    plan_job, job, settings, project=project, owner=user,
-                    credentials=tuple(selected(available.credentials, list(chosen.credentials), "credentials")),
-                    datasets=tuple(selected(available.datasets, list(chosen.datasets), "datasets")))
+                plan = problems.check(plan_job, job, settings, project=project, owner=user,
+                                      credentials=chosen.credentials if chosen else (),
+                                      datasets=chosen.datasets if chosen else ())
         if sub.package is None:
             return await self.backend.submit(plan)
         if not plan.python_module:
             raise UserInputError("package.path", "needs a pythonModule (--module-name) to run from the package")
-        with _rest_named():
-            if sub.package.staging_bucket:
-                check_staging_bucket(sub.package.staging_bucket)
-            with tempfile.TemporaryDirectory(prefix="mlplatform-package-") as tmp:
-                sdist = await package.build_sdist(pathlib.Path(sub.package.path), pathlib.Path(tmp))
-                sha256, size = await asyncio.to_thread(package.digest, sdist)
-                plan = with_package(plan, sdist, sha256, size, staging_bucket=sub.package.staging_bucket,
-                                    limit=self.package_limit)
-                return await self.backend.submit(plan)
+        if sub.package.staging_bucket:
+            check_staging_bucket(sub.package.staging_bucket)
+        with tempfile.TemporaryDirectory(prefix="mlplatform-package-") as tmp:
+            sdist = await package.build_sdist(pathlib.Path(sub.package.path), pathlib.Path(tmp))
+            sha256, size = await asyncio.to_thread(package.digest, sdist)
+            plan = with_package(plan, sdist, sha256, size, staging_bucket=sub.package.staging_bucket,
+                                limit=self.package_limit)
+            return await self.backend.submit(plan)
 
     async def list(self, user: str, project: str, filter: str | None = None, page_size: Any = None,
                    page_token: str | None = None) -> dict:
@@ -141,40 +136,8 @@ class JobService:
         """Checks run before the first line is asked for, so a refusal is an error, not an empty stream."""
         await self._check(user, project)
         await self.backend.get(project, job_id)
-        with _rest_named():
-            name = task_name(task) if task else "master-replica-0"
-            lines = self.backend.logs(project, job_id, name, follow=follow, after=after)
-        return _logs_rest_named(lines)
-
-
-# the REST names of the fields the package and plan modules name as the CLI spells them
-_REST_NAMES = {"--package-path": "package.path", "--staging-bucket": "package.stagingBucket",
-               "task-name": "task", "--task-name": "task"}
-
-
-def _renamed(e: UserInputError) -> UserInputError:
-    renamed = [UserInputError(_REST_NAMES[one.field], one.message, one.status) if one.field in _REST_NAMES else one
-               for one in errors_of(e)]
-    return renamed[0] if len(renamed) == 1 else UserInputErrors(renamed)
-
-
-@contextlib.contextmanager
-def _rest_named() -> Iterator[None]:
-    try:
-        yield
-    except UserInputError as e:
-        raise _renamed(e) from None
-
-
-async def _logs_rest_named(lines: AsyncIterator[LogLine]) -> AsyncIterator[LogLine]:
-    """The backend's lines; its refusal of the task (at the first line) naming ``task``."""
-    try:
-        async for line in lines:
-            yield line
-    except UserInputError as e:
-        raise _renamed(e) from None
-    finally:
-        await lines.aclose()
+        name = task_name(task) if task else "master-replica-0"
+        return self.backend.logs(project, job_id, name, follow=follow, after=after)
 
 
 def _nested(prefix: str, check: Callable[..., Any], *args: Any) -> Any:

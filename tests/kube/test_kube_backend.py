@@ -314,7 +314,7 @@ async def test_logs_of_master_and_worker_follow_and_resume(backend, cluster, kub
     for bad in ("worker-5", "ps-0", "nonsense"):
         with pytest.raises(UserInputError) as e:
             await collect(backend.logs(ns, "logged", bad))
-        assert e.value.field == "task-name"
+        assert e.value.field == "task"
     with pytest.raises(JobNotFound):
         await collect(backend.logs(ns, "nope"))
 

@@ -197,7 +197,7 @@ async def test_a_shipped_package_that_is_not_the_planned_bytes_is_refused(backen
     plan = dataclasses.replace(plan, package=dataclasses.replace(plan.package, sha256="0" * 64))
     with pytest.raises(UserInputError) as e:
         await backend.submit(plan)
-    assert e.value.field == "--package-path" and "changed after it was built" in e.value.message
+    assert e.value.field == "package.path" and "changed after it was built" in e.value.message
     with pytest.raises(JobNotFound):
         await backend.get("alice", job_id)
     assert not backend.job_dir("alice", job_id).exists() and not list(backend.state_dir.glob(".incoming-*"))
@@ -319,7 +319,7 @@ async def test_refusals_duplicates_and_projects(backend, tmp_path, monkeypatch):
     for task in ("worker-0", "bogus"):
         with pytest.raises(UserInputError) as e:
             backend.logs("alice", job_id, task)
-        assert e.value.field == "task-name"
+        assert e.value.field == "task"
 
     refused = [
         (make_plan(uid("img"), [], masterConfig={"imageUri": "gcr.io/p/trainer:1"}),

@@ -70,14 +70,14 @@ async def test_project_with_pyproject_is_built_as_it_is(tmp_path):
 
 
 async def test_build_errors_are_user_errors(tmp_path):
-    with pytest.raises(UserInputError, match=r"--package-path: .*not a Python package directory"):
+    with pytest.raises(UserInputError, match=r"package\.path: .*not a Python package directory"):
         await build_sdist(tmp_path, tmp_path / "dist")
     project = tmp_path / "broken"
     pkg = make_package(project)
     (project / "setup.py").write_text("raise SystemExit('boom: the setup script is broken')\n")
     with pytest.raises(UserInputError) as e:
         await build_sdist(pkg, tmp_path / "dist")
-    assert e.value.field == "--package-path" and "boom: the setup script is broken" in e.value.message
+    assert e.value.field == "package.path" and "boom: the setup script is broken" in e.value.message
     other = tmp_path / "other-project"
     pkg = make_package(other)
     make_package(other, "unrelated")
@@ -95,9 +95,9 @@ async def test_build_errors_are_user_errors(tmp_path):
     (CONFIGMAP_LIMIT, CONFIGMAP_LIMIT, "gs://staging", "configmap"),
     (CONFIGMAP_LIMIT + 1, CONFIGMAP_LIMIT, "gs://staging", "bucket"),
     (5_000_000, 1_000_000, "s3://staging/prefix", "bucket"),
-    (5_000_000, 1_000_000, None, "--package-path: the package is 5.0 MB, more than the 1.0 MB that can ship inside "
+    (5_000_000, 1_000_000, None, "package.path: the package is 5.0 MB, more than the 1.0 MB that can ship inside "
                                  "the cluster; set --staging-bucket"),
-    (CONFIGMAP_LIMIT + 1, CONFIGMAP_LIMIT, "", "--package-path: the package is 0.9 MB, more than the 0.9 MB"),
+    (CONFIGMAP_LIMIT + 1, CONFIGMAP_LIMIT, "", "package.path: the package is 0.9 MB, more than the 0.9 MB"),
 ])
 def test_choose_delivery(size, limit, bucket, expected):
     if expected in ("configmap", "bucket"):
@@ -149,7 +149,7 @@ def test_staging_uri():
     assert staging_uri("gs://bkt/", "job_1", data, "t.tar.gz") == f"gs://bkt/job_1/packages/{digest}/t.tar.gz"
     assert staging_uri("s3://bkt/a/b", "j", data, "t.tar.gz") == f"s3://bkt/a/b/j/packages/{digest}/t.tar.gz"
     for bad in ("bkt", "http://bkt", "gs://", "gs:///"):
-        with pytest.raises(UserInputError, match="--staging-bucket"):
+        with pytest.raises(UserInputError, match="package.stagingBucket"):
             staging_uri(bad, "j", data, "t.tar.gz")
 
 
@@ -174,7 +174,7 @@ async def test_stage_errors_name_the_staging_bucket(s3_store, tmp_path):
     env = s3_store.credentials_env(tmp_path / "creds", s3_store.denied_key_id, s3_store.denied_secret)
     with pytest.raises(UserInputError) as e:
         await stage(sdist, f"s3://{s3_store.bucket}", "j", env)
-    assert e.value.field == "--staging-bucket" and e.value.status == 403 and "access denied" in e.value.message
+    assert e.value.field == "package.stagingBucket" and e.value.status == 403 and "access denied" in e.value.message
     env = s3_store.credentials_env(tmp_path / "creds")
     with pytest.raises(UserInputError, match="bucket 'no-such-staging-bucket' does not exist"):
         await stage(sdist, "s3://no-such-staging-bucket", "j", env)

@@ -355,7 +355,7 @@ def test_pod_selectors(kind, task, selector):
 def test_pod_selectors_of_tasks_a_kind_lacks(kind, task):
     with pytest.raises(UserInputError) as e:
         pod_selector(kind, "resnet", task)
-    assert e.value.field == "task-name"
+    assert e.value.field == "task"
 
 
 @pytest.mark.parametrize("kind, name, path", [
@@ -421,12 +421,12 @@ def test_a_staged_package_needs_no_volume_and_comes_first():
 
 
 @pytest.mark.parametrize("training, size, bucket, message", [
-    ({**MODULE, "runtimeVersion": "python-3.11"}, 2_000_000, None, "--package-path: the package is 2.0 MB"),
+    ({**MODULE, "runtimeVersion": "python-3.11"}, 2_000_000, None, "package.path: the package is 2.0 MB"),
     ({**MODULE, "runtimeVersion": "python-3.11", "packageUris": ["s3://b/t-1.0.tar.gz"]}, 10, None,
-     "--package-path: the package's file 't-1.0.tar.gz' has the same name as s3://b/t-1.0.tar.gz"),
+     "package.path: the package's file 't-1.0.tar.gz' has the same name as s3://b/t-1.0.tar.gz"),
     ({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "masterConfig": {"imageUri": "ghcr.io/x/y:1"}}, 10,
-     None, "--package-path: needs a pythonModule"),
-    ({**MODULE, "runtimeVersion": "python-3.11"}, 2_000_000, "http://nope", "--staging-bucket: 'http://nope'"),
+     None, "package.path: needs a pythonModule"),
+    ({**MODULE, "runtimeVersion": "python-3.11"}, 2_000_000, "http://nope", "package.stagingBucket: 'http://nope'"),
 ])
 def test_packages_that_cannot_ship(training, size, bucket, message):
     plan = plan_job(parse_job({"jobId": "j", "trainingInput": training}), PLAN_SETTINGS, project="p", owner="o")

@@ -236,7 +236,7 @@ def test_task_name_spellings(text, name):
 def test_task_names_that_are_not_tasks(text):
     with pytest.raises(UserInputError) as e:
         task_name(text)
-    assert e.value.field == "task-name" and "master-replica-0" in e.value.message
+    assert e.value.field == "task" and "master-replica-0" in e.value.message
 
 
 @pytest.mark.parametrize("text", [
@@ -248,7 +248,7 @@ def test_task_names_that_are_not_tasks(text):
 def test_task_names_out_of_bounds_are_refused(text):
     with pytest.raises(UserInputError) as e:
         task_name(text)
-    assert e.value.field == "task-name"
+    assert e.value.field == "task"
 
 
 def test_task_names_at_the_bounds():

@@ -140,7 +140,7 @@ async def test_a_task_the_runtime_lacks_is_named_by_its_flag_not_a_traceback():
 
     class NoWorkers(FakeBackend):
         def logs(self, project, job_id, task="master-replica-0", *, follow=False, after=0):
-            raise UserInputError("task-name", f"the job has no task {task!r}")
+            raise UserInputError("task", f"the job has no task {task!r}")
 
     async def projects(user):
         return ["team"]

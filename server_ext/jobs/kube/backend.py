@@ -32,7 +32,7 @@ Guarantees:
   ``timestamps=true``: each line's ``time`` is the kubelet's (RFC 3339 UTC, as given, often with
   nanoseconds), its text without it. Its ``stream`` is None: the pod log's ``stream=Stdout|Stderr``
   query is alpha (``PodLogsQuerySplitStreams``, off by default in Kubernetes 1.37), so stdout and
-  stderr come merged. A task the job does not have is `UserInputError("task-name", …)`.
+  stderr come merged. A task the job does not have is `UserInputError("task", …)`.
 - Sweeps: a plan with ``sweep``, or a user's own Katib Experiment
   (`submit_experiment`), is a Katib ``Experiment``; this class only dispatches to `kube_sweeps`,
   which says how they are created, cached, read, cancelled, logged (``trial-<id>``) and how
@@ -342,7 +342,7 @@ class KubeBackend:
             ended = lambda: self._ended(p, job_id)  # noqa: E731
         tasks = tasks_of(kind, obj)
         if task not in tasks:
-            raise UserInputError("task-name", f"job {job_id} has no task {label!r} (it has {', '.join(tasks)})")
+            raise UserInputError("task", f"job {job_id} has no task {label!r} (it has {', '.join(tasks)})")
         selector = pod_selector(kind, obj["metadata"]["name"], task)
         pod_name = pod_uid = None
         base = read = 0  # lines of pods replaced earlier; complete lines of this pod's log read so far

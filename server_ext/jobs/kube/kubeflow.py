@@ -141,10 +141,10 @@ def pod_selector(kind: str, name: str, task: str) -> str:
     role, _, index = canonical.rpartition("-replica-")
     if kind == "Job":
         if canonical != "master-replica-0":
-            raise UserInputError("task-name", f"the job has no task {task!r} (it has master-replica-0)")
+            raise UserInputError("task", f"the job has no task {task!r} (it has master-replica-0)")
         return f"batch.kubernetes.io/job-name={name}"
     if role not in _REPLICA_TYPES[kind]:
-        raise UserInputError("task-name", f"a {kind} has no {role} tasks")
+        raise UserInputError("task", f"a {kind} has no {role} tasks")
     return (f"training.kubeflow.org/job-name={name},"
             f"training.kubeflow.org/replica-type={replica_type(kind, role).lower()},"
             f"training.kubeflow.org/replica-index={index}")

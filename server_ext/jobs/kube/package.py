@@ -15,9 +15,9 @@
   (propagation Background, precondition on its uid) and the error is raised: nothing is left. Should
   that delete fail too, the error raised says so and names the object.
 
-Errors: a 403 (RBAC or a ConfigMap quota) is `UserInputError("--package-path", …, 403)`; any other
+Errors: a 403 (RBAC or a ConfigMap quota) is `UserInputError("package.path", …, 403)`; any other
 API failure `UpstreamError` with the API's reason; an sdist changed since it was described is
-`UserInputError("--package-path")`. Bodies are never logged (a ConfigMap carries the whole sdist).
+`UserInputError("package.path")`. Bodies are never logged (a ConfigMap carries the whole sdist).
 """
 
 from __future__ import annotations
@@ -30,13 +30,12 @@ from typing import Mapping
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
 
-from ..package_delivery import package_configmap
+from ..package_delivery import BUCKET_FIELD, FIELD, package_configmap
 from ..fetch import put_object
 from .kubeflow import api_version, resource_path
 from ..plan import JobPlan, ShippedPackage
 
 log = logging.getLogger("mlplatform.jobs.kube")
-FIELD = "--package-path"
 
 
 async def _read(pkg: ShippedPackage) -> bytes:
@@ -50,11 +49,11 @@ async def _read(pkg: ShippedPackage) -> bytes:
 
 
 async def stage(plan: JobPlan, env: Mapping[str, str]) -> None:
-    """Upload a ``bucket`` package to its URI (errors name ``--staging-bucket``)."""
+    """Upload a ``bucket`` package to its URI (errors name ``package.stagingBucket``)."""
     pkg = plan.package
     assert pkg is not None and pkg.delivery == "bucket"
     data = await _read(pkg)
-    await put_object(pkg.uri, data, env, "--staging-bucket", job=plan.job.job_id)
+    await put_object(pkg.uri, data, env, BUCKET_FIELD, job=plan.job.job_id)
     log.info("job %s in %s: staged %s (%s bytes) for %s", plan.job.job_id, plan.project, pkg.uri, len(data),
              plan.owner)
 

@@ -300,8 +300,8 @@ def trial_task(sweeps: Sweeps, project: str, job_id: str, experiment: dict, task
     """The trial job behind ``trial-<id>[/<task>]`` and the task inside it (``master-replica-0``…)."""
     m = _TRIAL_TASK.fullmatch(task)
     if not m:
-        raise UserInputError("task-name", f"job {job_id} is a hyperparameter sweep: its tasks are trial-<id> and "
-                                          "trial-<id>/<task> (e.g. trial-3/worker-replica-1)")
+        raise UserInputError("task", f"job {job_id} is a hyperparameter sweep: its tasks are trial-<id> and "
+                                     "trial-<id>/<task> (e.g. trial-3/worker-replica-1)")
     trial = sweeps.trial(experiment, m["id"])
     if trial is None:
         raise JobNotFound(project, f"{job_id}/trials/{m['id']}")
@@ -310,7 +310,7 @@ def trial_task(sweeps: Sweeps, project: str, job_id: str, experiment: dict, task
     primary = (trial.get("spec") or {}).get("primaryContainerName") or \
         (experiment["spec"].get("trialTemplate") or {}).get("primaryContainerName")
     if kind not in CONTAINER:
-        raise UserInputError("task-name", f"trial {m['id']} of job {job_id} runs a {kind}, whose logs are not read here")
+        raise UserInputError("task", f"trial {m['id']} of job {job_id} runs a {kind}, whose logs are not read here")
     if kind == "Job" and not primary:
         containers = ((run_spec.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or [{}]
         primary = containers[0].get("name")

@@ -364,7 +364,7 @@ class LocalBackend:
             job_id, name = self._sweeps.trial_task(rec, name)
             rec = self._record(project, job_id)
         if name not in rec.tasks:
-            raise UserInputError("task-name", f"the job has no task {task!r} (it has {', '.join(rec.tasks)})")
+            raise UserInputError("task", f"the job has no task {task!r} (it has {', '.join(rec.tasks)})")
         path = self.job_dir(project, job_id) / f"{name}.log"
         return read_log(path, shown, max(0, int(after)), follow, lambda: self._task_ended(rec, name), self.poll_s)
 

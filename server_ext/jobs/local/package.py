@@ -8,7 +8,7 @@ directories to run in place, the package shipped with it (``--package-path``) in
   is removed as soon as ``submit`` returns, so submit keeps a copy first. The sdist is copied, and
   hashed as it is copied, into a private directory of the state dir (the job's directory is on the
   same filesystem, so `Kept.place` is a rename); a copy whose sha256 is not the plan's is refused
-  with `UserInputError` naming ``--package-path``. The copy is therefore the very bytes the job's
+  with `UserInputError` naming ``package.path``. The copy is therefore the very bytes the job's
   URI names — ``configmap://<job>-package/<file>`` or the staging bucket's
   ``…/packages/<sha256>/<file>`` — and that URI is never read: the local runtime reads no ConfigMap,
   fetches nothing it already holds and uploads nothing to the staging bucket.
@@ -50,6 +50,7 @@ from hub_ext.local_files import PRIVATE_UMASK, private_dir, private_opener
 
 from .env import PackageSource, package_sources
 from .procs import note, tagged
+from ..package_delivery import FIELD
 from ..plan import JobPlan, ShippedPackage
 
 SHIPPED_DIR = "shipped"
@@ -123,14 +124,14 @@ def keep(package: ShippedPackage, state_dir: pathlib.Path) -> Kept:
                 out.write(chunk)
     except FileNotFoundError:
         kept.discard()
-        raise UserInputError("--package-path", f"the built package {package.path} no longer exists") from None
+        raise UserInputError(FIELD, f"the built package {package.path} no longer exists") from None
     except BaseException:
         kept.discard()
         raise
     if digest.hexdigest() != package.sha256:
         kept.discard()
-        raise UserInputError("--package-path", f"the built package {package.filename} changed after it was built "
-                                               f"(sha256 {digest.hexdigest()}, expected {package.sha256})")
+        raise UserInputError(FIELD, f"the built package {package.filename} changed after it was built "
+                                    f"(sha256 {digest.hexdigest()}, expected {package.sha256})")
     return kept
 
 

@@ -427,12 +427,12 @@ class Sweeps:
     def trial_task(self, rec: JobRecord, task: str) -> tuple[str, str]:
         """``trial-3`` / ``trial-3/worker-replica-1`` → (the trial job's id, its task)."""
         if not task.startswith("trial-"):
-            raise UserInputError("task-name", f"a hyperparameter tuning job's logs are its trials': trial-1, "
-                                              f"trial-1/worker-replica-0, … (not {task!r})")
+            raise UserInputError("task", f"a hyperparameter tuning job's logs are its trials': trial-1, "
+                                         f"trial-1/worker-replica-0, … (not {task!r})")
         trial, _, inner = task.partition("/")
         job_id = space.trial_job_id(rec.job_id, trial.removeprefix("trial-"))
         if self.jobs.find_record(rec.project, job_id) is None:
-            raise UserInputError("task-name", f"the sweep has no {trial} (yet)")
+            raise UserInputError("task", f"the sweep has no {trial} (yet)")
         return job_id, task_name(inner) if inner else MASTER
 
     async def trial_metrics(self, rec: JobRecord, trial_id: str) -> list[dict]:
