@@ -89,3 +89,5 @@ bench: $(VENV)/.stamp $(CLUSTER)
 	$(PY) -m tests.bench.sse_logs --mb 100
 	$(PY) -m tests.bench.local_trials --trials 10 --seconds 1
 	$(PY) -m tests.bench.widget_traffic --jobs 10 --seconds 20 --mb 100
+	$(PY) -m tests.bench.login_ready --rounds 5
+	$(PY) -m tests.bench.submit_first_log --rounds 10

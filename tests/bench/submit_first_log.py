@@ -1,0 +1,108 @@
+"""Benchmark (prints figures, asserts nothing, exits 0) of P9, submit → first log line in the widget:
+the time from ``client.submit(...)`` in a notebook to the job's first log line leaving the kernel
+for a `JobDetail` view (goal ≤ 1 s), on the local runtime.
+
+    .venv/bin/python -m tests.bench.submit_first_log [--rounds 10]   (or: make bench)
+
+A real notebook server (``python -m jupyter_server`` with the extension, `tests.bench.sse_logs`'
+`start_server`) runs the jobs; this process plays the kernel: a `Client` of that server, and the
+comm replaced by `tests.bench.widget_traffic`'s recorder, which sees what would go on the wire to
+the browser. A round: submit a job whose trainer prints one line at once (then sleeps 2 s), open
+its `JobDetail` with its view's ``ready`` (what a notebook does on ``handle.widget()``), and wait
+for a ``log_reset`` or ``log_append`` message carrying that line. ``submit`` is the submit call's
+own time (the server's answer); ``first line`` counts from before the submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from tests.bench.sse_logs import PROJECT, TOKEN, start_server
+from tests.bench.widget_traffic import TRAFFIC, from_view, install_recorder
+
+LINE = "p9: first line"
+TRAINER = f"import sys, time\nprint({LINE!r}, flush=True)\ntime.sleep(2)\n"
+
+
+def wait_server(url: str, proc, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("the server exited; see its server.log")
+        try:
+            if requests.get(f"{url}/api/status", headers={"Authorization": f"token {TOKEN}"}, timeout=5).ok:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the server did not answer within {timeout} s")
+
+
+def first_line_seen(start: int) -> bool:
+    """Whether a log message after `TRAFFIC.contents[start]` carries `LINE`."""
+    return any(c.get("type") in ("log_reset", "log_append") and LINE in (c.get("lines") or [])
+               for c in TRAFFIC.contents[start:])
+
+
+def one_round(client, pkg: Path, i: int, timeout: float = 30) -> tuple[float, float]:
+    from server_ext.widgets.views import JobDetail
+
+    start = len(TRAFFIC.contents)
+    t0 = time.perf_counter()
+    handle = client.submit({"jobId": f"p9_{i}", "trainingInput": {
+        "scaleTier": "BASIC", "pythonModule": "p9bench.task", "packageUris": [pkg.as_uri()]}})
+    submitted = time.perf_counter() - t0
+    detail = JobDetail(client, handle.job["jobId"])
+    from_view(detail, {"type": "ready"})
+    try:
+        while time.perf_counter() - t0 < timeout:
+            if first_line_seen(start):
+                return submitted, time.perf_counter() - t0
+            time.sleep(0.005)
+        raise TimeoutError(f"job p9_{i}: no log line in the widget within {timeout} s")
+    finally:
+        detail.close()
+
+
+def p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=10, help="jobs submitted, one after another")
+    args = parser.parse_args(argv)
+    install_recorder()
+    from server_ext.client.notebook import Client
+
+    with tempfile.TemporaryDirectory(prefix="bench-p9-") as tmp:
+        tmp = Path(tmp)
+        pkg = tmp / "pkg" / "p9bench"
+        pkg.mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "task.py").write_text(TRAINER)
+        proc, url = start_server(tmp)
+        try:
+            wait_server(url, proc)
+            client = Client(url, TOKEN, PROJECT)
+            rows = [one_round(client, pkg, i) for i in range(args.rounds)]
+            client.close()
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    print(f"P9 submit → first log line in the JobDetail widget (local runtime), {args.rounds} rounds")
+    print(f"{'':<22} {'median s':>9} {'p90 s':>9} {'max s':>9}")
+    for name, values in (("submit call", [r[0] for r in rows]), ("first line", [r[1] for r in rows])):
+        print(f"{name:<22} {statistics.median(values):>9.3f} {p90(values):>9.3f} {max(values):>9.3f}")
+    print("goal: first line ≤ 1 s")
+
+
+if __name__ == "__main__":
+    main()
