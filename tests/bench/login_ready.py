@@ -27,6 +27,7 @@ from pathlib import Path
 import requests
 
 from hub_ext.demo import DemoSecrets, demo_config, demo_source, find_proxy_command
+from tests.bench.figures import table
 from tests.harness.hub import HubProcess
 from tests.hub.test_hub_harness import form_login
 
@@ -77,11 +78,6 @@ def stop_server(hub: HubProcess) -> None:
         time.sleep(0.2)
 
 
-def p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="logins per spawner")
@@ -102,9 +98,7 @@ def main(argv: list[str] | None = None) -> None:
             for hub in hubs.values():
                 hub.stop(check=False)
     print(f"P8 login → notebook ready (api/status through the proxy), {args.rounds} rounds per spawner")
-    print(f"{'spawner':<36} {'median s':>9} {'p90 s':>9} {'min s':>9}")
-    for name, values in times.items():
-        print(f"{name:<36} {statistics.median(values):>9.3f} {p90(values):>9.3f} {min(values):>9.3f}")
+    print(table(times, "spawner", ("min", min)))
     ours, stock = (statistics.median(v) for v in times.values())
     print(f"ratio (ours / stock, medians): {ours / stock:.2f}× (goal ≤ 1.2×)")
 

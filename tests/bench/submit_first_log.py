@@ -16,32 +16,24 @@ own time (the server's answer); ``first line`` counts from before the submit.
 from __future__ import annotations
 
 import argparse
-import statistics
+import asyncio
 import tempfile
 import time
 from pathlib import Path
 
-import requests
+import aiohttp
 
-from tests.bench.sse_logs import PROJECT, TOKEN, start_server
+from tests.bench.figures import table
+from tests.bench.sse_logs import PROJECT, TOKEN, start_server, wait_ready
 from tests.bench.widget_traffic import TRAFFIC, from_view, install_recorder
 
 LINE = "p9: first line"
 TRAINER = f"import sys, time\nprint({LINE!r}, flush=True)\ntime.sleep(2)\n"
 
 
-def wait_server(url: str, proc, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("the server exited; see its server.log")
-        try:
-            if requests.get(f"{url}/api/status", headers={"Authorization": f"token {TOKEN}"}, timeout=5).ok:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"the server did not answer within {timeout} s")
+async def wait_server(url: str, proc) -> None:
+    async with aiohttp.ClientSession(headers={"Authorization": f"token {TOKEN}"}) as session:
+        await wait_ready(session, url, proc)
 
 
 def first_line_seen(start: int) -> bool:
@@ -70,11 +62,6 @@ def one_round(client, pkg: Path, i: int, timeout: float = 30) -> tuple[float, fl
         detail.close()
 
 
-def p90(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10, help="jobs submitted, one after another")
@@ -90,7 +77,7 @@ def main(argv: list[str] | None = None) -> None:
         (pkg / "task.py").write_text(TRAINER)
         proc, url = start_server(tmp)
         try:
-            wait_server(url, proc)
+            asyncio.run(wait_server(url, proc))
             client = Client(url, TOKEN, PROJECT)
             rows = [one_round(client, pkg, i) for i in range(args.rounds)]
             client.close()
@@ -98,9 +85,7 @@ def main(argv: list[str] | None = None) -> None:
             proc.terminate()
             proc.wait(30)
     print(f"P9 submit → first log line in the JobDetail widget (local runtime), {args.rounds} rounds")
-    print(f"{'':<22} {'median s':>9} {'p90 s':>9} {'max s':>9}")
-    for name, values in (("submit call", [r[0] for r in rows]), ("first line", [r[1] for r in rows])):
-        print(f"{name:<22} {statistics.median(values):>9.3f} {p90(values):>9.3f} {max(values):>9.3f}")
+    print(table({"submit call": [r[0] for r in rows], "first line": [r[1] for r in rows]}, ""))
     print("goal: first line ≤ 1 s")
 
 
