@@ -14,7 +14,8 @@ Guarantees:
   when poked.
 - `poke()` polls early, but never more often than every `MIN_POLL_S`.
 - `LogFollower` emits at most one message per `LOG_FLUSH_S` while lines arrive (none while the log
-  is silent), each ≤ `state.LOG_MAX_BYTES`; it holds at most ``cap`` lines whatever the log's
+  is silent); a line after a quiet `LOG_FLUSH_S` goes at once (a job's first line is not held
+  back), the lines after it wait for the rest of that second; each ≤ `state.LOG_MAX_BYTES`; it holds at most ``cap`` lines whatever the log's
   size; a dropped stream is resumed after the last line held (never a line twice); the log never
   goes to the kernel's stdout.
 - A fast log does not starve the kernel's thread: the reader pauses `PAUSE_S` after every
@@ -154,6 +155,7 @@ class LogFollower:
         self.ended = False
         self._reader: asyncio.Task | None = None
         self._flush_at: asyncio.TimerHandle | None = None
+        self._sent_at = float("-inf")  # loop time of the last message of lines
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -203,11 +205,14 @@ class LogFollower:
             self._flush_at = None
         message = self.buffer.take(self.task, self.max_bytes)
         if message is not None:
+            if message.get("lines"):  # an empty reset (a view's start) holds back no line after it
+                self._sent_at = self.loop.time()
             self._emit(message)
 
     def _line_arrived(self) -> None:
-        if self._flush_at is None:
-            self._flush_at = self.loop.call_later(self.flush_s, self._flush)
+        if self._flush_at is None:  # at once after a quiet flush_s (the lines read meanwhile join it)
+            delay = max(0.0, self._sent_at + self.flush_s - self.loop.time())
+            self._flush_at = self.loop.call_later(delay, self._flush)
 
     _end_state = ""
 

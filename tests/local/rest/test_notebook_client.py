@@ -235,3 +235,26 @@ def test_a_made_up_job_id_another_kernel_took_gets_the_next_suffix(client, run):
 
     taken, made = blocking(run, go)
     assert made not in taken and made.rsplit("_", 1)[0] in taken and made.endswith("_2"), (made, taken)
+
+
+def test_a_jobs_first_log_line_is_not_held_for_the_batch(client, run):
+    """`LogFollower` batches a busy log (at most one message per ``flush_s``), but the first line after
+    a quiet ``flush_s`` goes at once: with an hour's batching, the first line of a running job still
+    reaches the view while the job runs (before, it waited for the batch or the log's end)."""
+    from server_ext.widgets.sync import LogFollower
+
+    def scenario():
+        job = client.submit(job_body("nb_first_line", "--epochs=3", "--sleep=30"))
+        sent: list[dict] = []
+        follower = LogFollower(client, PROJECT, "nb_first_line", sent.append, flush_s=3600)
+        follower.view_ready()  # a view's start: an empty reset, which must not hold back the first line
+        follower.follow(True)
+        try:
+            until(lambda: any(m.get("lines") for m in sent), timeout=60)
+            assert [m["type"] for m in sent if m["type"] == "log_end"] == [], sent
+            assert job.refresh().state == "RUNNING"  # not the log's end that sent it
+        finally:
+            follower.close()
+            job.cancel()
+
+    blocking(run, scenario)
