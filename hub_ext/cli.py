@@ -6,6 +6,8 @@
     mlplatform render-project --config FILE --user NAME [--group G ...] [--admin]
                                      the Kubernetes objects of that user's projects, as YAML
     mlplatform demo [--port N]       start the local platform (what `make demo` runs)
+    mlplatform operator [...]        the cluster side (`hub_ext.operator`): credential webhooks and
+                                     the dataset loader controller, on kopf
 
 `check-config` reads ``c.PlatformConfig`` / ``c.LocalPlatformSpawner`` / ``c.PlatformSpawner``
 settings and a plain ``c.KubeSpawner.profile_list`` (without ``spawner_class``, profiles on
@@ -219,6 +221,11 @@ def render_project(path: pathlib.Path, user: str, groups: list[str], admin: bool
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["operator"]:  # its own flags (hub_ext.operator.settings), and kopf only there
+        from .operator.main import main as operator_main
+
+        return operator_main(argv[1:])
     parser = argparse.ArgumentParser(prog="mlplatform", description="jupyterhub-mlplatform operator tools")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check-config", help="validate a jupyterhub_config.py or Helm values files",
@@ -240,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="start the local platform on http://127.0.0.1:8000")
     demo.add_argument("--port", type=int, default=None)
     demo.add_argument("--state-dir", type=pathlib.Path, default=None)
+    sub.add_parser("operator", add_help=False,
+                   help="the cluster side: credential webhooks and the dataset loader (see mlplatform operator --help)")
     args = parser.parse_args(argv)
     if args.command == "check-config":
         for f in args.file:

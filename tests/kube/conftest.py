@@ -19,6 +19,7 @@ import pytest
 from hub_ext.kube import Kube
 from server_ext.jobs.kube.backend import KubeBackend
 from tests.kube.job_env import NODES, SETTINGS
+from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixture: mlplatform operator)
 from tests.kube.training_operator import TrainingOperator
 
 

@@ -1,0 +1,104 @@
+"""`mlplatform operator`: one kopf operator with the platform's webhooks and dataset controller.
+
+Every replica serves the admission webhooks (stateless: any replica answers any review); only the
+replica holding the Lease (`leader`) acts in the dataset controller. The webhook server is kopf's,
+on our certificate (`tls`), reloaded when the files change; kopf manages no webhook configuration
+(they ship in helm-values/operator.yaml, scoped to project namespaces) and posts no log lines as
+Events (a handler's message could name a credential). SIGTERM/SIGINT stop it cleanly: the Lease is
+released so a standby replica takes over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+import kopf
+import kubernetes_asyncio
+
+from ..kube import Kube
+from . import dataset_controller, health, logs, webhooks
+from .context import OperatorContext
+from .leader import Leader
+from .settings import OperatorSettings, parse
+from .tls import Certificates
+
+log = logging.getLogger("mlplatform.operator")
+
+
+async def _client(settings: OperatorSettings):
+    if settings.kubeconfig:
+        return await kubernetes_asyncio.config.new_client_from_config(config_file=settings.kubeconfig)
+    kubernetes_asyncio.config.load_incluster_config()
+    return kubernetes_asyncio.client.ApiClient()
+
+
+def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    s = ctx.settings
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs):
+        if s.kubeconfig:
+            return kopf.login_with_kubeconfig(**kwargs)
+        return kopf.login_with_service_account(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_):
+        settings.admission.server = kopf.WebhookServer(
+            addr=s.webhook_addr, port=s.webhook_port, host=s.service_host, certfile=str(certs.certfile),
+            pkeyfile=str(certs.keyfile), file_check_interval=s.tls_check_s)
+        settings.admission.managed = None
+        settings.posting.enabled = False
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+
+    webhooks.register(registry, ctx)
+    dataset_controller.register(registry, ctx)
+    return registry
+
+
+async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> None:
+    if settings.kubeconfig:
+        os.environ["KUBECONFIG"] = settings.kubeconfig  # kopf's own client reads it (login_with_kubeconfig)
+    api = await _client(settings)
+    kube = Kube(api)
+    leader = Leader(kube, settings.namespace, settings.lease_name, settings.identity, settings.lease_duration_s)
+    ctx = OperatorContext(settings, kube, leader)
+    certs = Certificates(kube, settings)
+    stop = stop or asyncio.Event()
+    ready = asyncio.Event()
+    await certs.prepare()
+    runner = await health.serve(settings.health_addr, settings.health_port,
+                                {"certificate": certs.ready.is_set, "kopf": ready.is_set}, ctx.metrics,
+                                lambda: {"mlplatform_operator_leader": float(leader.leading)})
+    tasks = [asyncio.create_task(leader.run(), name="leader"), asyncio.create_task(certs.keep(), name="tls")]
+    log.info("operator %s starting in namespace %s", settings.identity, settings.namespace)
+    try:
+        await kopf.operator(registry=_registry(ctx, certs), standalone=True, clusterwide=True,
+                            stop_flag=stop, ready_flag=ready)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await leader.release()
+        await runner.cleanup()
+        await api.close()
+        log.info("operator %s stopped", settings.identity)
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = parse(argv)
+    logs.configure(settings.log_format)
+
+    async def _main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await run(settings, stop)
+
+    asyncio.run(_main())
+    return 0
