@@ -146,14 +146,18 @@ class Kube:
         self.api_client, self.timeout, self.retries, self.backoff = api_client, timeout, retries, backoff
 
     async def request(self, method: str, path: str, body: Any = None, query: dict | None = None,
-                      content_type: str = "application/json", timeout: float | None = None) -> Any:
+                      content_type: str = "application/json", timeout: float | None = None,
+                      accept: str = "application/json") -> Any:
+        """One request, retried as the module says; `accept` asks for another representation of a
+        JSON answer (e.g. ``application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1``: an
+        object's metadata only)."""
         retry_on = NOT_PROCESSED if method == "POST" else TRANSIENT
         action = f"{_VERBS.get(method, method)} {path}"
         for attempt in range(self.retries + 1):
             try:
                 return await self.api_client.call_api(
                     path, method, query_params=list((query or {}).items()), body=body,
-                    header_params={"Accept": "application/json", "Content-Type": content_type},
+                    header_params={"Accept": accept, "Content-Type": content_type},
                     auth_settings=["BearerToken"], response_types_map={200: "object", 201: "object", 202: "object"},
                     _return_http_data_only=True, _request_timeout=timeout or self.timeout)
             except ApiException as e:

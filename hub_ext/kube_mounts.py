@@ -4,7 +4,8 @@
   `credential_from_secret` keeps its name, kind, description and file names, never its data.
   It is mounted read-only at ``<credentials_root>/<name>/`` (mode 0440, group = the pod's
   fsGroup, so the notebook user can read it and nobody else on the node; 0400 when the notebook
-  runs as root).
+  runs as root). `credential_of_kind` says where a credential of a known kind is seen when only
+  its name and kind are known (its Secret's metadata, not its data).
 - A dataset is a PVC carrying the dataset label; annotations give its source (``s3://…`` or
   ``gs://…``) and description; its size is the PVC's capacity (or request). Its state comes from
   the ``Loaded`` condition in ``.status.conditions`` (written by the loader): True or absent →
@@ -47,12 +48,23 @@ def credential_from_secret(secret: dict, settings: MountSettings) -> Credential 
     if kind is None:
         return None
     meta = secret["metadata"]
-    name, keys = meta["name"], set((secret.get("data") or {}) | (secret.get("stringData") or {}))
-    base = f"{settings.credentials_root}/{name}"
+    keys = set((secret.get("data") or {}) | (secret.get("stringData") or {}))
     description = (meta.get("annotations") or {}).get(settings.description_annotation, "")
+    return credential_of_kind(meta["name"], kind, settings, "config" in keys, description)
+
+
+def credential_of_kind(name: str, kind: str, settings: MountSettings, has_config: bool = True,
+                       description: str = "") -> Credential:
+    """The credential `name` of `kind` (``gcp-credential`` | ``aws-credential``), where
+    `credential_from_secret` puts it; `has_config`: an AWS credential has a config file. For a
+    caller that read only the Secret's metadata (the pod webhook), the default names the config
+    file whether it exists or not (the AWS SDKs read a missing config file as an empty one)."""
+    base = f"{settings.credentials_root}/{name}"
     if kind == GCP:
-        return Credential(name, kind, f"{base}/key.json", None, description)
-    return Credential(name, AWS, f"{base}/credentials", f"{base}/config" if "config" in keys else None, description)
+        return Credential(name, GCP, f"{base}/key.json", None, description)
+    if kind == AWS:
+        return Credential(name, AWS, f"{base}/credentials", f"{base}/config" if has_config else None, description)
+    raise ValueError(f"unknown credential kind {kind!r}")
 
 
 def dataset_state(pvc: dict) -> tuple[str, str]:

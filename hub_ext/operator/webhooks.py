@@ -1,0 +1,125 @@
+"""The operator's admission webhooks, as kopf handlers (what they decide: `admission`, pure).
+
+- ``credential-secrets`` (validating; Secrets, CREATE and UPDATE): `admission.check_secret`; a
+  refusal is answered as kopf's `AdmissionError` with the field and the validator's message (never
+  a value) and its status (400, or 403 for a permission).
+- ``credential-mounts`` (mutating; Pods, CREATE): reads what the pod asks for
+  (`admission.requested`: its annotation, and its ServiceAccount's unless it opts out), each named
+  Secret's metadata only (``PartialObjectMetadata``: its kind label, never its data; all at once),
+  and adds `admission.mount_ops` to kopf's patch (as a transformation of the pod, from which kopf
+  computes the JSON Patch it answers). A pod in the operator's own namespace is never touched (the
+  webhook configuration's namespaceSelector already keeps it and every other non-project namespace
+  away).
+
+The handler ids are the URL paths the webhook configurations call (``/credential-secrets``,
+``/credential-mounts``). Neither handler answers with a stack trace: an unexpected failure is
+logged here and refused with a short message; a Kubernetes read that fails (after
+`hub_ext.kube`'s retries, within a short timeout: the API server waits 5 s for the whole review)
+refuses the pod with the reason. Every decision is logged with the namespace, the object and the
+user, never a value; ``mlplatform_operator_webhook_reviews_total`` on ``/metrics`` counts them by webhook
+and result (allowed/refused credential Secrets, mounted/refused pods).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Mapping
+
+import jsonpatch
+import kopf
+
+from ..credentials import KIND_LABEL
+from ..errors import UserInputError
+from ..kube import KubeError, NotFound, path_of
+from . import admission
+from .context import OperatorContext
+
+log = logging.getLogger("mlplatform.operator.webhooks")
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+READ_TIMEOUT_S = 1.5  # per GET; the API server gives the whole review 5 s
+
+
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
+    settings = ctx.settings
+
+    @kopf.on.validate("v1", "secrets", id="credential-secrets", operations=["CREATE", "UPDATE"], registry=registry)
+    async def credential_secrets(body, old, operation, userinfo, **_):
+        if operation not in ("CREATE", "UPDATE"):  # kopf does not filter served reviews by operation
+            return
+        secret, meta = _plain(body), body.get("metadata") or {}
+        where = f"{meta.get('namespace')}/{meta.get('name')}"
+        user = (userinfo or {}).get("username")
+        try:
+            kind = admission.check_secret(secret, _plain(old) if operation == "UPDATE" and old else None,
+                                          settings.mounts)
+        except UserInputError as e:
+            log.info("refused %s of the credential Secret %s by %s: %s", operation, where, user, e.field)
+            _count(ctx, "credential-secrets", "refused")
+            raise kopf.AdmissionError(str(e), code=e.status) from None
+        except Exception:
+            log.exception("the credential Secret check failed on %s of %s by %s", operation, where, user)
+            raise kopf.AdmissionError("the platform's credential check failed; try again or tell the platform's "
+                                      "administrators", code=500) from None
+        if kind:
+            log.info("allowed %s of the %s Secret %s by %s", operation, kind, where, user)
+            _count(ctx, "credential-secrets", "allowed")
+
+    @kopf.on.mutate("v1", "pods", id="credential-mounts", operations=["CREATE"], registry=registry)
+    async def credential_mounts(body, patch, operation, userinfo, **_):
+        if operation != "CREATE":
+            return
+        pod, meta = _plain(body), body.get("metadata") or {}
+        namespace = meta.get("namespace") or ""
+        where = f"{namespace}/{meta.get('name') or meta.get('generateName', '') + '*'}"
+        if not namespace or namespace == settings.namespace:
+            return
+        try:
+            ops = await _mount_ops(ctx, pod, namespace)
+        except UserInputError as e:
+            log.info("refused the pod %s by %s: %s", where, (userinfo or {}).get("username"), e)
+            _count(ctx, "credential-mounts", "refused")
+            raise kopf.AdmissionError(str(e), code=e.status) from None
+        except KubeError as e:
+            log.warning("refused the pod %s: could not read its credentials: %s", where, e.reason)
+            raise kopf.AdmissionError(f"the platform could not look up the credentials this pod asks for: {e.reason}",
+                                      code=503) from None
+        except Exception:
+            log.exception("the credential mount of the pod %s failed", where)
+            raise kopf.AdmissionError("the platform's credential webhook failed; try again or tell the platform's "
+                                      "administrators", code=500) from None
+        if ops:
+            patch.fns.append(lambda raw: jsonpatch.apply_patch(raw, ops, in_place=True))
+            log.info("mounted credentials into the pod %s: %d changes", where, len(ops))
+            _count(ctx, "credential-mounts", "mounted")
+
+
+async def _mount_ops(ctx: OperatorContext, pod: dict, namespace: str) -> list[dict]:
+    settings = ctx.settings
+    account = None
+    if admission.uses_account(pod, settings):
+        sa = await _get(ctx, path_of("ServiceAccount", namespace, admission.service_account(pod)))
+        account = ((sa or {}).get("metadata") or {}).get("annotations") or {}
+    asked = admission.requested(pod, account, settings)
+    if not asked:
+        return []
+    metas = await asyncio.gather(*(_get(ctx, path_of("Secret", namespace, a.name), METADATA_ONLY) for a in asked))
+    kinds = {a.name: None if m is None else ((m.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL, "")
+             for a, m in zip(asked, metas)}
+    return admission.mount_ops(pod, asked, kinds, settings)
+
+
+async def _get(ctx: OperatorContext, path: str, accept: str = "application/json") -> dict | None:
+    try:
+        return await ctx.kube.request("GET", path, timeout=READ_TIMEOUT_S, accept=accept)
+    except NotFound:
+        return None
+
+
+def _plain(body: Mapping[str, Any]) -> dict:
+    """kopf's body view as a plain dict (its values are the review's own dicts; none is changed)."""
+    return dict(body)
+
+
+def _count(ctx: OperatorContext, webhook: str, result: str) -> None:
+    ctx.metrics.inc("mlplatform_operator_webhook_reviews_total", webhook=webhook, result=result)
