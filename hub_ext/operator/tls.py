@@ -82,15 +82,17 @@ def new_serving(ca_pem: bytes, ca_key_pem: bytes, hosts: list[str], now: dt.date
     return cert.public_bytes(serialization.Encoding.PEM), _pem_key(key)
 
 
-def needs_renewal(cert_pem: bytes, hosts: list[str], now: dt.datetime) -> bool:
-    """True when a third or less of the certificate's lifetime is left, or it lacks one of `hosts`."""
+def needs_renewal(cert_pem: bytes, hosts: list[str], now: dt.datetime, validity_s: int | None = None) -> bool:
+    """True when a third or less of the certificate's lifetime is left, it lacks one of `hosts`, or
+    it was made for longer than `validity_s` (the operator was told a shorter lifetime since)."""
     cert = x509.load_pem_x509_certificate(cert_pem)
     start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
     try:
         names = {str(n.value) for n in cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value}
     except x509.ExtensionNotFound:
         names = set()
-    return (end - now) <= (end - start) / 3 or not set(hosts) <= names
+    longer = validity_s is not None and (end - start) > dt.timedelta(seconds=validity_s, minutes=6)
+    return (end - now) <= (end - start) / 3 or not set(hosts) <= names or longer
 
 
 class Certificates:
@@ -131,7 +133,7 @@ class Certificates:
     async def _sync(self) -> None:
         data = await self._secret()
         now = dt.datetime.now(dt.timezone.utc)
-        if needs_renewal(data["tls.crt"], self.hosts, now):
+        if needs_renewal(data["tls.crt"], self.hosts, now, self.settings.tls_validity_s):
             cert, key = new_serving(data["ca.crt"], data["ca.key"], self.hosts, now, self.settings.tls_validity_s)
             data = await self._store({**data, "tls.crt": cert, "tls.key": key}, replace=True)
             log.info("renewed the webhook serving certificate (valid %s s)", self.settings.tls_validity_s)

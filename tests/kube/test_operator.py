@@ -54,7 +54,7 @@ async def test_two_replicas_elect_one_leader_and_a_standby_takes_over(operator, 
     second = OperatorProcess(kube_cluster, tmp_path / "second", [])
     (tmp_path / "second").mkdir()
     second.kube, second.starts = operator.kube, 5
-    await second.start()  # ready (it serves webhooks) though it does not lead
+    await second.start()  # ready (it serves webhooks) though it does not lead: operator-6
     try:
         await asyncio.sleep(2)
         assert await holder() == "operator-1"
@@ -63,7 +63,7 @@ async def test_two_replicas_elect_one_leader_and_a_standby_takes_over(operator, 
         assert (await operator.kube.get(TLS_SECRET))["data"]["ca.crt"] == ca
         assert _served_serial(second.webhook_port) == _served_serial(operator.webhook_port)
         await operator.stop()  # a clean stop releases the lease: the standby takes it at its next try
-        await _until(lambda: _is(holder, "operator-5"), "the standby holds the lease", timeout=10)
+        await _until(lambda: _is(holder, "operator-6"), "the standby holds the lease", timeout=10)
         assert "mlplatform_operator_leader 1" in await _metrics(second)
         lease = await operator.kube.get(LEASE)
         assert lease["spec"]["leaseTransitions"] >= 1

@@ -52,3 +52,5 @@ def test_serving_certificate_names_and_renewal_at_a_third_left():
     assert not needs_renewal(cert, hosts, start + lifetime * 0.6)
     assert needs_renewal(cert, hosts, start + lifetime * 0.7)
     assert needs_renewal(cert, [*hosts, "another.example"], NOW)
+    assert not needs_renewal(cert, hosts, NOW, validity_s=3000)
+    assert needs_renewal(cert, hosts, NOW, validity_s=600)  # told a shorter lifetime since
