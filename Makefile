@@ -7,7 +7,8 @@
 #   make test-<tier>   one tier: test-unit, test-local, test-kube, test-hub, test-browser
 #   make bench         benchmarks: spawn cost on the real API server, PlatformSpawner vs KubeSpawner;
 #                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script;
-#                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail)
+#                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail);
+#                      the operator's webhook latency under 50 concurrent creations beside none
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
 
@@ -91,3 +92,4 @@ bench: $(VENV)/.stamp $(CLUSTER)
 	$(PY) -m tests.bench.widget_traffic --jobs 10 --seconds 20 --mb 100
 	$(PY) -m tests.bench.login_ready --rounds 5
 	$(PY) -m tests.bench.submit_first_log --rounds 10
+	$(PY) -m tests.bench.operator_webhooks --pods 50 --rounds 3
