@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from typing import Any, AsyncIterator
 
 import aiohttp
@@ -33,6 +34,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from .errors import UpstreamError
 
 TRANSIENT = {429, 500, 502, 503, 504}
+# the API server's refusal when a webhook of `mlplatform operator` (helm-values/operator.yaml) fails
+_OPERATOR_HOOK = re.compile(r'failed calling webhook "([a-z0-9-]+)\.operator\.mlplatform\.io"')
 NOT_PROCESSED = {429, 503}
 _VERBS = {"GET": "read", "POST": "create in", "PUT": "replace", "PATCH": "change", "DELETE": "delete"}
 
@@ -105,7 +108,13 @@ def _answered(code: int, http_reason: str | None, body: str | None) -> tuple[str
     """(safe text, the API's Status object or {}) of an answer."""
     try:
         status = json.loads(body or "{}")
-        text = f"Kubernetes answered {code} {status.get('reason') or http_reason}: {status.get('message', '')}".strip()
+        message = str(status.get("message", ""))
+        hook = _OPERATOR_HOOK.search(message)
+        if hook:  # the platform's own webhook did not answer: say so, not the dial error behind it
+            return (f"the platform's operator (mlplatform operator, webhook {hook.group(1)}) is not answering, so "
+                    "Kubernetes refused the request; try again in a minute, or ask your administrator to check "
+                    "it"), status
+        text = f"Kubernetes answered {code} {status.get('reason') or http_reason}: {message}".strip()
         return text, status
     except (ValueError, TypeError, AttributeError):
         return f"Kubernetes answered {code} {http_reason}", {}

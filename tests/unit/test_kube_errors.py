@@ -138,3 +138,16 @@ def test_only_the_api_layer_catches_ApiException():
     offenders = {str(p.relative_to(ROOT)): _catchers(p) for area in ("hub_ext", "server_ext")
                  for p in sorted((ROOT / area).rglob("*.py"))}
     assert {p: lines for p, lines in offenders.items() if lines and p not in allowed} == {}
+
+
+def test_the_platforms_webhook_not_answering_is_named_as_such():
+    message = ('Internal error occurred: failed calling webhook "credential-mounts.operator.mlplatform.io": failed to '
+               'call webhook: Post "https://mlplatform-operator.mlplatform-system.svc:443/credential-mounts?timeout=5s": '
+               'dial tcp 10.96.0.12:443: connect: connection refused')
+    e = error_of(500, "Internal Server Error", status(500, "InternalError", message), "create in /api/v1/namespaces/p/pods")
+    assert isinstance(e, Unavailable)
+    assert e.reason.startswith("the platform's operator (mlplatform operator, webhook credential-mounts) is not answering")
+    assert "10.96.0.12" not in e.reason
+    other = error_of(500, "Internal Server Error", status(500, "InternalError", message.replace("operator.mlplatform.io",
+                                                                                                "example.com")))
+    assert other.reason.startswith("Kubernetes answered 500 InternalError: Internal error occurred")
