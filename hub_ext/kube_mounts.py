@@ -8,8 +8,10 @@
   its name and kind are known (its Secret's metadata, not its data).
 - A dataset is a PVC carrying the dataset label; annotations give its source (``s3://…`` or
   ``gs://…``) and description; its size is the PVC's capacity (or request). Its state comes from
-  the ``Loaded`` condition in ``.status.conditions`` (written by the loader): True or absent →
-  ready; False with reason ``Failed`` → failed; otherwise → loading. Mounted read-only at
+  the ``Loaded`` condition in ``.status.conditions`` (written by the operator's dataset loader,
+  `hub_ext.operator.dataset_controller`): True → ready; False with reason ``Failed`` → failed;
+  otherwise → loading. Without the condition: loading when the PVC has a source (the loader has not
+  started yet), ready when it has none (a dataset an admin filled). Mounted read-only at
   ``<datasets_root>/<name>``.
 """
 
@@ -67,13 +69,16 @@ def credential_of_kind(name: str, kind: str, settings: MountSettings, has_config
     raise ValueError(f"unknown credential kind {kind!r}")
 
 
-def dataset_state(pvc: dict) -> tuple[str, str]:
+def dataset_state(pvc: dict, source_annotation: str = SOURCE) -> tuple[str, str]:
+    """(state, message) of a dataset PVC: see the module docstring."""
     for cond in (pvc.get("status") or {}).get("conditions") or []:
         if cond.get("type") == LOADED:
             if cond.get("status") == "True":
                 return "ready", ""
             state = "failed" if cond.get("reason") == "Failed" else "loading"
             return state, cond.get("message") or ""
+    if ((pvc.get("metadata") or {}).get("annotations") or {}).get(source_annotation):
+        return "loading", "waiting for the loader to start"
     return "ready", ""
 
 
@@ -82,7 +87,7 @@ def dataset_from_pvc(pvc: dict, settings: MountSettings) -> Dataset:
     annotations = meta.get("annotations") or {}
     size = ((pvc.get("status") or {}).get("capacity") or {}).get("storage") or \
         (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage", "")
-    state, message = dataset_state(pvc)
+    state, message = dataset_state(pvc, settings.source_annotation)
     return Dataset(meta["name"], f"{settings.datasets_root}/{meta['name']}", state, message,
                    annotations.get(settings.source_annotation, ""),
                    annotations.get(settings.description_annotation, ""), size)

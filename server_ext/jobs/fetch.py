@@ -81,8 +81,9 @@ _PARALLEL = 4
 _GCS_SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
 
 
-class _Stores:
-    """Clients made from `env` on first use (in a worker thread); remembers secret values to scrub."""
+class Stores:
+    """Clients made from `env` on first use (in a worker thread); remembers secret values to scrub.
+    Public: the dataset loader (`server_ext.datasets.load`) reads its stores through it too."""
 
     def __init__(self, env: Mapping[str, str]):
         self.env = env
@@ -204,7 +205,7 @@ def _too_large(loc: Location, size: int, limit: int) -> UserInputError:
                                      f"a package may have ({MAX_BYTES_ENV})")
 
 
-def _s3_error(e: Exception, loc: Location, stores: _Stores, action: str) -> PlatformError:
+def _s3_error(e: Exception, loc: Location, stores: Stores, action: str) -> PlatformError:
     from botocore.exceptions import ClientError, NoCredentialsError
 
     if isinstance(e, ClientError):
@@ -224,7 +225,7 @@ def _s3_error(e: Exception, loc: Location, stores: _Stores, action: str) -> Plat
     return UpstreamError(f"{action} {loc.uri}", stores.scrub(f"{type(e).__name__}: {e}"))
 
 
-def _gcs_error(e: Exception, loc: Location, stores: _Stores, action: str) -> PlatformError:
+def _gcs_error(e: Exception, loc: Location, stores: Stores, action: str) -> PlatformError:
     from google.api_core import exceptions as gexc
     from google.auth.exceptions import RefreshError
 
@@ -253,7 +254,7 @@ def _sdk_errors(loc: Location) -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def _translated(loc: Location, stores: _Stores, action: str, fn: Any, *args: Any) -> Any:
+def _translated(loc: Location, stores: Stores, action: str, fn: Any, *args: Any) -> Any:
     """Run `fn` (SDK calls for `loc`), translating the SDK's exceptions, once, into ours."""
     try:
         return fn(*args)
@@ -263,7 +264,7 @@ def _translated(loc: Location, stores: _Stores, action: str, fn: Any, *args: Any
         raise (_s3_error if loc.scheme == "s3" else _gcs_error)(e, loc, stores, action) from None
 
 
-def _download(loc: Location, target: pathlib.Path, stores: _Stores, max_bytes: int) -> int:
+def _download(loc: Location, target: pathlib.Path, stores: Stores, max_bytes: int) -> int:
     part = target.with_name(f".{target.name}.part")
     try:
         if loc.scheme in ("file", "configmap"):
@@ -291,7 +292,7 @@ def _verify(loc: Location, part: pathlib.Path) -> None:
                                         "(nothing was installed; submit the job again)")
 
 
-def _get_remote(loc: Location, out: _Capped, stores: _Stores, max_bytes: int) -> None:
+def _get_remote(loc: Location, out: _Capped, stores: Stores, max_bytes: int) -> None:
     if loc.scheme == "s3":
         answer = stores.client(loc).get_object(Bucket=loc.bucket, Key=loc.key)
         if answer.get("ContentLength", 0) > max_bytes:
@@ -341,7 +342,7 @@ async def fetch_all(uris: list[str], dest: pathlib.Path, env: Mapping[str, str],
     limit = max_package_bytes(env) if max_bytes is None else max_bytes
     dest = pathlib.Path(dest)
     await asyncio.to_thread(dest.mkdir, parents=True, exist_ok=True)
-    stores = _Stores(env)
+    stores = Stores(env)
     gate = asyncio.Semaphore(_PARALLEL)
 
     async def one(loc: Location) -> pathlib.Path:
@@ -363,7 +364,7 @@ async def fetch_all(uris: list[str], dest: pathlib.Path, env: Mapping[str, str],
     return list(results)
 
 
-def _put(loc: Location, data: bytes, stores: _Stores, content_type: str) -> None:
+def _put(loc: Location, data: bytes, stores: Stores, content_type: str) -> None:
     if loc.scheme == "s3":
         stores.client(loc).put_object(Bucket=loc.bucket, Key=loc.key, Body=data, ContentType=content_type)
     else:
@@ -377,7 +378,7 @@ async def put_object(uri: str, data: bytes, env: Mapping[str, str], field: str, 
     loc = parse_uri(uri, field)
     if loc.scheme not in ("gs", "s3"):
         raise UserInputError(field, f"{uri}: can only upload to gs:// or s3://")
-    stores = _Stores(env)
+    stores = Stores(env)
     await asyncio.to_thread(_translated, loc, stores, "upload to", _put, loc, data, stores, content_type)
     log.info("job %s: uploaded %s bytes to %s", job, len(data), uri)
 

@@ -1,0 +1,452 @@
+"""The dataset loader controller: keeps each dataset PVC's loader Job and its ``Loaded`` condition
+in step (what a dataset is and what is written: `datasets`, pure; this module does the I/O).
+
+Level-triggered: `DatasetController.reconcile(pvc)` reads the PVC, its loader Jobs and their pods
+and does what is missing, the same whatever happened before; it runs on
+
+- every event of a PVC carrying the dataset label (kopf ``on.event``, filtered by the label),
+- every event of a Job carrying ``mlplatform.io/dataset-loader`` (its PVC is read again),
+- every dataset PVC when this replica becomes leader (`Leader.on_elected`: one cluster-wide
+  listing, in a task of its own so the Lease's renewal is never held up),
+
+and only while this replica leads (kopf's ``when``). No kopf timers, daemons or change-detecting
+handlers: kopf adds no finalizer and keeps no state of its own on the PVCs or Jobs.
+
+What one reconcile does, for a PVC in a project namespace (`OperatorSettings.project_selector`;
+others are ignored):
+
+1. a PVC being deleted: its loader Jobs are deleted (its pod would otherwise keep the PVC, which
+   the pvc-protection finalizer holds while a pod uses it); a PVC that is gone takes its Jobs with
+   it anyway (owner references, the garbage collector);
+2. a bad annotation: ``Failed`` naming it; no source: nothing (an admin's dataset);
+3. Jobs of an older load (another `DatasetSpec.load_id`: the source, credential or refresh
+   changed): deleted in the foreground, and the new Job waits until their pods are gone, so two
+   loaders never write one PVC;
+4. the credential Secret is read as metadata only (never its data), and a missing or wrong one is
+   ``Failed`` naming ``mlplatform.io/credential``; it is looked for again after 10 s, doubling to
+   5 min (Secrets are not watched), so creating it starts the load;
+5. the loader Job (`datasets.loader_job`) is created under its deterministic name; one already
+   there (a restarted operator, another replica before) is adopted when it is the loader of this
+   load (`datasets.is_loader_of`), else ``Failed`` says what is in the way. A failed Job is not
+   run again for the same load: changing ``mlplatform.io/refresh`` (or deleting the Job) retries;
+6. the Job's end: ``Loaded`` True with the loader's totals, or ``Failed`` with the loader's own
+   error line (`datasets.failed_message`); while it runs, ``Loading``, and a progress task.
+
+Progress: while a loader Job runs, one asyncio task per dataset reads the newest loader pod's last
+log lines every `OperatorSettings.progress_interval` seconds (``pods/<pod>/log?tailLines=3``) and
+writes the ``Loading`` message and ``mlplatform.io/progress`` when they change. The task ends
+when the Job ends (the reconcile that sees it cancels it before writing the outcome, under the
+dataset's lock, so a late progress write never follows the outcome), when the PVC goes, and when
+this replica stops leading (`Leader.on_stopped`).
+
+Writes: the condition through the status subresource as a strategic merge patch (conditions merge
+by ``type``: another controller's conditions are kept), then the annotations as a merge patch. The
+condition first, so an ``mlplatform.io/load-id`` naming a load never vouches for a condition
+written for an older one. A reconcile that fails on the API (after `hub_ext.kube`'s retries) is
+tried again after 1 s, doubling to 5 min.
+
+Logs: one line per decision with the dataset (``namespace/name``) and the load id; never a value
+of a credential (none is ever read). ``mlplatform_operator_dataset_loads_total{result=…}`` counts
+started, loaded and failed loads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Mapping
+
+import aiohttp
+import kopf
+
+from ..errors import UserInputError
+from ..kube import Conflict, KubeError, NotFound
+from . import datasets as ds
+from .context import OperatorContext
+
+log = logging.getLogger("mlplatform.operator.datasets")
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+STRATEGIC = "application/strategic-merge-patch+json"
+MERGE = "application/merge-patch+json"
+TAIL_LINES = 3
+MAX_BACKOFF_S = 300.0
+CREDENTIAL_RETRY_S = 10.0
+NAMESPACES_TTL_S = 30.0
+Key = tuple[str, str]
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _key(pvc: Mapping) -> Key:
+    return pvc["metadata"]["namespace"], pvc["metadata"]["name"]
+
+
+class DatasetController:
+    def __init__(self, ctx: OperatorContext):
+        self.ctx, self.settings, self.kube = ctx, ctx.settings, ctx.kube
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._watchers: dict[Key, tuple[str, asyncio.Task]] = {}  # the load id it follows, the task
+        self._retries: dict[Key, asyncio.Task] = {}
+        self._backoff: dict[Key, float] = {}
+        self._projects: tuple[float, frozenset[str]] = (0.0, frozenset())
+        self._resync: asyncio.Task | None = None
+
+    # -- entry points ---------------------------------------------------------------------------
+
+    async def on_claim(self, event_type: str | None, pvc: dict) -> None:
+        if event_type == "DELETED":
+            self.forget(_key(pvc))
+            return
+        await self.reconcile(pvc)
+
+    async def on_job(self, event_type: str | None, job: dict) -> None:
+        meta = job.get("metadata") or {}
+        claim = (meta.get("labels") or {}).get(ds.LOADER_LABEL)
+        if claim:
+            await self.reconcile_key((meta["namespace"], claim))
+
+    async def reconcile_key(self, key: Key) -> None:
+        try:
+            pvc = await self.kube.get(self._claim_path(*key))
+        except KubeError as e:
+            log.warning("dataset %s/%s: could not read the claim: %s", *key, e.reason)
+            self._schedule(key, self._next_backoff(key))
+            return
+        if pvc is None or self.settings.mounts.dataset_label not in (pvc["metadata"].get("labels") or {}):
+            self.forget(key)
+            return
+        await self.reconcile(pvc)
+
+    async def reconcile(self, pvc: dict) -> None:
+        key = _key(pvc)
+        async with self._lock(key):
+            if not self.ctx.leader.leading:
+                return
+            try:
+                delay = await self._reconcile(pvc)
+            except KubeError as e:
+                log.warning("dataset %s/%s: %s; trying again", *key, e.reason)
+                delay = self._next_backoff(key)
+            else:
+                if delay is None:
+                    self._backoff.pop(key, None)
+            self._schedule(key, delay)
+
+    def elected(self) -> None:
+        """Reconcile every dataset PVC of the cluster, in a task (the caller is the leader loop)."""
+        if self._resync is None or self._resync.done():
+            self._resync = asyncio.create_task(self.resync(), name="datasets-resync")
+
+    async def resync(self) -> None:
+        try:
+            listing = await self.kube.list("/api/v1/persistentvolumeclaims",
+                                           labelSelector=self.settings.mounts.dataset_label)
+        except KubeError as e:
+            log.warning("could not list the dataset claims: %s; trying again", e.reason)
+            await asyncio.sleep(5)
+            self._resync = asyncio.create_task(self.resync(), name="datasets-resync")
+            return
+        items = listing.get("items") or []
+        log.info("leader: reconciling %s dataset claims", len(items))
+        for pvc in items:
+            if not self.ctx.leader.leading:
+                return
+            await self.reconcile(pvc)
+
+    async def stopped(self) -> None:
+        """Leadership lost: every task of this controller ends."""
+        for task in [t for _, t in self._watchers.values()] + list(self._retries.values()) + \
+                ([self._resync] if self._resync else []):
+            task.cancel()
+        self._watchers.clear()
+        self._retries.clear()
+        self._backoff.clear()
+
+    def forget(self, key: Key) -> None:
+        self._stop_watch(key)
+        retry = self._retries.pop(key, None)
+        if retry:
+            retry.cancel()
+        self._backoff.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]
+
+    # -- one reconcile ----------------------------------------------------------------------------
+
+    async def _reconcile(self, pvc: dict) -> float | None:
+        """Act on `pvc`; the seconds after which to look again (None: when something changes)."""
+        meta = pvc["metadata"]
+        key = _key(pvc)
+        ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
+        if meta.get("deletionTimestamp"):
+            self._stop_watch(key)
+            await self._delete_jobs(await self._jobs(ns, name, uid), "its claim is being deleted")
+            return None
+        if not await self._in_project(ns):
+            return None
+        try:
+            spec = ds.read_dataset(pvc, self.settings.mounts)
+        except UserInputError as e:
+            self._stop_watch(key)
+            await self._set(pvc, None, False, ds.FAILED, str(e), None)
+            log.info("dataset %s/%s: not loaded: %s", ns, name, e.field)
+            return None
+        if spec is None:
+            self._stop_watch(key)
+            return None
+        cond = ds.condition_of(pvc)
+        current = (meta.get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION) == spec.load_id
+        if current and cond and cond.get("status") == "True":
+            self._stop_watch(key)
+            return None
+        watching = self._watchers.get(key)
+        if current and watching and watching[0] == spec.load_id and not watching[1].done():
+            return None  # its Job runs and is followed; the Job's own events bring what changes
+        jobs = await self._jobs(ns, name, uid)
+        older = [j for j in jobs if (j["metadata"].get("labels") or {}).get(ds.LOAD_LABEL) != spec.load_id]
+        if older:
+            self._stop_watch(key)
+            await self._delete_jobs(older, f"the load {spec.load_id} replaces it")
+            await self._set(pvc, spec.load_id, False, ds.LOADING, "stopping the previous load", {})
+            return None  # the old Jobs' deletion brings us back
+        job = next(iter(jobs), None)
+        if current and cond and cond.get("reason") == ds.FAILED and job is not None and \
+                ds.job_state(job) == "failed":
+            self._stop_watch(key)
+            return None  # settled until the source, credential or refresh changes
+        credential = None
+        if spec.credential:
+            try:
+                secret = await self.kube.request("GET", f"/api/v1/namespaces/{ns}/secrets/{spec.credential}",
+                                                 accept=METADATA_ONLY)
+            except NotFound:
+                secret = None
+            try:
+                credential = ds.credential_for(spec, secret, self.settings.mounts)
+            except UserInputError as e:
+                self._stop_watch(key)
+                await self._set(pvc, spec.load_id, False, ds.FAILED, str(e), {})
+                log.info("dataset %s/%s: load %s waits for its credential", ns, name, spec.load_id)
+                return self._next_backoff(key, CREDENTIAL_RETRY_S)
+        if job is None:
+            job = await self._create_job(spec, credential)
+            if job is None:
+                await self._set(pvc, spec.load_id, False, ds.FAILED,
+                                f"a Job named {spec.job_name} that is not this dataset's loader is in the way; "
+                                "delete it", {})
+                return None
+        elif not ds.is_loader_of(job, spec):
+            await self._set(pvc, spec.load_id, False, ds.FAILED,
+                            f"the Job {job['metadata']['name']} is not this dataset's loader; delete it", {})
+            return None
+        state = ds.job_state(job)
+        if state != "running":
+            self._stop_watch(key)
+            pod, progress = await self._last_words(spec)
+            if state == "complete":
+                await self._set(pvc, spec.load_id, True, ds.LOADED_REASON,
+                                ds.loaded_message(progress, spec.source.uri), progress)
+            else:
+                await self._set(pvc, spec.load_id, False, ds.FAILED, ds.failed_message(progress, pod, job), progress)
+            self.ctx.metrics.inc("mlplatform_operator_dataset_loads_total", result="loaded" if state == "complete"
+                                 else "failed")
+            log.info("dataset %s/%s: load %s %s", ns, name, spec.load_id, "loaded" if state == "complete" else "failed")
+            return None
+        if not current or cond is None or cond.get("reason") != ds.LOADING:
+            await self._set(pvc, spec.load_id, False, ds.LOADING, "waiting for the loader to start", {})
+        self._start_watch(key, spec)
+        return None
+
+    async def _create_job(self, spec: ds.DatasetSpec, credential: Any) -> dict | None:
+        """The loader Job of `spec`, made now or found (adopted) under its name; None if a Job of
+        that name is something else."""
+        manifest = ds.loader_job(spec, credential, self.settings)
+        try:
+            job = await self.kube.request("POST", self._jobs_path(spec.namespace), manifest)
+        except Conflict:
+            job = await self.kube.get(f"{self._jobs_path(spec.namespace)}/{spec.job_name}")
+            if job is None or not ds.is_loader_of(job, spec):
+                return None
+            log.info("dataset %s/%s: adopted the loader Job %s", spec.namespace, spec.name, spec.job_name)
+            return job
+        self.ctx.metrics.inc("mlplatform_operator_dataset_loads_total", result="started")
+        log.info("dataset %s/%s: load %s of %s started (Job %s)", spec.namespace, spec.name, spec.load_id,
+                 spec.source.uri, spec.job_name)
+        return job
+
+    # -- reads ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _claim_path(ns: str, name: str) -> str:
+        return f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"
+
+    @staticmethod
+    def _jobs_path(ns: str) -> str:
+        return f"/apis/batch/v1/namespaces/{ns}/jobs"
+
+    async def _jobs(self, ns: str, name: str, uid: str) -> list[dict]:
+        """The claim's loader Jobs (owned by it: a Job with the label made by anyone else is not)."""
+        listing = await self.kube.list(self._jobs_path(ns), labelSelector=f"{ds.LOADER_LABEL}={name}")
+        return [j for j in listing.get("items") or [] if ds.owned_by(j, uid)]
+
+    async def _delete_jobs(self, jobs: list[dict], why: str) -> None:
+        for job in jobs:
+            if job["metadata"].get("deletionTimestamp"):
+                continue
+            meta = job["metadata"]
+            try:
+                await self.kube.request("DELETE", f"{self._jobs_path(meta['namespace'])}/{meta['name']}",
+                                        {"propagationPolicy": "Foreground"})
+                log.info("dataset %s/%s: deleted the loader Job %s: %s", meta["namespace"],
+                         (meta.get("labels") or {}).get(ds.LOADER_LABEL), meta["name"], why)
+            except NotFound:
+                pass
+
+    async def _in_project(self, ns: str) -> bool:
+        """`ns` is a project namespace (a listing by the project selector, kept `NAMESPACES_TTL_S`,
+        read again at most every 2 s for a namespace it does not know)."""
+        read_at, names = self._projects
+        age = time.monotonic() - read_at
+        if age > NAMESPACES_TTL_S or (ns not in names and age > 2):
+            listing = await self.kube.list("/api/v1/namespaces", labelSelector=self.settings.project_selector)
+            names = frozenset(n["metadata"]["name"] for n in listing.get("items") or [])
+            self._projects = (time.monotonic(), names)
+        return ns in names
+
+    async def _last_words(self, spec: ds.DatasetSpec) -> tuple[dict | None, dict | None]:
+        """(the newest loader pod of the load, its last progress line or None)."""
+        selector = ",".join(f"{k}={v}" for k, v in ds.loader_labels(spec).items())
+        listing = await self.kube.list(f"/api/v1/namespaces/{spec.namespace}/pods", labelSelector=selector)
+        pods = sorted(listing.get("items") or [], key=lambda p: (p["metadata"].get("creationTimestamp") or "",
+                                                                 p["metadata"]["name"]))
+        if not pods:
+            return None, None
+        pod = pods[-1]
+        if (pod.get("status") or {}).get("phase") not in ("Running", "Succeeded", "Failed"):
+            return pod, None
+        path = f"/api/v1/namespaces/{spec.namespace}/pods/{pod['metadata']['name']}/log"
+        lines: list[str] = []
+        try:
+            async for raw in self.kube.stream(path, [("container", ds.CONTAINER), ("tailLines", str(TAIL_LINES))],
+                                              "*/*", aiohttp.ClientTimeout(total=10)):
+                lines.append(raw.decode(errors="replace"))
+        except KubeError as e:  # a pod whose log is gone (its node, its container): say what Kubernetes says
+            log.debug("dataset %s/%s: no log from %s: %s", spec.namespace, spec.name, pod["metadata"]["name"],
+                      e.reason)
+        return pod, ds.parse_progress(lines)
+
+    # -- writes -----------------------------------------------------------------------------------
+
+    async def _set(self, pvc: dict, load_id: str | None, status: bool, reason: str, message: str,
+                   progress: Mapping | None) -> None:
+        """The `Loaded` condition (if it changes), then the load id and progress annotations (if
+        they change)."""
+        ns, name = _key(pvc)
+        previous = ds.condition_of(pvc)
+        cond = ds.loaded_condition(status, reason, message, _now(), previous)
+        if not ds.same_condition(previous, cond):
+            await self.kube.request("PATCH", f"{self._claim_path(ns, name)}/status",
+                                    {"status": {"conditions": [cond]}}, content_type=STRATEGIC)
+        annotations = pvc["metadata"].get("annotations") or {}
+        changes = {}
+        if load_id is not None and annotations.get(ds.LOAD_ID_ANNOTATION) != load_id:
+            changes[ds.LOAD_ID_ANNOTATION] = load_id
+        if progress is not None and annotations.get(ds.PROGRESS_ANNOTATION) != ds.progress_annotation(progress):
+            changes[ds.PROGRESS_ANNOTATION] = ds.progress_annotation(progress)
+        if changes:
+            await self.kube.request("PATCH", self._claim_path(ns, name), {"metadata": {"annotations": changes}},
+                                    content_type=MERGE)
+
+    async def _write_progress(self, spec: ds.DatasetSpec, message: str, progress: Mapping | None) -> None:
+        """A running load's message and progress (the condition's status and transition time stay:
+        the strategic merge keeps the fields not named)."""
+        path = self._claim_path(spec.namespace, spec.name)
+        cond = {"type": ds.LOADED, "status": "False", "reason": ds.LOADING, "message": message}
+        await self.kube.request("PATCH", f"{path}/status", {"status": {"conditions": [cond]}}, content_type=STRATEGIC)
+        if progress is not None:
+            await self.kube.request("PATCH", path, {"metadata": {"annotations": {
+                ds.PROGRESS_ANNOTATION: ds.progress_annotation(progress)}}}, content_type=MERGE)
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    def _lock(self, key: Key) -> asyncio.Lock:
+        return self._locks.setdefault(key, asyncio.Lock())
+
+    def _start_watch(self, key: Key, spec: ds.DatasetSpec) -> None:
+        running = self._watchers.get(key)
+        if running and running[0] == spec.load_id and not running[1].done():
+            return
+        self._stop_watch(key)
+        task = asyncio.create_task(self._follow(key, spec), name=f"dataset-progress-{key[0]}/{key[1]}")
+        self._watchers[key] = (spec.load_id, task)
+
+    def _stop_watch(self, key: Key) -> None:
+        running = self._watchers.pop(key, None)
+        if running and running[1] is not asyncio.current_task():
+            running[1].cancel()
+
+    async def _follow(self, key: Key, spec: ds.DatasetSpec) -> None:
+        """Every `progress_interval` s while this replica leads: the loader's progress onto the PVC."""
+        written: tuple[str, str] | None = None
+        while self.ctx.leader.leading:
+            await asyncio.sleep(self.settings.progress_interval)
+            try:
+                pod, progress = await self._last_words(spec)
+                message = (ds.waiting_message(pod) if progress is None else None) or \
+                    ds.progress_message(progress, spec.source.uri)
+                if (message, ds.progress_annotation(progress)) != written:
+                    async with self._lock(key):
+                        if self._watchers.get(key, ("", None))[1] is not asyncio.current_task():
+                            return  # replaced or stopped while waiting for the lock
+                        await self._write_progress(spec, message, progress)
+                    written = (message, ds.progress_annotation(progress))
+            except KubeError as e:
+                log.warning("dataset %s/%s: progress not read or written: %s", *key, e.reason)
+
+    def _next_backoff(self, key: Key, first: float = 1.0) -> float:
+        delay = min(self._backoff.get(key, first / 2) * 2, MAX_BACKOFF_S)
+        self._backoff[key] = delay
+        return delay
+
+    def _schedule(self, key: Key, delay: float | None) -> None:
+        retry = self._retries.pop(key, None)
+        if retry is not None and retry is not asyncio.current_task():
+            retry.cancel()
+        if delay is not None:
+            self._retries[key] = asyncio.create_task(self._later(key, delay), name=f"dataset-retry-{key[0]}/{key[1]}")
+
+    async def _later(self, key: Key, delay: float) -> None:
+        await asyncio.sleep(delay)
+        if self._retries.get(key) is asyncio.current_task():
+            del self._retries[key]
+        await self.reconcile_key(key)
+
+
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> DatasetController:
+    """The controller's kopf handlers and leader callbacks (see the module docstring)."""
+    controller = DatasetController(ctx)
+
+    def leading(**_: Any) -> bool:
+        return ctx.leader.leading
+
+    @kopf.on.event("v1", "persistentvolumeclaims", id="dataset-claims", registry=registry, when=leading,
+                   labels={ctx.settings.mounts.dataset_label: kopf.PRESENT})
+    async def dataset_claims(event: Mapping, **_: Any) -> None:
+        await controller.on_claim(event.get("type"), event["object"])
+
+    @kopf.on.event("batch", "v1", "jobs", id="dataset-loader-jobs", registry=registry, when=leading,
+                   labels={ds.LOADER_LABEL: kopf.PRESENT})
+    async def dataset_loader_jobs(event: Mapping, **_: Any) -> None:
+        await controller.on_job(event.get("type"), event["object"])
+
+    async def elected() -> None:
+        controller.elected()
+
+    ctx.leader.on_elected(elected)
+    ctx.leader.on_stopped(controller.stopped)
+    return controller
+
