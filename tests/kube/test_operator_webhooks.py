@@ -223,6 +223,7 @@ async def test_credential_secrets_are_checked_whoever_writes_them_and_pods_get_t
     opted_out = await admin.request("POST", f"/api/v1/namespaces/{ns}/pods",
                                     pod(ns, {"mlplatform.io/inject-credentials": "false"}), query=DRY_RUN)
     assert "volumes" not in opted_out["spec"] or not any("secret" in v for v in opted_out["spec"]["volumes"])
+    assert SECRET_PART not in operator.log() and "PRIVATE KEY" not in operator.log()  # nor in its logs
 
 
 async def test_the_webhook_down_refuses_project_pods_clearly_and_nothing_else_and_recovers(
