@@ -161,16 +161,17 @@ async def test_credential_secrets_are_checked_whoever_writes_them_and_pods_get_t
     script = ("import json, os, stat\n"
               "p = os.environ['GOOGLE_APPLICATION_CREDENTIALS']\n"
               "a = os.environ['AWS_SHARED_CREDENTIALS_FILE']\n"
-              "print(json.dumps({'email': json.load(open(p))['client_email'], 'gcp_mode': oct(os.stat(p).st_mode & 0o777),"
+              "print(json.dumps({'email': json.load(open(p))['client_email'],"
+              " 'gcp_mode': oct(os.stat(p).st_mode & 0o777),"
               " 'aws_len': len(open(a).read()), 'config_exists': os.path.exists(os.environ['AWS_CONFIG_FILE']),"
               f" 'value_in_env': any({SECRET_PART!r} in v or 'PRIVATE KEY' in v for v in os.environ.values())}}))\n")
     kube_cluster.kubelet(mode="process")
     template = pod(ns, {"mlplatform.io/credentials": "gcs-key"})
     template["spec"]["containers"][0]["command"] = ["python", "-c", script]
     await admin.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", {
-                        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "reads"},
-                        "spec": {"backoffLimit": 0, "template": {"metadata": {"annotations": template["metadata"]["annotations"]},
-                                                                 "spec": template["spec"]}}})
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "reads"},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"annotations": template["metadata"]["annotations"]},
+                                                 "spec": template["spec"]}}})
 
     async def done():
         job = await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/reads")

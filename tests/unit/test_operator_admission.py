@@ -49,7 +49,8 @@ def gcp_secret(name="gcs-key", key=None, labels=None, **extra) -> dict:
 
 def test_a_good_credential_is_its_kind_and_other_secrets_are_not_looked_at():
     assert check_secret(gcp_secret(), None, MOUNTS) == "gcp-credential"
-    aws = {"type": "aws-credential", "metadata": {"name": "s3", "labels": {"mlplatform.io/credential": "aws-credential"}},
+    aws = {"type": "aws-credential",
+           "metadata": {"name": "s3", "labels": {"mlplatform.io/credential": "aws-credential"}},
            "stringData": {"credentials": AWS_FILE, "config": "[default]\nregion = eu-west-1\n"}}
     assert check_secret(aws, None, MOUNTS) == "aws-credential"
     # another type, even with a reserved name, bad data and a wrong label: not this webhook's business
