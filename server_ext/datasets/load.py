@@ -20,7 +20,7 @@ config file of every AWS credential; without it the region is AWS_REGION's or us
 Guarantees (exactly once in effect, resumable):
 - each object is written under ``DIR/.mlplatform-tmp/`` (emptied at start) and renamed into place,
   so a file in DIR is always a whole object;
-- ``DIR/.mlplatform-load.json`` (`MANIFEST`) records the source and, per file, the size and ETag
+- ``DIR/.mlplatform-load.json`` (`MANIFEST`) records the source folder and, per file, the size and ETag
   (S3) or MD5 (GCS) of the object it was copied from; it is rewritten atomically at every progress
   line while copying and at the end. An object whose file is there with the object's size, and
   whose recorded ETag/MD5 for the same source is the object's, is not copied again: a restarted
@@ -401,6 +401,7 @@ def load(uri: str, dest: pathlib.Path, env: Mapping[str, str], *, parallel: int 
         src = parse_source(uri)
     except ValueError as e:
         raise LoadError("BadSource", f"the source {e}") from None
+    folder = f"{src.scheme}://{src.bucket}/{src.prefix}"  # the manifest's name of the source (s3://b/p = s3://b/p/)
     stores = stores or Stores(store_env(env))
     stop = stop or threading.Event()
     dest = pathlib.Path(dest)
@@ -422,19 +423,19 @@ def load(uri: str, dest: pathlib.Path, env: Mapping[str, str], *, parallel: int 
             present, removed = prune(dest, {o.path for o in objects})
         except OSError as e:
             raise LoadError("WriteError", f"could not tidy the dataset's volume: {e.strerror}") from None
-        copy, keep = plan(objects, read_manifest(dest, src.uri), present)
+        copy, keep = plan(objects, read_manifest(dest, folder), present)
         progress = Progress(objects, keep)
 
         def tick() -> None:
             emit(progress.line("copying"))
-            write_manifest(dest, src.uri, progress.snapshot())
+            write_manifest(dest, folder, progress.snapshot())
 
         futures = {pool.submit(_guarded, src, stores, "reading", o.key, _copy, src, stores, o, dest, progress, stop)
                    for o in copy}
         try:
             _ticking(futures, interval, stop, tick)
         finally:  # what was copied is recorded, whatever stopped the load
-            write_manifest(dest, src.uri, progress.snapshot())
+            write_manifest(dest, folder, progress.snapshot())
     shutil.rmtree(dest / TMP_DIR, ignore_errors=True)
     final = {**progress.line("done"), "objects_copied": progress.copied, "objects_kept": len(keep),
              "files_removed": removed}
