@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
+import logging.config
 
 
 class JsonFormatter(logging.Formatter):
@@ -17,12 +17,15 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry)
 
 
-def configure(fmt: str, level: int = logging.INFO) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else
-                         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(level)
-    logging.getLogger("kopf").setLevel(logging.WARNING)  # kopf's per-event lines at INFO are noise here
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+def configure(fmt: str, level: str = "INFO") -> None:
+    """The operator process's logging: everything (ours under ``mlplatform.operator``, kopf's,
+    aiohttp's) through one stderr handler in `fmt`; kopf's per-event lines and aiohttp's access
+    lines only from WARNING up."""
+    logging.config.dictConfig({
+        "version": 1, "disable_existing_loggers": False,
+        "formatters": {"json": {"()": JsonFormatter},
+                       "text": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr", "formatter": fmt}},
+        "root": {"handlers": ["stderr"], "level": level},
+        "loggers": {"kopf": {"level": "WARNING"}, "aiohttp.access": {"level": "WARNING"}},
+    })

@@ -60,7 +60,15 @@ def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistr
     return registry
 
 
-async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> None:
+def _own_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+
+async def run(settings: OperatorSettings, stop: asyncio.Event | None = None, signals: bool = False) -> None:
+    """Run until `stop` is set (with `signals`, also on SIGTERM/SIGINT: the handlers are taken back
+    from kopf once it is ready, so a signal goes through `shutdown`'s order)."""
     if settings.kubeconfig:
         os.environ["KUBECONFIG"] = settings.kubeconfig  # kopf's own client reads it (login_with_kubeconfig)
     api = await _client(settings)
@@ -75,16 +83,34 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None) -> 
                                 {"certificate": certs.ready.is_set, "kopf": ready.is_set}, ctx.metrics,
                                 lambda: {"mlplatform_operator_leader": float(leader.leading)})
     tasks = [asyncio.create_task(leader.run(), name="leader"), asyncio.create_task(certs.keep(), name="tls")]
-    log.info("operator %s starting in namespace %s", settings.identity, settings.namespace)
-    try:
-        await kopf.operator(registry=_registry(ctx, certs), standalone=True, clusterwide=True,
-                            stop_flag=stop, ready_flag=ready)
-    finally:
+    kopf_stop = asyncio.Event()
+
+    async def shutdown() -> None:
+        """Ours first (the leader steps down, so the controller's own tasks end and a standby takes
+        over at once), then kopf: it would wait 5 s for tasks it did not make to end by themselves."""
+        await stop.wait()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await leader.release()
         await runner.cleanup()
+        kopf_stop.set()
+
+    stopper = asyncio.create_task(shutdown(), name="shutdown")
+    if signals:
+        _own_signals(stop)
+
+        async def retake() -> None:
+            await ready.wait()
+            _own_signals(stop)
+        tasks.append(asyncio.create_task(retake(), name="signals"))
+    log.info("operator %s starting in namespace %s", settings.identity, settings.namespace)
+    try:
+        await kopf.operator(registry=_registry(ctx, certs), standalone=True, clusterwide=True,
+                            stop_flag=kopf_stop, ready_flag=ready)
+    finally:
+        stop.set()
+        await stopper
         await api.close()
         log.info("operator %s stopped", settings.identity)
 
@@ -93,12 +119,5 @@ def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     logs.configure(settings.log_format)
 
-    async def _main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await run(settings, stop)
-
-    asyncio.run(_main())
+    asyncio.run(run(settings, signals=True))
     return 0
