@@ -14,7 +14,7 @@ from hub_ext.demo import DemoSecrets
 from tests.harness.browser import run_notebook, screenshot
 from tests.cluster.identities import hub_kubeconfig
 from tests.kube.platform_env import (CANARY, GCP_KEY, NODES, dataset_pvc, delete_projects, kube_hub_config, pod_home,
-                                     pvc_dir)
+                                     pvc_dir, set_loaded)
 
 pytestmark = pytest.mark.browser
 
@@ -58,10 +58,12 @@ def test_credential_page_then_mig_spawn_with_credential_and_dataset(projects, hu
     page.click("#login_submit")
     page.wait_for_url(re.compile(r"/hub/spawn"), timeout=60_000)
     page.wait_for_selector("text=Small GPU slice")
-    # the form provisioned alice's projects; a dataset the (future) loader has filled, in the team project
+    # the form provisioned alice's projects; a dataset in the team project, filled and marked Loaded
+    # as the operator's loader leaves it (the loader itself: tests/kube/test_operator_datasets.py)
     cluster.create("", "v1", "persistentvolumeclaims", "vision",
                    dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
     (pvc_dir(cluster, "vision", "imagenet") / "README.txt").write_text("imagenet train split\n")
+    set_loaded(cluster, "vision", "imagenet", "True", "Loaded")
 
     page.goto(f"{hub.url}/hub/mlplatform/credentials")
     page.select_option("#credential-project", "vision")

@@ -19,7 +19,7 @@ import yaml
 from hub_ext.demo import DemoSecrets
 from tests.hub.test_hub_harness import form_login
 from tests.cluster.identities import hub_kubeconfig
-from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, delete_projects, kube_hub_config
+from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, delete_projects, kube_hub_config, set_loaded
 
 pytestmark = pytest.mark.hub
 CREDENTIALS = "/var/run/mlplatform/credentials"
@@ -88,6 +88,7 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, kub
     assert kube_cluster.get("", "v1", "secrets", "vision", "training-sa")["type"] == "gcp-credential"
     kube_cluster.create("", "v1", "persistentvolumeclaims", "vision",
                         dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
+    set_loaded(kube_cluster, "vision", "imagenet", "True", "Loaded")  # as the operator's loader leaves it
 
     r = call(hub, "POST", "/users/alice/server", alice,
              json={"project": "vision", "profile": "mig-1g", "credentials": ["training-sa"], "datasets": ["imagenet"]})

@@ -23,7 +23,7 @@ from hub_ext.publish import catalog_json
 from hub_ext.tenancy import CATALOG_CONFIGMAP, MEMBER_LABEL, project_objects
 from tests.kube.job_env import pod
 from tests.cluster.kubelet import node_manifest
-from tests.kube.platform_env import CANARY, GCP_KEY, NVIDIA_TAINT, dataset_pvc, secret_body
+from tests.kube.platform_env import CANARY, GCP_KEY, NVIDIA_TAINT, dataset_pvc, mark_loaded, secret_body
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
 
 pytestmark = pytest.mark.kube
@@ -147,6 +147,7 @@ async def test_credentials_and_datasets_of_the_project_are_mounted_into_the_job(
     await kube.create(secret_body(ns, "training-sa", "gcp-credential", {"key.json": GCP_KEY}))
     await kube.create(secret_body(ns, "s3-reader", "aws-credential", {"credentials": "[default]\n", "config": "x"}))
     await kube.create(dataset_pvc(ns, "imagenet", "gs://vision-data/imagenet"))
+    await mark_loaded(kube, ns, "imagenet")
     code, out, err = await cli(kube_target, *SUBMIT[:3], "mounted_job", *SUBMIT[3:],
                                "--credentials", "training-sa,s3-reader", "--datasets", "imagenet")
     assert code == 0, err
@@ -193,6 +194,7 @@ async def test_an_identity_that_may_not_read_secrets_is_told_where_to_choose_cre
     laptop, and asking for a credential says why not and where instead."""
     ns = kube_target.namespace
     await kube.create(dataset_pvc(ns, "imagenet", "gs://vision-data/imagenet"))
+    await mark_loaded(kube, ns, "imagenet")
     alice = await member(kube_cluster, ns, tmp_path)
     code, out, err = await cli(kube_target, *SUBMIT[:3], "datasets_job", *SUBMIT[3:], "--datasets", "imagenet",
                                kubeconfig=alice)

@@ -93,6 +93,7 @@ async def test_pod_is_the_plan_whole_object_and_valid(cluster):
     hub = await provisioned(alice)
     create(cluster, secret_body("vision", "training-sa", "gcp-credential", {"key.json": GCP_KEY}))
     create(cluster, dataset_pvc("vision", "imagenet", "gs://vision-data/imagenet"))
+    set_loaded(cluster, "vision", "imagenet", "True", "Loaded")
     await seen(hub, "vision", ["training-sa"], ["imagenet"])
     sp = make_spawner(alice, {"project": "vision", "profile": "mig-1g", "credentials": ["training-sa"],
                               "datasets": ["imagenet"]})
