@@ -100,15 +100,15 @@ class DatasetController:
         if event_type == "DELETED":
             self.forget(_key(pvc))
             return
-        await self.reconcile(pvc)
+        await self.reconcile(pvc, job_changed=False)
 
     async def on_job(self, event_type: str | None, job: dict) -> None:
         meta = job.get("metadata") or {}
         claim = (meta.get("labels") or {}).get(ds.LOADER_LABEL)
         if claim:
-            await self.reconcile_key((meta["namespace"], claim))
+            await self.reconcile_key((meta["namespace"], claim), job_changed=True)
 
-    async def reconcile_key(self, key: Key) -> None:
+    async def reconcile_key(self, key: Key, job_changed: bool = False) -> None:
         try:
             pvc = await self.kube.get(self._claim_path(*key))
         except KubeError as e:
@@ -118,15 +118,18 @@ class DatasetController:
         if pvc is None or self.settings.mounts.dataset_label not in (pvc["metadata"].get("labels") or {}):
             self.forget(key)
             return
-        await self.reconcile(pvc)
+        await self.reconcile(pvc, job_changed)
 
-    async def reconcile(self, pvc: dict) -> None:
+    async def reconcile(self, pvc: dict, job_changed: bool = True) -> None:
+        """Act on `pvc` (see the module docstring). `job_changed`: False for an event of the PVC
+        itself, which a load followed by its progress task does not need to look at (its Job's
+        events do)."""
         key = _key(pvc)
         async with self._lock(key):
             if not self.ctx.leader.leading:
                 return
             try:
-                delay = await self._reconcile(pvc)
+                delay = await self._reconcile(pvc, job_changed)
             except KubeError as e:
                 log.warning("dataset %s/%s: %s; trying again", *key, e.reason)
                 delay = self._next_backoff(key)
@@ -177,7 +180,7 @@ class DatasetController:
 
     # -- one reconcile ----------------------------------------------------------------------------
 
-    async def _reconcile(self, pvc: dict) -> float | None:
+    async def _reconcile(self, pvc: dict, job_changed: bool) -> float | None:
         """Act on `pvc`; the seconds after which to look again (None: when something changes)."""
         meta = pvc["metadata"]
         key = _key(pvc)
@@ -204,7 +207,7 @@ class DatasetController:
             self._stop_watch(key)
             return None
         watching = self._watchers.get(key)
-        if current and watching and watching[0] == spec.load_id and not watching[1].done():
+        if not job_changed and current and watching and watching[0] == spec.load_id and not watching[1].done():
             return None  # its Job runs and is followed; the Job's own events bring what changes
         jobs = await self._jobs(ns, name, uid)
         older = [j for j in jobs if (j["metadata"].get("labels") or {}).get(ds.LOAD_LABEL) != spec.load_id]
@@ -423,7 +426,7 @@ class DatasetController:
         await asyncio.sleep(delay)
         if self._retries.get(key) is asyncio.current_task():
             del self._retries[key]
-        await self.reconcile_key(key)
+        await self.reconcile_key(key, job_changed=True)
 
 
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> DatasetController:

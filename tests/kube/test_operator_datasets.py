@@ -1,0 +1,425 @@
+"""The dataset loader on the real control plane: `mlplatform operator` (as its own ServiceAccount)
+runs a loader Job for a dataset PVC, the Job controller and scheduler place its pod, the tests'
+process kubelet runs ``python -m server_ext.datasets.load`` against the real S3 server (moto, IAM
+auth on) and GCS emulator of `tests.local.object_stores`, and the operator reports on the PVC.
+
+- first, the API server itself: a PVC status condition of type ``Loaded`` is stored through the
+  status subresource, its ``observedGeneration`` dropped (hence ``mlplatform.io/load-id``), and it
+  is kept when the PV controller binds the claim;
+- a dataset of 200 small objects loads with its progress visible on the PVC during the load
+  ("n of 200 objects" and the progress annotation), ends ``Loaded``, and a later pod mounting it
+  read-only reads it whole; an anonymous gs:// dataset loads beside it; a changed source reloads
+  into the same PVC with a new Job, the old one gone;
+- a credential without access: ``Failed`` at once (one pod, no retries) with the loader's reason
+  and no secret anywhere; a credential that does not exist: ``Failed`` naming the annotation;
+- the operator restarted mid-load: the new one adopts the running Job; one Job, one pod, the
+  files once;
+- a PVC deleted mid-load: its Job and pod go, and so does the PVC.
+
+S3 is reached through `SlowS3`, a proxy that holds each object read a set time, so a load lasts
+long enough to be watched and interrupted whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import pathlib
+import re
+import threading
+import time
+import uuid
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from yarl import URL
+
+from hub_ext.credentials import secret_manifest, validate_files
+from hub_ext.kube import Kube
+from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
+from hub_ext.mounts import Available, select
+from hub_ext.operator import datasets as ds
+from tests.cluster.identities import install_platform
+from tests.kube.operator_env import OperatorProcess
+from tests.kube.platform_env import until
+from tests.local.object_stores import gcs_store, s3_store  # noqa: F401  (session fixtures: the real stores)
+
+# one operator for the module (each start costs seconds): the tests share its event loop
+pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
+
+RUNNER = "mlplatform-runner"
+PROJECT_LABELS = {"app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
+MOUNTS = MountSettings({"gcp-credential": "gcp-credential", "aws-credential": "aws-credential"})
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade", "te", "trailer"}
+
+
+class SlowS3:
+    """An HTTP proxy in front of the S3 server that holds each object read `delay` seconds (a
+    bucket far away), on a loop of its own. Everything else passes as sent, the Host header too:
+    the server checks the request's signature, which covers it."""
+
+    def __init__(self, upstream: str):
+        self.upstream, self.delay = upstream, 0.0
+        self.loop = asyncio.new_event_loop()
+        self.url = ""
+
+    def start(self) -> "SlowS3":
+        ready = threading.Event()
+
+        async def serve():
+            self.session = aiohttp.ClientSession(auto_decompress=False)
+            app = web.Application(client_max_size=1 << 30)
+            app.router.add_route("*", "/{tail:.*}", self._handle)
+            self.runner = web.AppRunner(app, access_log=None)
+            await self.runner.setup()
+            site = web.TCPSite(self.runner, "127.0.0.1", 0)
+            await site.start()
+            self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+            ready.set()
+
+        threading.Thread(target=self.loop.run_forever, daemon=True, name="slow-s3").start()
+        asyncio.run_coroutine_threadsafe(serve(), self.loop)
+        ready.wait(10)
+        return self
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.method == "GET" and "list-type" not in request.query:
+            await asyncio.sleep(self.delay)
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
+        async with self.session.request(request.method, URL(self.upstream + request.raw_path, encoded=True),
+                                        headers=headers, data=await request.read() or None,
+                                        skip_auto_headers=("Content-Type", "User-Agent", "Accept",
+                                                           "Accept-Encoding")) as resp:
+            body = await resp.read()
+            return web.Response(status=resp.status, body=body,
+                                headers={k: v for k, v in resp.headers.items() if k.lower() not in _HOP})
+
+    def stop(self) -> None:
+        async def stop():
+            await self.runner.cleanup()
+            await self.session.close()
+        asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@pytest.fixture(scope="module")
+def slow_s3(s3_store):  # noqa: F811
+    proxy = SlowS3(s3_store.endpoint).start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def operator(request, _session_cluster, tmp_path_factory, slow_s3, gcs_store):  # noqa: F811
+    """`tests.kube.operator_env`'s operator, once for the module, told where the stores are."""
+    if request.config.getoption("--kube-context"):
+        pytest.skip("needs the built control plane")
+    op = OperatorProcess(_session_cluster, tmp_path_factory.mktemp("operator"),
+                         [f"--s3-endpoint={slow_s3.url}", f"--gcs-endpoint={gcs_store.url}"])
+    await op.install()
+    try:
+        await op.start()
+        yield op
+    finally:
+        await op.stop()
+        await op.uninstall()
+
+
+@pytest_asyncio.fixture(loop_scope="module")
+async def project(operator, kube_cluster, slow_s3):
+    """A project namespace with its runner ServiceAccount, the platform's pod policies, and the
+    process kubelet; the S3 delay back to none afterwards."""
+    install_platform(kube_cluster)
+    admin, ns = operator.kube, f"data-{uuid.uuid4().hex[:6]}"
+    await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": PROJECT_LABELS}})
+    await admin.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RUNNER, "namespace": ns}})
+    kube_cluster.kubelet(mode="process")
+    try:
+        yield ns
+    finally:
+        slow_s3.delay = 0.0
+        await admin.delete(f"/api/v1/namespaces/{ns}")
+
+
+def put_many(store, prefix: str, n: int) -> dict[str, bytes]:
+    objects = {f"part-{i % 5}/{i:04}.bin": os.urandom(500 + 7 * i) for i in range(n)}
+    client = store.client()
+    for rel, data in objects.items():
+        if hasattr(store, "key_id"):
+            client.put_object(Bucket=store.bucket, Key=f"{prefix}/{rel}", Body=data)
+        else:
+            client.bucket(store.bucket).blob(f"{prefix}/{rel}").upload_from_string(data)
+    return objects
+
+
+def aws_secret(ns: str, name: str, key_id: str, secret: str) -> dict:
+    files = {"credentials": f"[default]\naws_access_key_id = {key_id}\naws_secret_access_key = {secret}\n",
+             "config": "[default]\nregion = us-east-1\n"}
+    return secret_manifest(ns, name, "aws-credential", validate_files("aws-credential", files), "", "alice")
+
+
+def dataset(ns: str, name: str, source: str, credential: str | None = None) -> dict:
+    annotations = {"mlplatform.io/source": source, **({ds.CREDENTIAL_ANNOTATION: credential} if credential else {})}
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": ns, "labels": {"mlplatform.io/dataset": "true"},
+                         "annotations": annotations},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def claim_path(ns: str, name: str) -> str:
+    return f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"
+
+
+async def loaded(admin: Kube, ns: str, name: str) -> dict | None:
+    pvc = await admin.get(claim_path(ns, name))
+    cond = ds.condition_of(pvc or {})
+    return cond if cond and cond["reason"] in (ds.LOADED_REASON, ds.FAILED) else None
+
+
+async def settled(admin: Kube, ns: str, name: str, timeout: float = 60) -> dict:
+    """The claim once its Loaded condition is True or Failed."""
+    await until(lambda: loaded(admin, ns, name), f"the dataset {ns}/{name} loaded or failed", timeout=timeout)
+    return await admin.get(claim_path(ns, name))
+
+
+def volume_dir(cluster, pvc: dict) -> pathlib.Path:
+    pv = cluster.get("", "v1", "persistentvolumes", None, pvc["spec"]["volumeName"])
+    return pathlib.Path(pv["spec"]["hostPath"]["path"])
+
+
+def files_of(d: pathlib.Path) -> dict[str, bytes]:
+    return {p.relative_to(d).as_posix(): p.read_bytes() for p in sorted(d.rglob("*"))
+            if p.is_file() and p.name != ".mlplatform-load.json"}
+
+
+async def loader_jobs(admin: Kube, ns: str, name: str) -> list[dict]:
+    return (await admin.list(f"/apis/batch/v1/namespaces/{ns}/jobs", labelSelector=f"{ds.LOADER_LABEL}={name}"))["items"]
+
+
+async def test_the_api_server_keeps_a_loaded_condition_across_binding(operator, project, kube_cluster):
+    """A claim of a class nobody provisions stays Pending until a PV bound to it appears: the
+    condition is written first, then the PV controller binds the claim (its own status write)."""
+    admin, ns = operator.kube, project
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "manual", "namespace": ns},
+             "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "manual-none",
+                      "resources": {"requests": {"storage": "1Gi"}}}}
+    made = await admin.create(claim)
+    cond = {"type": "Loaded", "status": "False", "reason": "Loading", "message": "3 of 9 objects",
+            "lastTransitionTime": "2026-12-04T10:00:00Z", "observedGeneration": 1}
+    await admin.request("PATCH", claim_path(ns, "manual") + "/status", {"status": {"conditions": [cond]}},
+                        content_type="application/strategic-merge-patch+json")
+    pv = f"manual-{uuid.uuid4().hex[:6]}"
+    await admin.request("POST", "/api/v1/persistentvolumes", {
+        "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": pv},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "storageClassName": "manual-none",
+                 "persistentVolumeReclaimPolicy": "Retain", "hostPath": {"path": f"/tmp/{pv}"},
+                 "claimRef": {"namespace": ns, "name": "manual", "uid": made["metadata"]["uid"]}}})
+    try:
+        async def bound():
+            return ((await admin.get(claim_path(ns, "manual"))).get("status") or {}).get("phase") == "Bound"
+
+        await until(bound, "the PV controller bound the claim")
+        status = (await admin.get(claim_path(ns, "manual")))["status"]
+        kept = {k: v for k, v in cond.items() if k != "observedGeneration"}
+        assert ds.condition_of({"status": status}) == {**kept, "lastProbeTime": None}
+        assert status["phase"] == "Bound" and status["capacity"] == {"storage": "1Gi"}
+        # Kubernetes' own conditions of the claim (1.37: "Unused", kept by the controller-manager)
+        # stay beside ours: the controller patches by type, a merge patch would drop them
+        others = [c for c in status["conditions"] if c["type"] != "Loaded"]
+        await admin.request("PATCH", claim_path(ns, "manual") + "/status", {"status": {"conditions": [
+            {"type": "Loaded", "status": "True", "reason": "Loaded", "message": "9 objects"}]}},
+            content_type="application/strategic-merge-patch+json")
+        status = (await admin.get(claim_path(ns, "manual")))["status"]
+        assert [c for c in status["conditions"] if c["type"] != "Loaded"] == others
+        assert ds.condition_of({"status": status})["lastTransitionTime"] == "2026-12-04T10:00:00Z"  # merged by type
+    finally:
+        await admin.delete(f"/api/v1/persistentvolumes/{pv}")
+
+
+async def test_a_dataset_loads_with_progress_and_mounts_read_only(operator, project, kube_cluster, s3_store,  # noqa: F811
+                                                                  gcs_store, slow_s3):  # noqa: F811
+    admin, ns = operator.kube, project
+    prefix = f"coco-{uuid.uuid4().hex[:6]}"
+    objects = put_many(s3_store, prefix, 200)
+    public = put_many(gcs_store, f"open-{prefix}", 5)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    slow_s3.delay = 0.1  # 200 objects, 8 at a time: a few seconds
+    source = f"s3://{s3_store.bucket}/{prefix}"
+    await admin.create(dataset(ns, "coco", source, "s3-reader"))
+    await admin.create(dataset(ns, "mnist", f"gs://{gcs_store.bucket}/open-{prefix}"))
+    messages, progress = set(), set()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        pvc = await admin.get(claim_path(ns, "coco"))
+        cond = ds.condition_of(pvc) or {}
+        messages.add((cond.get("reason"), cond.get("message")))
+        progress.add(pvc["metadata"].get("annotations", {}).get(ds.PROGRESS_ANNOTATION))
+        if cond.get("status") == "True":
+            break
+        await asyncio.sleep(0.1)
+    during = [m for r, m in messages if r == "Loading" and m and re.fullmatch(r"(\d+) of 200 objects, .* of .*", m)]
+    assert [m for m in during if 0 < int(m.split()[0]) < 200], messages  # seen mid-way, as the spawn form shows it
+    assert any(p and json.loads(p).get("phase") == "copying" for p in progress), progress
+    assert ("Loading", "waiting for the loader to start") in messages
+    pvc = await admin.get(claim_path(ns, "coco"))
+    total = sum(len(v) for v in objects.values())
+    cond = ds.condition_of(pvc)
+    assert cond["status"] == "True" and cond["reason"] == "Loaded"
+    assert cond["message"] == f"200 objects, {ds.size_text(total)} from {source}"
+    annotations = pvc["metadata"]["annotations"]
+    spec = ds.read_dataset(pvc, MOUNTS)
+    assert annotations[ds.LOAD_ID_ANNOTATION] == spec.load_id
+    assert json.loads(annotations[ds.PROGRESS_ANNOTATION])["phase"] == "done"
+    assert dataset_from_pvc(pvc, MOUNTS).state == "ready"
+    assert files_of(volume_dir(kube_cluster, pvc)) == objects
+    (job,) = await loader_jobs(admin, ns, "coco")
+    assert job["metadata"]["name"] == spec.job_name and job["status"]["succeeded"] == 1
+    assert job["metadata"]["ownerReferences"][0]["uid"] == pvc["metadata"]["uid"]
+    template = job["spec"]["template"]
+    assert template["metadata"]["labels"][ds.LOADER_LABEL] == "coco"
+    assert template["spec"]["automountServiceAccountToken"] is False
+    assert template["spec"]["serviceAccountName"] == RUNNER
+    # the anonymous gs:// one beside it
+    mnist = await settled(admin, ns, "mnist")
+    assert ds.condition_of(mnist)["status"] == "True", ds.condition_of(mnist)
+    assert files_of(volume_dir(kube_cluster, mnist)) == public
+
+    # a later pod mounts it read-only, as the spawner does, and reads it whole
+    d = dataset_from_pvc(pvc, MOUNTS)
+    vols, mounts = volumes([], [d], MOUNTS)
+    env = select(Available(datasets=(d,)), [], ["coco"], ns)
+    script = ("import hashlib, json, os, pathlib\n"
+              "root = pathlib.Path(json.loads(os.environ['MLPLATFORM_DATASETS'])['coco'])\n"
+              "files = sorted(p for p in root.rglob('*.bin'))\n"
+              "h = hashlib.sha256()\n"
+              "for p in files: h.update(p.relative_to(root).as_posix().encode() + p.read_bytes())\n"
+              "print(json.dumps({'files': len(files), 'sha256': h.hexdigest()}))\n")
+    await admin.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "reader"},
+        "spec": {"backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never", "serviceAccountName": RUNNER, "volumes": vols,
+            "containers": [{"name": "main", "image": "python:3.12-slim", "command": ["python", "-c", script],
+                            "env": [{"name": k, "value": v} for k, v in env.items()], "volumeMounts": mounts}]}}}})
+
+    async def read():
+        job = await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/reader")
+        return (job.get("status") or {}).get("succeeded") or (job.get("status") or {}).get("failed")
+
+    await until(read, "the reader ran", timeout=60)
+    (reader,) = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector="job-name=reader"))["items"]
+    assert reader["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "coco", "readOnly": True}
+    lines = [line async for line in admin.stream(f"/api/v1/namespaces/{ns}/pods/{reader['metadata']['name']}/log",
+                                                 [], "*/*", aiohttp.ClientTimeout(total=10))]
+    h = hashlib.sha256()
+    for rel in sorted(objects, key=lambda r: pathlib.Path(r)):
+        h.update(rel.encode() + objects[rel])
+    assert json.loads(lines[-1]) == {"files": 200, "sha256": h.hexdigest()}
+
+    # a changed source: a new Job loads into the same PVC; the old Job goes
+    slow_s3.delay = 0.0
+    newer = put_many(s3_store, f"{prefix}-v2", 12)
+    await admin.request("PATCH", claim_path(ns, "coco"), {"metadata": {"annotations": {
+        "mlplatform.io/source": f"{source}-v2"}}}, content_type="application/merge-patch+json")
+
+    async def reloaded():
+        claim = await admin.get(claim_path(ns, "coco"))
+        cond = ds.condition_of(claim)
+        return claim["metadata"]["annotations"][ds.LOAD_ID_ANNOTATION] != spec.load_id and cond["status"] == "True"
+
+    await until(reloaded, "the new source loaded", timeout=60)
+    pvc = await admin.get(claim_path(ns, "coco"))
+    assert files_of(volume_dir(kube_cluster, pvc)) == newer
+    assert [j["metadata"]["name"] for j in await loader_jobs(admin, ns, "coco")] == \
+        [ds.read_dataset(pvc, MOUNTS).job_name]
+    assert s3_store.secret not in operator.log()
+
+
+async def test_a_credential_without_access_fails_at_once_with_the_reason(operator, project, s3_store):  # noqa: F811
+    admin, ns = operator.kube, project
+    prefix = f"raw-{uuid.uuid4().hex[:6]}"
+    put_many(s3_store, prefix, 3)
+    await admin.create(aws_secret(ns, "nobody", s3_store.denied_key_id, s3_store.denied_secret))
+    await admin.create(dataset(ns, "raw", f"s3://{s3_store.bucket}/{prefix}", "nobody"))
+    await admin.create(dataset(ns, "typo", f"s3://{s3_store.bucket}/{prefix}", "no-such-key"))
+    await admin.create(dataset(ns, "bad", "s3://x/y"))
+    pvc = await settled(admin, ns, "raw")
+    cond = ds.condition_of(pvc)
+    assert cond["status"] == "False" and cond["reason"] == "Failed"
+    assert cond["message"] == (f"access denied (AccessDenied) listing s3://{s3_store.bucket}/{prefix}/: the dataset's "
+                               "credential must be an aws-credential allowed to list and read this bucket")
+    assert dataset_from_pvc(pvc, MOUNTS).state == "failed"
+    (job,) = await loader_jobs(admin, ns, "raw")
+    assert job["status"]["failed"] == 1 and not job["status"].get("succeeded")  # not retried: it cannot help
+    progress = json.loads(pvc["metadata"]["annotations"][ds.PROGRESS_ANNOTATION])
+    assert progress["reason"] == "AccessDenied"
+    typo = ds.condition_of(await settled(admin, ns, "typo"))
+    assert (typo["reason"], typo["message"]) == (
+        "Failed", f"mlplatform.io/credential: there is no credential 'no-such-key' in the project '{ns}'; add it (the "
+                  "load starts once it exists)")
+    assert await loader_jobs(admin, ns, "typo") == []
+    bad = ds.condition_of(await settled(admin, ns, "bad"))
+    assert bad["message"] == "mlplatform.io/source: 'x' is not a bucket name (3-222 lower-case letters, digits, '.', " \
+                             "'-' or '_')"
+    everything = json.dumps([await admin.get(claim_path(ns, n)) for n in ("raw", "typo", "bad")]) + operator.log()
+    assert s3_store.denied_secret not in everything
+
+
+async def test_the_operator_restarted_mid_load_loads_once(operator, project, kube_cluster, s3_store,  # noqa: F811
+                                                          slow_s3):
+    admin, ns = operator.kube, project
+    prefix = f"imgs-{uuid.uuid4().hex[:6]}"
+    objects = put_many(s3_store, prefix, 200)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    slow_s3.delay = 0.3
+    await admin.create(dataset(ns, "imgs", f"s3://{s3_store.bucket}/{prefix}", "s3-reader"))
+
+    async def copying():
+        msg = (ds.condition_of(await admin.get(claim_path(ns, "imgs"))) or {}).get("message") or ""
+        return re.match(r"[1-9]\d* of 200 objects", msg)
+
+    await until(copying, "the load is under way", timeout=60)
+    slow_s3.delay = 2.0  # still loading whatever the restart costs
+    await operator.stop()
+    await operator.start()
+    await until(lambda: _leads(admin, operator), "the restarted operator leads", timeout=30)
+    slow_s3.delay = 0.0
+    pvc = await settled(admin, ns, "imgs", timeout=90)
+    assert ds.condition_of(pvc)["status"] == "True", ds.condition_of(pvc)
+    assert files_of(volume_dir(kube_cluster, pvc)) == objects
+    (job,) = await loader_jobs(admin, ns, "imgs")
+    assert job["status"]["succeeded"] == 1 and not job["status"].get("failed")  # one pod, never restarted
+    pods = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{ds.LOADER_LABEL}=imgs"))["items"]
+    assert len(pods) == 1
+    assert operator.log().count(f"dataset {ns}/imgs: load ") == 2  # started once (by the first), loaded once
+
+
+async def _leads(admin: Kube, op: OperatorProcess) -> bool:
+    lease = await admin.get("/apis/coordination.k8s.io/v1/namespaces/mlplatform-system/leases/mlplatform-operator")
+    return ((lease or {}).get("spec") or {}).get("holderIdentity") == f"operator-{op.starts}"
+
+
+async def test_a_deleted_dataset_takes_its_loader_with_it(operator, project, s3_store, slow_s3):  # noqa: F811
+    admin, ns = operator.kube, project
+    prefix = f"gone-{uuid.uuid4().hex[:6]}"
+    put_many(s3_store, prefix, 40)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    slow_s3.delay = 1.0
+    await admin.create(dataset(ns, "gone", f"s3://{s3_store.bucket}/{prefix}", "s3-reader"))
+
+    async def running():
+        pods = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{ds.LOADER_LABEL}=gone"))["items"]
+        return any((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+    await until(running, "the loader runs", timeout=60)
+    await admin.delete(claim_path(ns, "gone"))
+
+    async def all_gone():
+        pods = await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{ds.LOADER_LABEL}=gone")
+        return not await loader_jobs(admin, ns, "gone") and not pods["items"] and \
+            await admin.get(claim_path(ns, "gone")) is None
+
+    await until(all_gone, "the Job, its pod and the claim are gone", timeout=60)
