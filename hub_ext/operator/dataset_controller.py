@@ -113,7 +113,7 @@ class DatasetController:
             pvc = await self.kube.get(self._claim_path(*key))
         except KubeError as e:
             log.warning("dataset %s/%s: could not read the claim: %s", *key, e.reason)
-            self._schedule(key, self._next_backoff(key))
+            self._schedule(key, self._next_backoff(key, 1.0))
             return
         if pvc is None or self.settings.mounts.dataset_label not in (pvc["metadata"].get("labels") or {}):
             self.forget(key)
@@ -129,14 +129,15 @@ class DatasetController:
             if not self.ctx.leader.leading:
                 return
             try:
-                delay = await self._reconcile(pvc, job_changed)
+                again = await self._reconcile(pvc, job_changed)
             except KubeError as e:
                 log.warning("dataset %s/%s: %s; trying again", *key, e.reason)
-                delay = self._next_backoff(key)
-            else:
-                if delay is None:
-                    self._backoff.pop(key, None)
-            self._schedule(key, delay)
+                again = 1.0
+            if again is None:
+                self._backoff.pop(key, None)
+                self._schedule(key, None)
+            elif key not in self._retries:  # one retry at a time; an event meanwhile does not hasten it
+                self._schedule(key, self._next_backoff(key, again))
 
     def elected(self) -> None:
         """Reconcile every dataset PVC of the cluster, in a task (the caller is the leader loop)."""
@@ -181,7 +182,8 @@ class DatasetController:
     # -- one reconcile ----------------------------------------------------------------------------
 
     async def _reconcile(self, pvc: dict, job_changed: bool) -> float | None:
-        """Act on `pvc`; the seconds after which to look again (None: when something changes)."""
+        """Act on `pvc`; None when the next change will bring it back, else the first delay of
+        the backoff after which to look again."""
         meta = pvc["metadata"]
         key = _key(pvc)
         ns, name, uid = meta["namespace"], meta["name"], meta["uid"]
@@ -195,8 +197,8 @@ class DatasetController:
             spec = ds.read_dataset(pvc, self.settings.mounts)
         except UserInputError as e:
             self._stop_watch(key)
-            await self._set(pvc, None, False, ds.FAILED, str(e), None)
-            log.info("dataset %s/%s: not loaded: %s", ns, name, e.field)
+            if await self._set(pvc, None, False, ds.FAILED, str(e), None):
+                log.info("dataset %s/%s: not loaded: %s", ns, name, e.field)
             return None
         if spec is None:
             self._stop_watch(key)
@@ -232,9 +234,9 @@ class DatasetController:
                 credential = ds.credential_for(spec, secret, self.settings.mounts)
             except UserInputError as e:
                 self._stop_watch(key)
-                await self._set(pvc, spec.load_id, False, ds.FAILED, str(e), {})
-                log.info("dataset %s/%s: load %s waits for its credential", ns, name, spec.load_id)
-                return self._next_backoff(key, CREDENTIAL_RETRY_S)
+                if await self._set(pvc, spec.load_id, False, ds.FAILED, str(e), {}):
+                    log.info("dataset %s/%s: load %s waits for its credential", ns, name, spec.load_id)
+                return CREDENTIAL_RETRY_S
         if job is None:
             job = await self._create_job(spec, credential)
             if job is None:
@@ -345,13 +347,14 @@ class DatasetController:
     # -- writes -----------------------------------------------------------------------------------
 
     async def _set(self, pvc: dict, load_id: str | None, status: bool, reason: str, message: str,
-                   progress: Mapping | None) -> None:
+                   progress: Mapping | None) -> bool:
         """The `Loaded` condition (if it changes), then the load id and progress annotations (if
-        they change)."""
+        they change); whether the condition changed."""
         ns, name = _key(pvc)
         previous = ds.condition_of(pvc)
         cond = ds.loaded_condition(status, reason, message, _now(), previous)
-        if not ds.same_condition(previous, cond):
+        changed = not ds.same_condition(previous, cond)
+        if changed:
             await self.kube.request("PATCH", f"{self._claim_path(ns, name)}/status",
                                     {"status": {"conditions": [cond]}}, content_type=STRATEGIC)
         annotations = pvc["metadata"].get("annotations") or {}
@@ -363,6 +366,7 @@ class DatasetController:
         if changes:
             await self.kube.request("PATCH", self._claim_path(ns, name), {"metadata": {"annotations": changes}},
                                     content_type=MERGE)
+        return changed
 
     async def _write_progress(self, spec: ds.DatasetSpec, message: str, progress: Mapping | None) -> None:
         """A running load's message and progress (the condition's status and transition time stay:
@@ -410,7 +414,7 @@ class DatasetController:
             except KubeError as e:
                 log.warning("dataset %s/%s: progress not read or written: %s", *key, e.reason)
 
-    def _next_backoff(self, key: Key, first: float = 1.0) -> float:
+    def _next_backoff(self, key: Key, first: float) -> float:
         delay = min(self._backoff.get(key, first / 2) * 2, MAX_BACKOFF_S)
         self._backoff[key] = delay
         return delay

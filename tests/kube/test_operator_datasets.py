@@ -11,7 +11,8 @@ auth on) and GCS emulator of `tests.local.object_stores`, and the operator repor
   read-only reads it whole; an anonymous gs:// dataset loads beside it; a changed source reloads
   into the same PVC with a new Job, the old one gone;
 - a credential without access: ``Failed`` at once (one pod, no retries) with the loader's reason
-  and no secret anywhere; a credential that does not exist: ``Failed`` naming the annotation;
+  and no secret anywhere; a credential that does not exist: ``Failed`` naming the annotation, and
+  loaded once it is made (the operator looks for it again);
 - the operator restarted mid-load: the new one adopts the running Job; one Job, one pod, the
   files once;
 - a PVC deleted mid-load: its Job and pod go, and so does the PVC.
@@ -361,6 +362,13 @@ async def test_a_credential_without_access_fails_at_once_with_the_reason(operato
         "Failed", f"mlplatform.io/credential: there is no credential 'no-such-key' in the project '{ns}'; add it (the "
                   "load starts once it exists)")
     assert await loader_jobs(admin, ns, "typo") == []
+    # the credential made afterwards: the operator looks again (10 s later) and the load starts
+    await admin.create(aws_secret(ns, "no-such-key", s3_store.key_id, s3_store.secret))
+
+    async def typo_loaded():
+        return (ds.condition_of(await admin.get(claim_path(ns, "typo"))) or {}).get("status") == "True"
+
+    await until(typo_loaded, "the dataset loaded once its credential existed", timeout=40)
     bad = ds.condition_of(await settled(admin, ns, "bad"))
     assert bad["message"] == "mlplatform.io/source: 'x' is not a bucket name (3-222 lower-case letters, digits, '.', " \
                              "'-' or '_')"
@@ -423,3 +431,6 @@ async def test_a_deleted_dataset_takes_its_loader_with_it(operator, project, s3_
             await admin.get(claim_path(ns, "gone")) is None
 
     await until(all_gone, "the Job, its pod and the claim are gone", timeout=60)
+    # by the operator, at once: the garbage collector alone would wait for the claim, which the
+    # running loader pod holds (pvc-protection)
+    assert f"dataset {ns}/gone: deleted the loader Job gone-load-" in operator.log()
