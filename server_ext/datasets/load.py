@@ -13,8 +13,8 @@ nothing is left out without a word.
 Credentials and endpoints: read from the environment exactly as `server_ext.jobs.fetch` reads
 them (its `Stores`): AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_PROFILE, AWS_REGION,
 AWS_ENDPOINT_URL_S3, GOOGLE_APPLICATION_CREDENTIALS, STORAGE_EMULATOR_HOST; none → anonymous
-(public buckets); the node's ambient identity is never used. One difference: an AWS_CONFIG_FILE
-that does not exist is ignored (the operator, which reads a credential's metadata only, names the
+(public buckets); the node's ambient identity is never used. An AWS_CONFIG_FILE that does not exist
+counts as none (`Stores`' rule: the operator, which reads a credential's metadata only, names the
 config file of every AWS credential; without it the region is AWS_REGION's or us-east-1).
 
 Guarantees (exactly once in effect, resumable):
@@ -379,14 +379,6 @@ def _ticking(futures: set, interval: float, stop: threading.Event, tick: Callabl
             last = time.monotonic()
 
 
-def store_env(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` without an AWS_CONFIG_FILE that does not exist (see the module docstring)."""
-    env = dict(env)
-    if env.get("AWS_CONFIG_FILE") and not os.path.exists(env["AWS_CONFIG_FILE"]):
-        del env["AWS_CONFIG_FILE"]
-    return env
-
-
 def emit_line(doc: dict) -> None:
     sys.stdout.write(json.dumps(doc, separators=(",", ":")) + "\n")
     sys.stdout.flush()
@@ -402,7 +394,7 @@ def load(uri: str, dest: pathlib.Path, env: Mapping[str, str], *, parallel: int 
     except ValueError as e:
         raise LoadError("BadSource", f"the source {e}") from None
     folder = f"{src.scheme}://{src.bucket}/{src.prefix}"  # the manifest's name of the source (s3://b/p = s3://b/p/)
-    stores = stores or Stores(store_env(env))
+    stores = stores or Stores(env)
     stop = stop or threading.Event()
     dest = pathlib.Path(dest)
     try:
@@ -453,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())  # stop at the next chunk, recording what was copied
-    stores = Stores(store_env(os.environ))
+    stores = Stores(os.environ)
     try:
         load(args.source, args.dest, os.environ, parallel=args.parallel, interval=args.interval, stop=stop,
              stores=stores)

@@ -17,7 +17,9 @@ URIs (``i`` is the URI's index, used in every error's field ``trainingInput.pack
   anonymous when given no credentials).
 - ``s3://bucket/key``: S3. Credentials: the shared-credentials FILE named by
   ``AWS_SHARED_CREDENTIALS_FILE`` (profile ``AWS_PROFILE``, else ``default``); region from
-  ``AWS_REGION``/``AWS_DEFAULT_REGION``, else that profile in ``AWS_CONFIG_FILE``, else
+  ``AWS_REGION``/``AWS_DEFAULT_REGION``, else that profile in ``AWS_CONFIG_FILE`` (a path that does
+  not exist counts as no file, as the AWS SDKs take it: the operator's credential webhook names the
+  config file of every AWS credential, having read only its metadata), else
   ``us-east-1``; endpoint from ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL``.
 - ``configmap://<name>/<file>``: a package shipped with the job in a ConfigMap
   (`server_ext.jobs.package_delivery.package_configmap`), which the pod mounts at
@@ -114,6 +116,8 @@ class Stores:
         env = self.env
         profile = env.get("AWS_PROFILE") or "default"
         creds_file, config_file = env.get("AWS_SHARED_CREDENTIALS_FILE"), env.get("AWS_CONFIG_FILE")
+        if config_file and not os.path.exists(config_file):
+            config_file = None  # as the AWS SDKs read it: an optional file (the operator names it always)
         endpoint = env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None
         keys: dict[str, Any] = {}
         session = botocore.session.Session()  # below: nothing left for it to read from os.environ or ~/.aws

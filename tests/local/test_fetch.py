@@ -87,6 +87,16 @@ async def test_only_the_given_env_counts(s3_store, gcs_store, tmp_path, monkeypa
         await fetch_all(uris, tmp_path / "out2", env)  # the default profile: a user without s3 permissions
 
 
+async def test_an_aws_config_file_that_does_not_exist_counts_as_none(s3_store, tmp_path):
+    """The operator's credential webhook names the config file of every AWS credential (it reads only
+    metadata); a credential without one must still fetch, as the AWS SDKs read a missing one."""
+    s3_store.put("pkgs/noconfig.tar.gz", b"no config")
+    env = s3_store.credentials_env(tmp_path / "aws")
+    env["AWS_CONFIG_FILE"] = str(tmp_path / "aws" / "absent" / "config")
+    paths = await fetch_all([f"s3://{s3_store.bucket}/pkgs/noconfig.tar.gz"], tmp_path / "out", env)
+    assert [p.read_bytes() for p in paths] == [b"no config"]
+
+
 @pytest.mark.parametrize("case, field, text, status", [
     ("missing key", "trainingInput.packageUris[1]", "s3://{bucket}/nope/x.tar.gz not found", 400),
     ("wrong bucket", "trainingInput.packageUris[1]", "the bucket 'no-such-bucket-here' does not exist", 400),
