@@ -9,7 +9,9 @@
   spawn read them without a request; where the hub may not watch them cluster-wide it lists
   the project's instead (`list_available`: the same LISTs, for a client that asks once, such as
   `kubectl ai-platform`). It adds and deletes credentials (validated with `hub_ext.credentials`;
-  a Secret that is not a credential cannot be deleted through it).
+  a Secret that is not a credential cannot be deleted through it) and datasets (PVCs made with
+  `hub_ext.datasets`; a PVC without the dataset label cannot be deleted through it). A dataset PVC
+  being deleted (pods still use it) is not offered for mounting.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import asyncio
 
 from . import capacity as cap
 from .credentials import CREATED_BY, CredentialFiles, check_may_delete, check_name, secret_manifest
+from .datasets import check_may_delete as check_may_delete_dataset
+from .datasets import is_dataset
 from .errors import UpstreamError, UserInputError
-from .kube import Conflict, Forbidden, Kube, KubeError, NotFound, path_of, reason
+from .kube import Conflict, Forbidden, Invalid, Kube, KubeError, NotFound, path_of, reason
 from .kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
 from .mounts import Available
 from .watchcache import WatchCache
@@ -97,7 +101,8 @@ async def list_available(kube: Kube, namespace: str, settings: MountSettings, cr
 def _available(secrets: list[dict], pvcs: list[dict], settings: MountSettings) -> Available:
     found = (credential_from_secret(s, settings) for s in secrets)
     credentials = tuple(sorted((c for c in found if c is not None), key=lambda c: c.name))
-    datasets = tuple(sorted((dataset_from_pvc(p, settings) for p in pvcs), key=lambda d: d.name))
+    datasets = tuple(sorted((dataset_from_pvc(p, settings) for p in pvcs
+                             if not (p.get("metadata") or {}).get("deletionTimestamp")), key=lambda d: d.name))
     return Available(credentials, datasets)
 
 
@@ -137,12 +142,14 @@ class ProjectResources:
             for secret_type in sorted(types):
                 secrets += [_without_data(s) for s in await list_in(self.kube, "Secret", namespace,
                                                                      fieldSelector=f"type={secret_type}")]
+        return _available(secrets, await self.dataset_pvcs(namespace), self.settings)
+
+    async def dataset_pvcs(self, namespace: str) -> list[dict]:
+        """The project's dataset PVCs, from the cache (a LIST where the hub may not watch them)."""
+        await self.start()
         if self.pvcs.known:
-            pvcs = self.pvcs.items(namespace)
-        else:
-            pvcs = await list_in(self.kube, "PersistentVolumeClaim", namespace,
-                                 labelSelector=self.settings.dataset_label)
-        return _available(secrets, pvcs, self.settings)
+            return self.pvcs.items(namespace)
+        return await list_in(self.kube, "PersistentVolumeClaim", namespace, labelSelector=self.settings.dataset_label)
 
     async def add_credential(self, namespace: str, name: str, creds: CredentialFiles, description: str,
                              created_by: str) -> None:
@@ -184,3 +191,58 @@ class ProjectResources:
         except KubeError as e:
             raise UpstreamError(f"delete the credential {name!r}", reason(e)) from None
         self._secret_cache(namespace).remove(namespace, name)
+
+    async def add_dataset(self, body: dict) -> dict:
+        """Create the dataset PVC `body` (`hub_ext.datasets.pvc_manifest`, from a checked request);
+        returns the PVC as stored (loading until the loader reports: `kube_mounts.dataset_state`)."""
+        namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+        try:
+            created = await self.kube.create(body)
+        except Conflict:
+            raise UserInputError("name", f"the project {namespace!r} already has a volume claim named {name!r}; "
+                                         "delete it first or choose another name", 409) from None
+        except Forbidden as e:
+            if "exceeded quota" not in e.reason:
+                raise UpstreamError(f"create the dataset {name!r}", reason(e)) from None
+            raise UserInputError("size", f"the project {namespace!r} has no room for it under its quota: "
+                                         f"{e.reason}", 403) from None
+        except Invalid as e:
+            fields = [f for f, _ in e.causes]
+            field = "size" if any("storage" in f or "resources" in f for f in fields) else \
+                "name" if any(f.startswith("metadata.name") for f in fields) else None
+            if field is None:
+                raise UpstreamError(f"create the dataset {name!r}", reason(e)) from None
+            raise UserInputError(field, f"Kubernetes refused it: {e.reason}") from None
+        except KubeError as e:
+            raise UpstreamError(f"create the dataset {name!r}", reason(e)) from None
+        self.pvcs.put(created)
+        return created
+
+    async def delete_dataset(self, namespace: str, name: str, deleted_by: str | None = None,
+                             admin: bool = False) -> None:
+        """Delete a dataset PVC on behalf of the hub user `deleted_by` (`admin`: a hub admin): only
+        its creator or an admin may (`hub_ext.datasets.check_may_delete`; 403 on ``name``). The
+        delete is conditional on the PVC's uid (one made again meanwhile is not deleted unchecked);
+        not on its resourceVersion, which the loader moves with every progress report. A PVC that
+        pods still mount stays, marked deleting, until they stop (its protection finalizer)."""
+        path = path_of("PersistentVolumeClaim", namespace, name)
+        try:
+            pvc = await self.kube.get(path)
+            if pvc is None or not is_dataset(pvc, self.settings.dataset_label):
+                raise UserInputError("name", f"the project {namespace!r} has no dataset {name!r}", 404)
+            meta = pvc["metadata"]
+            if deleted_by is not None:
+                check_may_delete_dataset(name, (meta.get("annotations") or {}).get(CREATED_BY), deleted_by, admin)
+            answer = await self.kube.request("DELETE", path, {"propagationPolicy": "Background",
+                                                              "preconditions": {"uid": meta["uid"]}})
+        except NotFound:
+            answer = None  # deleted meanwhile: what was asked for holds
+        except Conflict:
+            raise UserInputError("name", f"the dataset {name!r} was replaced while it was being deleted; "
+                                         "try again", 409) from None
+        except KubeError as e:
+            raise UpstreamError(f"delete the dataset {name!r}", reason(e)) from None
+        if isinstance(answer, dict) and answer.get("kind") == "PersistentVolumeClaim":
+            self.pvcs.put(answer)  # still there, being deleted
+        else:
+            self.pvcs.remove(namespace, name)

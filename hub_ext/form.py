@@ -4,8 +4,11 @@
 it lists the profiles usable in at least one of the user's projects, with their resources,
 "N of M free" for accelerators, and a marker when none is free; each option's choices with their
 descriptions (jupyterhub-fancy-profiles' ``description``, tied to the select by
-``aria-describedby``, and the free-form entry's ``description_in_choices``). `options_from_form` keeps only
-the chosen profile's fields and returns the flat `user_options` the REST API also accepts:
+``aria-describedby``, and the free-form entry's ``description_in_choices``); and each project's
+credentials and datasets, a dataset that is not ready with its state and the loader's message
+(its progress while loading, the reason when failed: a failed one cannot be ticked).
+`options_from_form` keeps only the chosen profile's fields and returns the flat `user_options` the
+REST API also accepts:
 ``{"project": ..., "profile": ..., "<option>": ..., "<option>--unlisted-choice": ...,
 "credentials": [...], "datasets": [...]}`` (credentials and datasets of the chosen project).
 Nothing here decides what is allowed: `Runtime.plan` validates whatever arrives.

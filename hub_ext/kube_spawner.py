@@ -9,7 +9,8 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   accelerator quota and the free capacity are checked from the watch caches (no API request):
   with ``when_full = "refuse"`` a spawn that cannot get its accelerator is refused before
   anything is created; with ``"wait"`` the pod waits in the scheduler's queue and progress says
-  for what. Datasets still loading are refused, or waited for (``when_dataset_loading``).
+  for what. Datasets still loading are refused, or waited for (``when_dataset_loading``), the
+  wait's progress the loader's own ("12 of 1000 objects, 1.2 MB of 100 MB", and how far along).
 - With a callable ``profile_list``, a team project's published catalogue (ConfigMap
   ``mlplatform-catalog``) has the accelerators and limits the jobs API plans with, no profiles:
   members' lists differ, and whoever provisions first must not decide (each member's own are in
@@ -47,6 +48,8 @@ from traitlets import Bool, Float, Unicode, default
 
 from .capacity import own_servers_note, quota_has_room, servers_holding
 from .cluster import ClusterView, ProjectResources
+from .dataset_config import DatasetConfig
+from .datasets import percent, progress_of, pvc_manifest, row
 from .entitlements import Project
 from .errors import ConfigError, UpstreamError, UserInputError
 from .form import render_form
@@ -84,7 +87,8 @@ class KubeParts:
         await asyncio.gather(self.view.stop(), self.resources.stop())
 
 
-class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConfig, TenancyConfig, KubeSpawner):
+class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
+                      KubeSpawner):
     platform_kind = "kubernetes"
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
@@ -159,6 +163,20 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
     async def delete_credential(self, project: str, name: str, deleted_by: str, admin: bool = False) -> None:
         await self.shared.resources.delete_credential(project, name, deleted_by, admin)
 
+    async def add_dataset(self, project: str, request, created_by: str) -> dict:
+        """Make the PVC of a checked `hub_ext.datasets.DatasetRequest`; its row (`hub_ext.datasets.row`)."""
+        await self.provision()  # the project may not exist yet (cached: no request when it does)
+        body = pvc_manifest(project, request, self.dataset_settings(), self.mount_settings(), created_by)
+        return row(await self.shared.resources.add_dataset(body), self.mount_settings())
+
+    async def delete_dataset(self, project: str, name: str, deleted_by: str, admin: bool = False) -> None:
+        await self.shared.resources.delete_dataset(project, name, deleted_by, admin)
+
+    async def dataset_rows(self, project: str) -> list[dict]:
+        """The project's datasets as the hub's page shows them, with the loader's progress."""
+        pvcs = await self.shared.resources.dataset_pvcs(project)
+        return sorted((row(p, self.mount_settings()) for p in pvcs), key=lambda r: r["name"])
+
     # ---- projects ---------------------------------------------------------------------------------
     def _members(self) -> list[tuple[str, str]]:
         template = self.member_identity_template
@@ -210,6 +228,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
         self._restore_configured()
         self._stage, self._capacity_wait, self._claim, self._plan = "preparing your project", None, None, None
+        self._stage_percent = None  # how far a dataset the start waits for has loaded
         try:
             plan = await self.spawn_plan(self.user_options, allow_loading=self.when_dataset_loading == "wait")
             await self._check_accelerator(plan)
@@ -288,8 +307,12 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         while plan.mounts.loading:
             d = plan.mounts.loading[0]
             self._stage = f"waiting for the dataset {d.name!r} to finish loading" + (f" ({d.message})" if d.message else "")
+            pvcs = self.shared.resources.pvcs
+            pvc = next((p for p in pvcs.items(plan.project.name) if p["metadata"]["name"] == d.name), None)
+            self._stage_percent = percent(progress_of(pvc)) if pvc is not None else None
             await asyncio.sleep(self.wait_poll_interval)
             plan = await self.spawn_plan(self.user_options, allow_loading=True)
+        self._stage_percent = None
         return plan
 
     def _apply(self, plan: Plan) -> None:
@@ -428,7 +451,11 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
             for message in messages:
                 if message and message != sent:
                     sent = message
-                    yield {"progress": 20 if message.startswith(("preparing", "waiting")) else 60, "message": message}
+                    value = 20 if message.startswith(("preparing", "waiting")) else 60
+                    loaded = getattr(self, "_stage_percent", None) if message == stage else None
+                    if loaded is not None:  # a dataset's load: 20 → 50 as it goes
+                        value = 20 + loaded * 30 // 100
+                    yield {"progress": value, "message": message}
             if done:
                 return
             await asyncio.sleep(0.5)

@@ -62,6 +62,7 @@ from .form import render_form
 from .inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
 from .local_files import PRIVATE_UMASK, private_dir, project_files, tighten
 from .capacity import own_servers_note
+from .datasets import row_of
 from .mounts import Available
 from .platform import Plan, PlatformConfig
 from .profile_resolve import apply_override, called
@@ -189,6 +190,21 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
 
     async def project_files(self, project: str) -> Available:
         return project_files(self.projects_dir, project)
+
+    async def dataset_rows(self, project: str) -> list[dict]:
+        """The project's datasets as the hub's datasets page shows them (directories: always ready)."""
+        return [row_of(d, project) for d in (await self.project_files(project)).datasets]
+
+    def _datasets_are_directories(self) -> web.HTTPError:
+        return web.HTTPError(501, f"this runtime keeps datasets as directories under {self.projects_dir}/<project>/"
+                                  "datasets/<name>: add or remove them there")
+
+    async def add_dataset(self, project: str, request, created_by: str) -> dict:
+        """Not here: datasets are directories (501 naming where)."""
+        raise self._datasets_are_directories()
+
+    async def delete_dataset(self, project: str, name: str, deleted_by: str, admin: bool = False) -> None:
+        raise self._datasets_are_directories()
 
     async def usage(self, project: str) -> dict[str, int]:
         return self.runtime.ledger.usage(project)

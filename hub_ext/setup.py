@@ -14,10 +14,11 @@ the platform's config sections no platform spawner reads (traitlets would report
 makes the hub's one `PlatformService` (`hub_ext.service`: the parsed settings, the runtime's
 shared parts) and keeps it in ``c.JupyterHub.tornado_settings["mlplatform"]``, where handlers
 and spawners find it; registers the platform API handlers and their custom scope; grants every user
-``custom:mlplatform:read`` and ``custom:mlplatform:credentials`` for themselves, and each notebook
-server ``custom:mlplatform:read`` for its owner (its jobs API checks projects with it); adds the
-platform's templates (the credentials page, and home.html, which adds each server's profile and
-project to JupyterHub's home page); and makes `platform-local` the spawner unless one is set
+``custom:mlplatform:read``, ``custom:mlplatform:credentials`` and ``custom:mlplatform:datasets`` for
+themselves, and each notebook server ``custom:mlplatform:read`` for its owner (its jobs API checks
+projects with it); adds the platform's templates (the credentials and datasets pages, and
+home.html, which adds links to them and each server's profile and project to JupyterHub's home
+page); and makes `platform-local` the spawner unless one is set
 (or profiles are set on ``c.KubeSpawner``/``c.PlatformSpawner``: then ``platform``).
 
 On Kubernetes (`PlatformSpawner`) it also adds the membership reconciler (`hub_ext.reconcile`):
@@ -39,6 +40,10 @@ from traitlets.config import Config
 from .api import CUSTOM_SCOPES, SCOPE, handlers, kubernetes_handlers
 from .credentials_page import SCOPES as CREDENTIAL_SCOPES
 from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
+from .datasets_page import SCOPES as DATASET_SCOPES
+from .datasets_page import WRITE_SCOPE as DATASETS_SCOPE
+from .datasets_page import api_handlers as dataset_api_handlers
+from .datasets_page import page_handlers as dataset_page_handlers
 from .errors import ConfigError, Problem
 from .logs import LOGGER, use_hub_format
 from .profile_keys import did_you_mean
@@ -187,13 +192,13 @@ def configure(c: Config) -> Runtime:
                               {**{key: traits[key].default() for key in _KEYS}, **settings}, runtime)
     c.JupyterHub.tornado_settings = {**dict(c.JupyterHub.get("tornado_settings", {})), KEY: service}
     c.JupyterHub.extra_handlers = list(c.JupyterHub.get("extra_handlers", [])) + handlers + api_handlers + \
-        page_handlers
+        page_handlers + dataset_api_handlers + dataset_page_handlers
     c.JupyterHub.custom_scopes = {**dict(c.JupyterHub.get("custom_scopes", {})), **CUSTOM_SCOPES,
-                                  **CREDENTIAL_SCOPES}
+                                  **CREDENTIAL_SCOPES, **DATASET_SCOPES}
     c.JupyterHub.template_paths = list(c.JupyterHub.get("template_paths", [])) + [TEMPLATES]
     roles = list(c.JupyterHub.get("load_roles", []))
     user_role = next((r for r in roles if r.get("name") == "user"), None)
-    mine = [f"{SCOPE}!user", f"{WRITE_SCOPE}!user"]
+    mine = [f"{SCOPE}!user", f"{WRITE_SCOPE}!user", f"{DATASETS_SCOPE}!user"]
     if user_role is None:
         roles.append({"name": "user", "scopes": ["self", *mine]})
     else:
