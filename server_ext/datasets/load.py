@@ -66,7 +66,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.operator.datasets import EXIT_PERMANENT, Source, parse_source
-from server_ext.jobs.fetch import Stores
+from server_ext.jobs.fetch import Stores, write_body
 from server_ext.jobs.package_uri import Location
 
 MANIFEST = ".mlplatform-load.json"
@@ -74,7 +74,6 @@ TMP_DIR = ".mlplatform-tmp"
 RESERVED = ".mlplatform-"
 PERMANENT = frozenset({"AccessDenied", "NotFound", "BadCredential", "BadSource", "BadKey", "NoSpace"})
 FIELD = "--source"
-_CHUNK = 1 << 20
 _DENIED = {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "AllAccessDisabled",
            "InvalidToken", "AccountProblem"}
 
@@ -309,12 +308,7 @@ def _copy(src: Source, stores: Stores, obj: Obj, dest: pathlib.Path, progress: "
             if src.scheme == "s3":
                 answer = client.get_object(Bucket=src.bucket, Key=obj.key)
                 etag = str(answer.get("ETag") or etag)
-                body = answer["Body"]
-                try:
-                    for chunk in iter(lambda: body.read(_CHUNK), b""):
-                        out.write(chunk)
-                finally:
-                    body.close()
+                write_body(answer["Body"], out)
             else:
                 client.bucket(src.bucket).blob(obj.key).download_to_file(out)
         size = part.stat().st_size

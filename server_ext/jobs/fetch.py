@@ -296,17 +296,21 @@ def _verify(loc: Location, part: pathlib.Path) -> None:
                                         "(nothing was installed; submit the job again)")
 
 
+def write_body(body: Any, out: Any) -> None:
+    """An S3 ``get_object`` body written to `out` in chunks (never whole in memory), then closed."""
+    try:
+        for chunk in iter(lambda: body.read(_CHUNK), b""):
+            out.write(chunk)
+    finally:
+        body.close()
+
+
 def _get_remote(loc: Location, out: _Capped, stores: Stores, max_bytes: int) -> None:
     if loc.scheme == "s3":
         answer = stores.client(loc).get_object(Bucket=loc.bucket, Key=loc.key)
         if answer.get("ContentLength", 0) > max_bytes:
             raise _too_large(loc, answer["ContentLength"], max_bytes)
-        body = answer["Body"]
-        try:
-            for chunk in iter(lambda: body.read(_CHUNK), b""):
-                out.write(chunk)
-        finally:
-            body.close()
+        write_body(answer["Body"], out)
     else:
         blob = stores.client(loc).bucket(loc.bucket).blob(loc.key)
         blob.reload()

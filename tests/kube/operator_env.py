@@ -20,12 +20,14 @@ Options through ``@pytest.mark.operator_args([...])``: extra flags (e.g. ``--s3-
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pathlib
 import signal
 import subprocess
 import sys
 import time
+from typing import AsyncIterator
 
 import aiohttp
 import kubernetes_asyncio
@@ -155,10 +157,11 @@ class OperatorProcess:
         await self._api.close()
 
 
-@pytest.fixture
-async def operator(kube_cluster, tmp_path, request):
-    marker = request.node.get_closest_marker("operator_args")
-    op = OperatorProcess(kube_cluster, tmp_path, list(marker.args[0]) if marker else [])
+@contextlib.asynccontextmanager
+async def running_operator(cluster, workdir: pathlib.Path, args=()) -> AsyncIterator[OperatorProcess]:
+    """The operator installed and started, then stopped and its webhook configurations removed.
+    A module's tests may share one (a module-scoped fixture of their own), where they can."""
+    op = OperatorProcess(cluster, workdir, list(args))
     await op.install()
     try:
         await op.start()
@@ -166,3 +169,10 @@ async def operator(kube_cluster, tmp_path, request):
     finally:
         await op.stop()
         await op.uninstall()
+
+
+@pytest.fixture
+async def operator(kube_cluster, tmp_path, request):
+    marker = request.node.get_closest_marker("operator_args")
+    async with running_operator(kube_cluster, tmp_path, marker.args[0] if marker else ()) as op:
+        yield op

@@ -16,6 +16,7 @@ import pytest
 from cryptography import x509
 
 from tests.kube.operator_env import OperatorProcess
+from tests.kube.platform_env import until
 
 pytestmark = pytest.mark.kube
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/mlplatform-system/leases/mlplatform-operator"
@@ -25,14 +26,6 @@ TLS_SECRET = "/api/v1/namespaces/mlplatform-system/secrets/mlplatform-operator-t
 async def _metrics(op) -> str:
     async with aiohttp.ClientSession() as http, http.get(f"{op.health_url}/metrics") as resp:
         return await resp.text()
-
-
-async def _until(check, what: str, timeout: float = 30) -> None:
-    for _ in range(int(timeout / 0.2)):
-        if await check():
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"never: {what}")
 
 
 def _served_serial(port: int) -> int:
@@ -48,7 +41,7 @@ async def test_two_replicas_elect_one_leader_and_a_standby_takes_over(operator, 
         lease = await operator.kube.get(LEASE)
         return (lease or {}).get("spec", {}).get("holderIdentity")
 
-    await _until(lambda: _is(holder, "operator-1"), "the first replica holds the lease")
+    await until(lambda: _is(holder, "operator-1"), "the first replica holds the lease")
     assert "mlplatform_operator_leader 1" in await _metrics(operator)
     ca = (await operator.kube.get(TLS_SECRET))["data"]["ca.crt"]
     second = OperatorProcess(kube_cluster, tmp_path / "second", [])
@@ -63,7 +56,7 @@ async def test_two_replicas_elect_one_leader_and_a_standby_takes_over(operator, 
         assert (await operator.kube.get(TLS_SECRET))["data"]["ca.crt"] == ca
         assert _served_serial(second.webhook_port) == _served_serial(operator.webhook_port)
         await operator.stop()  # a clean stop releases the lease: the standby takes it at its next try
-        await _until(lambda: _is(holder, "operator-6"), "the standby holds the lease", timeout=10)
+        await until(lambda: _is(holder, "operator-6"), "the standby holds the lease", timeout=10)
         assert "mlplatform_operator_leader 1" in await _metrics(second)
         lease = await operator.kube.get(LEASE)
         assert lease["spec"]["leaseTransitions"] >= 1
@@ -85,7 +78,7 @@ async def test_the_serving_certificate_is_renewed_and_reloaded_without_a_restart
 
     async def renewed():
         return await asyncio.to_thread(_served_serial, operator.webhook_port) != first
-    await _until(renewed, "a renewed certificate is served", timeout=20)
+    await until(renewed, "a renewed certificate is served", timeout=20)
     secret = await operator.kube.get(TLS_SECRET)
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
     assert cert.serial_number == _served_serial(operator.webhook_port)

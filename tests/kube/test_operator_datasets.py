@@ -45,7 +45,7 @@ from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
 from hub_ext.mounts import Available, select
 from hub_ext.operator import datasets as ds
 from tests.cluster.identities import install_platform
-from tests.kube.operator_env import OperatorProcess
+from tests.kube.operator_env import OperatorProcess, running_operator
 from tests.kube.platform_env import until
 from tests.local.object_stores import gcs_store, s3_store  # noqa: F401  (session fixtures: the real stores)
 
@@ -119,15 +119,9 @@ async def operator(request, _session_cluster, tmp_path_factory, slow_s3, gcs_sto
     """`tests.kube.operator_env`'s operator, once for the module, told where the stores are."""
     if request.config.getoption("--kube-context"):
         pytest.skip("needs the built control plane")
-    op = OperatorProcess(_session_cluster, tmp_path_factory.mktemp("operator"),
-                         [f"--s3-endpoint={slow_s3.url}", f"--gcs-endpoint={gcs_store.url}"])
-    await op.install()
-    try:
-        await op.start()
+    async with running_operator(_session_cluster, tmp_path_factory.mktemp("operator"),
+                                [f"--s3-endpoint={slow_s3.url}", f"--gcs-endpoint={gcs_store.url}"]) as op:
         yield op
-    finally:
-        await op.stop()
-        await op.uninstall()
 
 
 @pytest_asyncio.fixture(loop_scope="module")

@@ -36,7 +36,7 @@ from hub_ext.kube import Kube, KubeError
 from hub_ext.kube_mounts import MountSettings, credential_of_kind, volumes
 from hub_ext.mounts import Available, select
 from tests.cluster.identities import install_platform, service_account_kubeconfig
-from tests.kube.operator_env import OperatorProcess
+from tests.kube.operator_env import running_operator
 from tests.kube.platform_env import until
 
 # one operator for the module (each start and stop costs seconds): the tests share its event loop
@@ -93,14 +93,8 @@ async def operator(request, _session_cluster, tmp_path_factory):
     test that stops it starts it again."""
     if request.config.getoption("--kube-context"):
         pytest.skip("needs the built control plane")
-    op = OperatorProcess(_session_cluster, tmp_path_factory.mktemp("operator"), [])
-    await op.install()
-    try:
-        await op.start()
+    async with running_operator(_session_cluster, tmp_path_factory.mktemp("operator"), []) as op:
         yield op
-    finally:
-        await op.stop()
-        await op.uninstall()
 
 
 @pytest_asyncio.fixture(loop_scope="module")
