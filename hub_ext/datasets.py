@@ -54,6 +54,7 @@ from .credentials import AWS, CREATED_BY, GCP, MANAGED_BY, check_description, ch
 from .errors import ConfigError, Problem, UserInputError, bounded, collect
 from .kube_mounts import MountSettings, dataset_from_pvc
 from .mounts import Dataset
+from .operator.datasets import parse_source
 
 CREDENTIAL_ANNOTATION = "mlplatform.io/credential"
 PROGRESS_ANNOTATION = "mlplatform.io/progress"
@@ -66,10 +67,8 @@ PROGRESS_KEYS = ("objects_done", "objects_total", "bytes_done", "bytes_total")
 _UNITS = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
           "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
 _QUANTITY = re.compile(r"(\d{1,15})(\.\d{1,6})?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)")
-_BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")  # as the loader reads one (S3 and GCS names)
 _LABEL_SELECTOR = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_./]*)(?:==?([-A-Za-z0-9_.]*))?")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-MAX_PREFIX = 1024
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,8 @@ def check_size(value: Any, max_size: str, field_name: str = "size") -> str:
 
 
 def check_source(value: Any, field_name: str = "source") -> str:
-    """``s3://bucket/prefix`` or ``gs://bucket/prefix`` (prefix optional), as written."""
+    """``s3://bucket/prefix`` or ``gs://bucket/prefix`` (prefix optional), as written: one word that
+    the loader's own parser (`hub_ext.operator.datasets.parse_source`) reads."""
     if value in (None, ""):
         raise UserInputError(field_name, "is required: s3://<bucket>/<prefix> or gs://<bucket>/<prefix>")
     if not isinstance(value, str):
@@ -126,15 +126,10 @@ def check_source(value: Any, field_name: str = "source") -> str:
     value = value.strip()
     if any(ord(ch) < 32 or ord(ch) == 127 or ch.isspace() for ch in value):
         raise UserInputError(field_name, "must be one word: no spaces, line breaks or control characters")
-    scheme, sep, rest = value.partition("://")
-    if not sep or scheme not in SCHEMES:
-        raise UserInputError(field_name, "must be s3://<bucket>/<prefix> or gs://<bucket>/<prefix>")
-    bucket, _, prefix = rest.partition("/")
-    if not _BUCKET.fullmatch(bucket):
-        raise UserInputError(field_name, f"{bounded(bucket, 80)!r} is not a bucket name (3-222 lower-case letters, "
-                                         "digits, '.', '-' or '_', starting and ending with a letter or digit)")
-    if len(prefix) > MAX_PREFIX:
-        raise UserInputError(field_name, f"the prefix may be at most {MAX_PREFIX} characters")
+    try:
+        parse_source(value)
+    except ValueError as e:
+        raise UserInputError(field_name, str(e)) from None
     return value
 
 
