@@ -153,7 +153,7 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, kub
     assert kube_cluster.get("", "v1", "secrets", "vision", "training-sa") is None
 
 
-def test_the_credentials_page_adds_and_deletes_without_echoing(kube_hub, kube_cluster):
+def test_the_credentials_and_datasets_pages_add_and_delete_without_echoing(kube_hub, kube_cluster):
     hub, secrets, _ = kube_hub
     session, r = form_login(hub.url, "alice", secrets.user_password)
     assert r.status_code == 302
@@ -176,3 +176,40 @@ def test_the_credentials_page_adds_and_deletes_without_echoing(kube_hub, kube_cl
         "_xsrf": xsrf, "action": "delete", "project": "vision", "name": "sa"})
     assert r.status_code == 200 and 'data-credential="sa"' not in r.text
     assert kube_cluster.get("", "v1", "secrets", "vision", "sa") is None
+
+    # datasets: the home page links the page; a mistake keeps what was typed; a dataset added waits
+    # for the loader (the operator: tests/kube/test_operator_datasets.py); REST with the user's token
+    assert 'href="/hub/mlplatform/datasets"' in session.get(f"{hub.url}/hub/home", timeout=60).text
+    page = session.get(f"{hub.url}/hub/mlplatform/datasets", timeout=60)
+    assert page.status_code == 200 and "No datasets yet." in page.text
+    r = session.post(f"{hub.url}/hub/mlplatform/datasets", timeout=60, data={
+        "_xsrf": xsrf, "action": "add", "project": "vision", "name": "coco", "source": "gs://b/x", "size": "10GB"})
+    assert r.status_code == 400 and "size: must be a size with a unit" in r.text and 'value="coco"' in r.text
+    r = session.post(f"{hub.url}/hub/mlplatform/datasets", timeout=60, data={
+        "_xsrf": xsrf, "action": "add", "project": "vision", "name": "coco", "source": "gs://bkt/x", "size": "1Gi",
+        "credential": "", "description": "coco train"})
+    assert r.status_code == 200 and 'data-dataset="coco" data-state="loading"' in r.text
+    assert "waiting for the loader to start" in r.text
+    alice = token_for(hub, "alice")
+    bad = call(hub, "POST", "/mlplatform/users/alice/projects/vision/datasets", alice,
+               json={"name": "imagenet", "source": "s3://raw/x", "size": "1Gi", "credential": "nope"})
+    assert bad.status_code == 400 and "credential" in bad.json()["message"]
+    other = call(hub, "POST", "/mlplatform/users/alice/projects/research/datasets", alice,
+                 json={"name": "x", "source": "s3://raw/x", "size": "1Gi"})
+    assert other.status_code == 403
+    ok = call(hub, "POST", "/mlplatform/users/alice/projects/vision/datasets", alice,
+              json={"name": "imagenet", "source": "s3://raw/x", "size": "1Gi"})
+    assert ok.status_code == 201 and ok.json()["state"] == "loading"
+    listed = call(hub, "GET", "/mlplatform/users/alice/projects/vision/datasets", alice)
+    assert [d["name"] for d in listed.json()["datasets"]] == ["coco", "imagenet"]
+    bob = token_for(hub, "bob")
+    assert call(hub, "DELETE", "/mlplatform/users/alice/projects/vision/datasets/imagenet", bob).status_code in (403, 404)
+    assert call(hub, "DELETE", "/mlplatform/users/alice/projects/vision/datasets/imagenet", alice).status_code == 204
+    r = session.post(f"{hub.url}/hub/mlplatform/datasets", timeout=60, data={
+        "_xsrf": xsrf, "action": "delete", "project": "vision", "name": "coco"})
+    assert r.status_code == 200
+    for _ in range(100):
+        if kube_cluster.get("", "v1", "persistentvolumeclaims", "vision", "coco") is None:
+            break
+        time.sleep(0.2)
+    assert kube_cluster.get("", "v1", "persistentvolumeclaims", "vision", "coco") is None

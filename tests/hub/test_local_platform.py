@@ -279,6 +279,18 @@ def test_credentials_and_datasets_of_the_chosen_project(demo_hub, tmp_path):
     r = spawn(hub, "alice", "other", {"profile": "cpu", "credentials": ["training-sa"]})
     assert r.status_code == 403 and "credentials[0]" in r.json()["message"]
     assert "other" not in hub.api("GET", "/users/alice").json()["servers"]
+    # the datasets page lists the directories; adding one is the operator's job on Kubernetes only:
+    # 501 naming where local datasets live, on the page and through REST
+    page = session.get(f"{hub.url}/hub/mlplatform/datasets", timeout=30)
+    assert page.status_code == 200 and 'data-dataset="imagenet" data-state="ready"' in page.text
+    assert 'id="add-dataset"' not in page.text
+    r = session.post(f"{hub.url}/hub/mlplatform/datasets", timeout=30, data={
+        "_xsrf": session.cookies["_xsrf"], "action": "add", "project": "vision", "name": "x", "source": "gs://bkt/x",
+        "size": "1Gi"})
+    assert r.status_code == 501 and "datasets as directories under" in r.text
+    r = requests.post(f"{hub.api_url}/mlplatform/users/alice/projects/vision/datasets", timeout=30,
+                      headers={"Authorization": f"token {token}"}, json={"name": "x", "source": "gs://bkt/x", "size": "1Gi"})
+    assert r.status_code == 501 and "datasets as directories under" in r.json()["message"]
 
 
 def _in_terminal(hub, token: str, server_path: str, command: str, timeout: float = 30) -> list[str]:
