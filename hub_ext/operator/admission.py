@@ -207,9 +207,14 @@ def mount_ops(pod: Mapping, asked: Iterable[Asked], kinds: Mapping[str, str | No
     vols, mounts = volumes(creds, (), settings.mounts, run_as_root)
     ops: list[dict] = []
     held = _volumes_by_secret(spec.get("volumes") or [])
+    partly = _held_in_part(spec.get("volumes") or [])
     names = {v.get("name") for v in spec.get("volumes") or []}
     new_vols, wanted = [], []
-    for cred, vol, mount in zip(creds, vols, mounts):
+    for a, cred, vol, mount in zip(asked, creds, vols, mounts):
+        if cred.name not in held and cred.name in partly:
+            raise UserInputError(a.source, f"the pod already mounts the credential {cred.name!r} in part (volume "
+                                           f"{partly[cred.name]!r}, through items); mount all its keys or do not ask "
+                                           "for it")
         if cred.name in held:
             mount = {**mount, "name": held[cred.name]}
         elif vol["name"] in names:
@@ -233,15 +238,32 @@ def mount_ops(pod: Mapping, asked: Iterable[Asked], kinds: Mapping[str, str | No
 
 
 def _volumes_by_secret(vols: list[dict]) -> dict[str, str]:
-    """Secret name → the name of the first volume that holds it (a secret or projected volume)."""
+    """Secret name → the name of the first volume that holds all its keys under their own names (a
+    secret volume, or a projected volume's secret source, without ``items``). A Secret a pod holds
+    only through ``items`` (keys left out or renamed) could leave a path variable naming a file that
+    is not there: `mount_ops` refuses such a pod (`_held_in_part`)."""
     held: dict[str, str] = {}
-    for v in vols:
-        secrets = [(v.get("secret") or {}).get("secretName")]
-        secrets += [(s.get("secret") or {}).get("name") for s in (v.get("projected") or {}).get("sources") or []]
-        for name in secrets:
-            if name:
-                held.setdefault(name, v.get("name"))
+    for v, secret in _secret_sources(vols):
+        if not secret.get("items"):
+            held.setdefault(secret["name"], v.get("name"))
     return held
+
+
+def _held_in_part(vols: list[dict]) -> dict[str, str]:
+    """Secret name → a volume that holds it through ``items``."""
+    return {secret["name"]: v.get("name") for v, secret in reversed(_secret_sources(vols)) if secret.get("items")}
+
+
+def _secret_sources(vols: list[dict]) -> list[tuple[dict, dict]]:
+    """(volume, {"name", "items"}) for each Secret a volume holds, in order."""
+    found = []
+    for v in vols:
+        if (v.get("secret") or {}).get("secretName"):
+            found.append((v, {"name": v["secret"]["secretName"], "items": v["secret"].get("items")}))
+        for source in (v.get("projected") or {}).get("sources") or []:
+            if (source.get("secret") or {}).get("name"):
+                found.append((v, {"name": source["secret"]["name"], "items": source["secret"].get("items")}))
+    return found
 
 
 def _appended(path: str, current: list | None, items: list[dict]) -> list[dict]:

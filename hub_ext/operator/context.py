@@ -1,5 +1,5 @@
-"""What the operator's handlers share: its settings, its Kubernetes client, the leader elector and
-the metrics counters (`health.Metrics.inc`)."""
+"""What the operator's handlers share: its settings, its Kubernetes client, the leader elector,
+which namespaces are projects, and the metrics counters (`health.Metrics.inc`)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..kube import Kube
 from .health import Metrics
 from .leader import Leader
+from .projects import ProjectNamespaces
 from .settings import OperatorSettings
 
 
@@ -16,4 +17,5 @@ class OperatorContext:
     settings: OperatorSettings
     kube: Kube
     leader: Leader
+    projects: ProjectNamespaces
     metrics: Metrics = field(default_factory=Metrics)

@@ -72,7 +72,6 @@ MERGE = "application/merge-patch+json"
 TAIL_LINES = 3
 MAX_BACKOFF_S = 300.0
 CREDENTIAL_RETRY_S = 10.0
-NAMESPACES_TTL_S = 30.0
 Key = tuple[str, str]
 
 
@@ -91,7 +90,6 @@ class DatasetController:
         self._watchers: dict[Key, tuple[str, asyncio.Task]] = {}  # the load id it follows, the task
         self._retries: dict[Key, asyncio.Task] = {}
         self._backoff: dict[Key, float] = {}
-        self._projects: tuple[float, frozenset[str]] = (0.0, frozenset())
         self._resync: asyncio.Task | None = None
 
     # -- entry points ---------------------------------------------------------------------------
@@ -218,7 +216,9 @@ class DatasetController:
             await self._delete_jobs(older, f"the load {spec.load_id} replaces it")
             await self._set(pvc, spec.load_id, False, ds.LOADING, "stopping the previous load", {})
             return None  # the old Jobs' deletion brings us back
-        job = next(iter(jobs), None)
+        # the Job of this load's own name; a loader-labelled Job is the operator's alone (the
+        # ValidatingAdmissionPolicy mlplatform-dataset-loaders in helm-values/operator.yaml)
+        job = next((j for j in jobs if j["metadata"]["name"] == spec.job_name), None)
         if current and cond and cond.get("reason") == ds.FAILED and job is not None and \
                 ds.job_state(job) == "failed":
             self._stop_watch(key)
@@ -312,15 +312,7 @@ class DatasetController:
                 pass
 
     async def _in_project(self, ns: str) -> bool:
-        """`ns` is a project namespace (a listing by the project selector, kept `NAMESPACES_TTL_S`,
-        read again at most every 2 s for a namespace it does not know)."""
-        read_at, names = self._projects
-        age = time.monotonic() - read_at
-        if age > NAMESPACES_TTL_S or (ns not in names and age > 2):
-            listing = await self.kube.list("/api/v1/namespaces", labelSelector=self.settings.project_selector)
-            names = frozenset(n["metadata"]["name"] for n in listing.get("items") or [])
-            self._projects = (time.monotonic(), names)
-        return ns in names
+        return await self.ctx.projects.contains(ns)
 
     async def _last_words(self, spec: ds.DatasetSpec) -> tuple[dict | None, dict | None]:
         """(the newest loader pod of the load, its last progress line or None)."""

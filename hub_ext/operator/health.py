@@ -1,17 +1,20 @@
 """The operator's probes and metrics on one small HTTP port (plain HTTP: the kubelet probes it).
 
 - ``/healthz``: 200 while the process serves (liveness);
-- ``/readyz``: 200 once the webhook server has its certificate and kopf is ready, else 503 naming
-  what is missing (readiness: the Service sends the API server's webhook calls only to ready
-  replicas);
+- ``/readyz``: 200 once the webhook server answers a TLS handshake with its certificate and kopf
+  is ready, and until the process begins to stop; else 503 naming what is missing (readiness: the
+  Service sends the API server's webhook calls only to ready replicas);
 - ``/metrics``: Prometheus text: ``mlplatform_operator_leader`` (1 on the leader) and the counters
   in `Metrics` (webhook reviews by webhook and result, dataset loads by result).
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+import ssl
 from collections import Counter
-from typing import Callable
+from typing import Awaitable, Callable, Union
 
 from aiohttp import web
 
@@ -29,13 +32,34 @@ class Metrics:
             lines.append(f"{name}{{{inner}}} {value}")
         return "\n".join(lines) + "\n"
 
-async def serve(addr: str, port: int, checks: dict[str, Callable[[], bool]], metrics: Metrics,
+Check = Callable[[], Union[bool, Awaitable[bool]]]
+
+
+async def tls_listening(addr: str, port: int) -> bool:
+    """Whether a TLS handshake with the webhook server succeeds (any certificate: this is about
+    the listener, the API server checks the certificate itself)."""
+    host = "127.0.0.1" if addr in ("", "0.0.0.0", "::") else addr
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), 2)
+    except (OSError, asyncio.TimeoutError, ssl.SSLError):
+        return False
+    writer.close()
+    return True
+
+
+async def serve(addr: str, port: int, checks: dict[str, Check], metrics: Metrics,
                 gauges: Callable[[], dict[str, float]]) -> web.AppRunner:
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok\n")
 
     async def readyz(_: web.Request) -> web.Response:
-        missing = [name for name, check in checks.items() if not check()]
+        missing = []
+        for name, check in checks.items():
+            result = check()
+            if not (await result if inspect.isawaitable(result) else result):
+                missing.append(name)
         if missing:
             return web.Response(status=503, text="not ready: " + ", ".join(missing) + "\n")
         return web.Response(text="ok\n")

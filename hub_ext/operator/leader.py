@@ -1,12 +1,15 @@
 """Leader election on a coordination.k8s.io/v1 Lease, as client-go's leaderelection does it.
 
 Every replica runs `Leader.run()`: every `retry_s` it reads the Lease in its namespace; it takes a
-Lease that is absent or whose holder has not renewed for `leaseDurationSeconds`, and renews its
-own. Writes carry the read `resourceVersion`, so of two replicas racing for an expired Lease one
+Lease that is absent, released, or whose record (holder, renewTime) it has seen unchanged for
+`leaseDurationSeconds` by its own clock (as client-go: never comparing another host's timestamps
+with its own, so clock skew does not matter), and renews its own. One attempt is bounded by
+`retry_s` (no retries inside it). Writes carry the read `resourceVersion`, so of two replicas racing for an expired Lease one
 wins and the other gets 409 and stays a follower. A leader that cannot renew for the lease
 duration (API unreachable, another took it) steps down first: `leading` turns False and the
-`on_stopped` callbacks run (the dataset controller cancels its tasks) before another replica can
-take over, because it must itself wait out the same duration. `on_elected` callbacks run each time
+`on_stopped` callbacks run (the dataset controller cancels its tasks) once two thirds of the
+duration have passed since its last renewal, before another replica can take over: that one must
+see the record unchanged for the whole duration. `on_elected` callbacks run each time
 this replica becomes leader (the controller lists and reconciles every dataset there).
 `release()` (at a clean stop) empties the holder so a successor need not wait.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import time
 from typing import Awaitable, Callable
 
 from ..kube import Conflict, Kube, KubeError, NotFound
@@ -41,13 +45,17 @@ def _parse(value: str | None) -> dt.datetime | None:
 
 class Leader:
     def __init__(self, kube: Kube, namespace: str, name: str, identity: str, duration_s: int = 15):
-        self.kube, self.namespace, self.name, self.identity = kube, namespace, name, identity
+        self.namespace, self.name, self.identity = namespace, name, identity
         self.duration_s = duration_s
         self.retry_s = max(duration_s / 5, 0.5)
+        # no retries inside an attempt, and an attempt never outlasts retry_s (run's wait_for)
+        self.kube = Kube(kube.api_client, timeout=self.retry_s, retries=0)
         self.leading = False
         self._elected: list[Callback] = []
         self._stopped: list[Callback] = []
-        self._last_renew: dt.datetime | None = None
+        self._last_renew: float | None = None  # monotonic
+        self._record: tuple[str, str] | None = None
+        self._record_seen = 0.0  # monotonic time the record was first seen as it is
 
     @property
     def path(self) -> str:
@@ -62,11 +70,12 @@ class Leader:
     async def run(self) -> None:
         while True:
             try:
-                held = await self._try()
-            except KubeError as e:
-                log.warning("lease %s/%s: %s", self.namespace, self.name, e.reason)
+                held = await asyncio.wait_for(self._try(), self.retry_s)
+            except (KubeError, asyncio.TimeoutError) as e:
+                log.warning("lease %s/%s: %s", self.namespace, self.name,
+                            e.reason if isinstance(e, KubeError) else "no answer in time")
                 held = self.leading and self._last_renew is not None and \
-                    (_now() - self._last_renew).total_seconds() < self.duration_s * 2 / 3
+                    time.monotonic() - self._last_renew < self.duration_s * 2 / 3
             await self._set(held)
             await asyncio.sleep(self.retry_s)
 
@@ -81,13 +90,15 @@ class Leader:
                 await self.kube.request("POST", self.path.rsplit("/", 1)[0], body)
             except Conflict:
                 return False
-            self._last_renew = now
+            self._last_renew = time.monotonic()
             return True
         spec = lease.get("spec") or {}
         holder = spec.get("holderIdentity") or ""
-        renewed = _parse(spec.get("renewTime"))
+        record = (holder, str(spec.get("renewTime") or ""))
+        if record != self._record:
+            self._record, self._record_seen = record, time.monotonic()
         duration = spec.get("leaseDurationSeconds") or self.duration_s
-        expired = not holder or renewed is None or (now - renewed).total_seconds() > duration
+        expired = not holder or time.monotonic() - self._record_seen > duration
         if holder != self.identity and not expired:
             return False
         transitions = spec.get("leaseTransitions") or 0
@@ -97,7 +108,7 @@ class Leader:
             await self.kube.request("PUT", self.path, lease)
         except (Conflict, NotFound):
             return False
-        self._last_renew = now
+        self._last_renew = time.monotonic()
         return True
 
     def _spec(self, acquired: dt.datetime, renewed: dt.datetime, transitions: int) -> dict:

@@ -22,6 +22,7 @@ from ..kube import Kube
 from . import dataset_controller, health, logs, webhooks
 from .context import OperatorContext
 from .leader import Leader
+from .projects import ProjectNamespaces
 from .settings import OperatorSettings, parse
 from .tls import Certificates
 
@@ -47,9 +48,11 @@ def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistr
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_):
+        # our context (certs.context, reloaded in place by certs.keep); kopf loads the files into it
+        # once and, told to look every ~30 years, never restarts its server for a file change
         settings.admission.server = kopf.WebhookServer(
-            addr=s.webhook_addr, port=s.webhook_port, host=s.service_host, certfile=str(certs.certfile),
-            pkeyfile=str(certs.keyfile), file_check_interval=s.tls_check_s)
+            addr=s.webhook_addr, port=s.webhook_port, host=s.service_host, context=certs.context,
+            certfile=str(certs.certfile), pkeyfile=str(certs.keyfile), file_check_interval=1e9)
         settings.admission.managed = None
         settings.posting.enabled = False
         settings.watching.server_timeout = 300
@@ -74,25 +77,33 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None, sig
     api = await _client(settings)
     kube = Kube(api)
     leader = Leader(kube, settings.namespace, settings.lease_name, settings.identity, settings.lease_duration_s)
-    ctx = OperatorContext(settings, kube, leader)
+    ctx = OperatorContext(settings, kube, leader, ProjectNamespaces(kube, settings.project_selector))
     certs = Certificates(kube, settings)
     stop = stop or asyncio.Event()
     ready = asyncio.Event()
     await certs.prepare()
+    draining = asyncio.Event()
     runner = await health.serve(settings.health_addr, settings.health_port,
-                                {"certificate": certs.ready.is_set, "kopf": ready.is_set}, ctx.metrics,
+                                {"certificate": certs.ready.is_set, "kopf": ready.is_set,
+                                 "webhook server": lambda: health.tls_listening(settings.webhook_addr,
+                                                                               settings.webhook_port),
+                                 "not stopping": lambda: not draining.is_set()}, ctx.metrics,
                                 lambda: {"mlplatform_operator_leader": float(leader.leading)})
     tasks = [asyncio.create_task(leader.run(), name="leader"), asyncio.create_task(certs.keep(), name="tls")]
     kopf_stop = asyncio.Event()
 
     async def shutdown() -> None:
         """Ours first (the leader steps down, so the controller's own tasks end and a standby takes
-        over at once), then kopf: it would wait 5 s for tasks it did not make to end by themselves."""
+        over at once), then, after ``--drain-seconds`` of failing readiness while still answering
+        reviews (the Service stops sending them here), kopf: it would wait 5 s for tasks it did
+        not make to end by themselves."""
         await stop.wait()
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await leader.release()
+        draining.set()
+        await asyncio.sleep(settings.drain_s)
         await runner.cleanup()
         kopf_stop.set()
 

@@ -11,8 +11,13 @@ Two modes:
   (``--webhook-configurations``) whenever it differs (a ``helm upgrade`` that resets it is undone
   at the next check). The serving certificate is renewed, by whichever replica sees it first, when
   a third of its lifetime is left; the CA stays, so the API server trusts the old and the new one
-  throughout. Each replica rewrites its files when the Secret changes and kopf's server reloads
-  them (no restart, no window without a trusted certificate).
+  throughout. Each replica rewrites its files when the Secret changes.
+
+Reload: the webhook server serves with `Certificates.context`, one `ssl.SSLContext` for the
+process's life; a new certificate is loaded into it (``load_cert_chain``), so the next handshake
+gets it while the listening socket never closes (kopf's own file watching, which restarts its
+server and leaves a moment with no listener, is not used). In cert-manager mode the files are read
+again every ``--tls-check`` seconds and loaded when they changed.
 
 Private keys are only written to a 0700 directory of this process and to the Secret; never logged.
 """
@@ -22,9 +27,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime as dt
+import hashlib
 import ipaddress
 import logging
 import pathlib
+import ssl
 import tempfile
 
 from cryptography import x509
@@ -108,27 +115,44 @@ class Certificates:
             self.dir = pathlib.Path(tempfile.mkdtemp(prefix="mlplatform-operator-tls-"))
         self.certfile, self.keyfile = self.dir / "tls.crt", self.dir / "tls.key"
         self.ready = asyncio.Event()
+        self.context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+        self._version: str | None = None
+        self._loaded = ""
 
     @property
     def secret_path(self) -> str:
         return f"/api/v1/namespaces/{self.settings.namespace}/secrets/{self.settings.tls_secret}"
 
     async def prepare(self) -> None:
-        """The files exist (and the CA bundle is in the webhook configurations) when this returns."""
+        """The files exist, are loaded into `context` (and the CA bundle is in the webhook
+        configurations) when this returns."""
         if self.settings.tls_dir:
+            self._load()
             self.ready.set()
             return
         await self._sync()
 
     async def keep(self) -> None:
-        if self.settings.tls_dir:
-            return
         while True:
             await asyncio.sleep(self.settings.tls_check_s)
             try:
-                await self._sync()
+                if self.settings.tls_dir:
+                    self._load()
+                else:
+                    await self._sync()
             except KubeError as e:
                 log.warning("TLS check: %s", e.reason)
+            except (OSError, ssl.SSLError) as e:  # a half-written renewal: the next check loads it
+                log.warning("TLS check: the certificate files could not be loaded (%s)", type(e).__name__)
+
+    def _load(self) -> None:
+        """Load the files into `context` when they changed since the last load."""
+        digest = hashlib.sha256(self.certfile.read_bytes() + self.keyfile.read_bytes()).hexdigest()
+        if digest != self._loaded:
+            self.context.load_cert_chain(str(self.certfile), str(self.keyfile))
+            if self._loaded:
+                log.info("serving the renewed certificate")
+            self._loaded = digest
 
     async def _sync(self) -> None:
         data = await self._secret()
@@ -138,6 +162,7 @@ class Certificates:
             data = await self._store({**data, "tls.crt": cert, "tls.key": key}, replace=True)
             log.info("renewed the webhook serving certificate (valid %s s)", self.settings.tls_validity_s)
         self._write(data)
+        self._load()
         await self._inject(data["ca.crt"])
         self.ready.set()
 

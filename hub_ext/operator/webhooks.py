@@ -7,15 +7,16 @@
   (`admission.requested`: its annotation, and its ServiceAccount's unless it opts out), each named
   Secret's metadata only (``PartialObjectMetadata``: its kind label, never its data; all at once),
   and adds `admission.mount_ops` to kopf's patch (as a transformation of the pod, from which kopf
-  computes the JSON Patch it answers). A pod in the operator's own namespace is never touched (the
-  webhook configuration's namespaceSelector already keeps it and every other non-project namespace
-  away).
+  computes the JSON Patch it answers). Only pods of project namespaces are touched
+  (`OperatorContext.projects`; the webhook configuration's namespaceSelector already sends no
+  other, and a review posted to the endpoint by anyone else for another namespace is answered
+  with no change, so it tells nothing of that namespace's Secrets).
 
 The handler ids are the URL paths the webhook configurations call (``/credential-secrets``,
 ``/credential-mounts``). Neither handler answers with a stack trace: an unexpected failure is
-logged here and refused with a short message; a Kubernetes read that fails (after
-`hub_ext.kube`'s retries, within a short timeout: the API server waits 5 s for the whole review)
-refuses the pod with the reason. Every decision is logged with the namespace, the object and the
+logged here and refused with a short message; a Kubernetes read that fails or does not answer
+(each read once, no retries, within 1.5 s; all of one pod's within `REVIEW_BUDGET_S`, as the API
+server waits 5 s for the whole review) refuses the pod with the reason. Every decision is logged with the namespace, the object and the
 user, never a value; ``mlplatform_operator_webhook_reviews_total`` on ``/metrics`` counts them by webhook
 and result (allowed/refused credential Secrets, mounted/refused pods).
 """
@@ -31,13 +32,14 @@ import kopf
 
 from ..credentials import KIND_LABEL
 from ..errors import UserInputError
-from ..kube import KubeError, NotFound, path_of
+from ..kube import Kube, KubeError, NotFound, path_of
 from . import admission
 from .context import OperatorContext
 
 log = logging.getLogger("mlplatform.operator.webhooks")
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-READ_TIMEOUT_S = 1.5  # per GET; the API server gives the whole review 5 s
+READ_TIMEOUT_S = 1.5  # per GET, never retried: the API server gives the whole review 5 s
+REVIEW_BUDGET_S = 3.5  # all of one pod's reads (its ServiceAccount, then its credentials at once)
 
 
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
@@ -75,14 +77,19 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         if not namespace or namespace == settings.namespace:
             return
         try:
-            ops = await _mount_ops(ctx, pod, namespace)
+            # the webhook configuration sends only project namespaces; a review posted to the
+            # endpoint by anyone else for another namespace learns nothing about its Secrets
+            if not await asyncio.wait_for(ctx.projects.contains(namespace), REVIEW_BUDGET_S):
+                return
+            ops = await asyncio.wait_for(_mount_ops(ctx, pod, namespace), REVIEW_BUDGET_S)
         except UserInputError as e:
             log.info("refused the pod %s by %s: %s", where, (userinfo or {}).get("username"), e)
             _count(ctx, "credential-mounts", "refused")
             raise kopf.AdmissionError(str(e), code=e.status) from None
-        except KubeError as e:
-            log.warning("refused the pod %s: could not read its credentials: %s", where, e.reason)
-            raise kopf.AdmissionError(f"the platform could not look up the credentials this pod asks for: {e.reason}",
+        except (KubeError, asyncio.TimeoutError) as e:
+            why = e.reason if isinstance(e, KubeError) else "Kubernetes did not answer in time"
+            log.warning("refused the pod %s: could not read its credentials: %s", where, why)
+            raise kopf.AdmissionError(f"the platform could not look up the credentials this pod asks for: {why}",
                                       code=503) from None
         except Exception:
             log.exception("the credential mount of the pod %s failed", where)
@@ -111,7 +118,7 @@ async def _mount_ops(ctx: OperatorContext, pod: dict, namespace: str) -> list[di
 
 async def _get(ctx: OperatorContext, path: str, accept: str = "application/json") -> dict | None:
     try:
-        return await ctx.kube.request("GET", path, timeout=READ_TIMEOUT_S, accept=accept)
+        return await Kube(ctx.kube.api_client, timeout=READ_TIMEOUT_S, retries=0).request("GET", path, accept=accept)
     except NotFound:
         return None
 

@@ -46,6 +46,25 @@ async def _create(cluster: Cluster, path: str, body: dict) -> None:
             raise
 
 
+async def policies_compiled(cluster: Cluster, docs: list[dict]) -> None:
+    """A ValidatingAdmissionPolicy takes effect once the API server has compiled it: wait for its
+    type checking to be recorded in status (observedGeneration); a CEL mistake in a shipped policy
+    (a type-checking warning) fails every test that installs it. Runs on the cluster's loop."""
+    for doc in docs:
+        if doc["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        for _ in range(100):
+            vap = await cluster.rest.get(api_path("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+                                                  None, doc["metadata"]["name"]))
+            status = vap.get("status") or {}
+            if status.get("observedGeneration") == vap["metadata"]["generation"]:
+                warnings = (status.get("typeChecking") or {}).get("expressionWarnings")
+                if warnings:
+                    raise AssertionError(f"{doc['metadata']['name']}: {warnings}")
+                break
+            await asyncio.sleep(0.1)
+
+
 def install_platform(cluster: Cluster) -> None:
     """The hub's namespace, ServiceAccount, ClusterRole(Binding) and the hub-token policy (idempotent)."""
     if getattr(cluster, "_platform_installed", False):
@@ -58,21 +77,7 @@ def install_platform(cluster: Cluster) -> None:
         for doc in manifests():
             group, plural = _PLURALS[doc["kind"]]
             await _create(cluster, api_path(group, doc["apiVersion"].split("/")[-1], plural), doc)
-        # a ValidatingAdmissionPolicy takes effect once the API server has compiled it: wait for
-        # its type checking to be recorded in status (observedGeneration)
-        for doc in manifests():
-            if doc["kind"] == "ValidatingAdmissionPolicy":
-                for _ in range(100):
-                    vap = await cluster.rest.get(api_path("admissionregistration.k8s.io", "v1",
-                                                          "validatingadmissionpolicies", None,
-                                                          doc["metadata"]["name"]))
-                    status = vap.get("status") or {}
-                    if status.get("observedGeneration") == vap["metadata"]["generation"]:
-                        warnings = (status.get("typeChecking") or {}).get("expressionWarnings")
-                        if warnings:  # a CEL mistake in a shipped policy fails every test that installs it
-                            raise AssertionError(f"{doc['metadata']['name']}: {warnings}")
-                        break
-                    await asyncio.sleep(0.1)
+        await policies_compiled(cluster, manifests())
 
     cluster.run(install())
     cluster._platform_installed = True

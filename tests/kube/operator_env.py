@@ -1,7 +1,7 @@
 """`mlplatform operator` on the test cluster, as helm-values/operator.yaml deploys it, for the kube tier.
 
 `operator` (a fixture) installs the manifest's Namespace, ServiceAccount, ClusterRole, Role and
-bindings (once per cluster; real RBAC: the operator acts as system:serviceaccount:mlplatform-system:
+bindings and its ValidatingAdmissionPolicy (once per cluster; real RBAC: the operator acts as system:serviceaccount:mlplatform-system:
 mlplatform-operator with a TokenRequest token), and its two webhook configurations with the
 Service reference replaced by ``url: https://127.0.0.1:<port>/<path>`` (the API server reaches
 an out-of-cluster webhook by URL; nothing else of them changes: selectors, failurePolicy, timeouts,
@@ -37,7 +37,7 @@ import yaml
 from hub_ext.kube import Kube
 from tests.cluster.cluster import api_path
 from tests.cluster.controlplane import free_port
-from tests.cluster.identities import service_account_kubeconfig
+from tests.cluster.identities import policies_compiled, service_account_kubeconfig
 from tests.cluster.rest import ApiError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -46,6 +46,8 @@ _PLURALS = {"Namespace": ("", "namespaces"), "ServiceAccount": ("", "serviceacco
             "ClusterRole": ("rbac.authorization.k8s.io", "clusterroles"),
             "ClusterRoleBinding": ("rbac.authorization.k8s.io", "clusterrolebindings"),
             "Role": ("rbac.authorization.k8s.io", "roles"), "RoleBinding": ("rbac.authorization.k8s.io", "rolebindings"),
+            "ValidatingAdmissionPolicy": ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+            "ValidatingAdmissionPolicyBinding": ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
             "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
             "MutatingWebhookConfiguration": ("admissionregistration.k8s.io", "mutatingwebhookconfigurations")}
 WEBHOOK_KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
@@ -94,6 +96,7 @@ class OperatorProcess:
                 except ApiError as e:
                     if e.status != 409:
                         raise
+        await self.cluster.arun(policies_compiled(self.cluster, manifests()))
         for doc in webhook_configs(self.webhook_port):
             await self.cluster.arun(rest.post(_path(doc), doc))
         self._api = await kubernetes_asyncio.config.new_client_from_config(
@@ -109,7 +112,7 @@ class OperatorProcess:
                f"--webhook-addr=127.0.0.1", f"--webhook-port={self.webhook_port}", "--tls-host=127.0.0.1",
                f"--health-addr=127.0.0.1", f"--health-port={self.health_port}", "--log-format=text",
                "--lease-duration=4", "--tls-check=2", f"--loader-python={sys.executable}",
-               "--progress-interval=0.5", *self.args]
+               "--progress-interval=0.5", "--drain-seconds=0", *self.args]
         with open(self.log_path, "a") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
                                          env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)

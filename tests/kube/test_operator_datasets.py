@@ -40,7 +40,7 @@ from aiohttp import web
 from yarl import URL
 
 from hub_ext.credentials import secret_manifest, validate_files
-from hub_ext.kube import Kube
+from hub_ext.kube import Kube, KubeError
 from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
 from hub_ext.mounts import Available, select
 from hub_ext.operator import datasets as ds
@@ -224,12 +224,13 @@ async def test_the_api_server_keeps_a_loaded_condition_across_binding(operator, 
         assert status["phase"] == "Bound" and status["capacity"] == {"storage": "1Gi"}
         # Kubernetes' own conditions of the claim (1.37: "Unused", kept by the controller-manager)
         # stay beside ours: the controller patches by type, a merge patch would drop them
-        others = [c for c in status["conditions"] if c["type"] != "Loaded"]
+        others = sorted(c["type"] for c in status["conditions"] if c["type"] != "Loaded")
         await admin.request("PATCH", claim_path(ns, "manual") + "/status", {"status": {"conditions": [
             {"type": "Loaded", "status": "True", "reason": "Loaded", "message": "9 objects"}]}},
             content_type="application/strategic-merge-patch+json")
         status = (await admin.get(claim_path(ns, "manual")))["status"]
-        assert [c for c in status["conditions"] if c["type"] != "Loaded"] == others
+        # (their times are the controller-manager's to change meanwhile: compared by type)
+        assert sorted(c["type"] for c in status["conditions"] if c["type"] != "Loaded") == others
         assert ds.condition_of({"status": status})["lastTransitionTime"] == "2026-12-04T10:00:00Z"  # merged by type
     finally:
         await admin.delete(f"/api/v1/persistentvolumes/{pv}")
@@ -349,8 +350,12 @@ async def test_a_credential_without_access_fails_at_once_with_the_reason(operato
     assert dataset_from_pvc(pvc, MOUNTS).state == "failed"
     (job,) = await loader_jobs(admin, ns, "raw")
     assert job["status"]["failed"] == 1 and not job["status"].get("succeeded")  # not retried: it cannot help
-    progress = json.loads(pvc["metadata"]["annotations"][ds.PROGRESS_ANNOTATION])
-    assert progress["reason"] == "AccessDenied"
+    async def progress_says_why():  # written just after the condition
+        pvc = await admin.get(claim_path(ns, "raw"))
+        return json.loads(pvc["metadata"]["annotations"].get(ds.PROGRESS_ANNOTATION) or "{}").get("reason")
+
+    await until(progress_says_why, "the progress annotation names the reason", timeout=10)
+    assert await progress_says_why() == "AccessDenied"
     typo = ds.condition_of(await settled(admin, ns, "typo"))
     assert (typo["reason"], typo["message"]) == (
         "Failed", f"mlplatform.io/credential: there is no credential 'no-such-key' in the project '{ns}'; add it (the "
@@ -368,6 +373,16 @@ async def test_a_credential_without_access_fails_at_once_with_the_reason(operato
                              "'-' or '_')"
     everything = json.dumps([await admin.get(claim_path(ns, n)) for n in ("raw", "typo", "bad")]) + operator.log()
     assert s3_store.denied_secret not in everything
+    # a Job posing as the failed dataset's loader (its label, its owner, the loader's own name) is
+    # refused by the API server for anyone but the operator, even a cluster admin: it would otherwise
+    # be taken for the loader and mark the dataset Loaded with whatever it wrote
+    forged = {"apiVersion": "batch/v1", "kind": "Job",
+              "metadata": {**{k: job["metadata"][k] for k in ("labels", "ownerReferences")}, "name": "raw-forged"},
+              "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
+                  {"name": "loader", "image": "busybox", "command": ["true"]}]}}}}
+    with pytest.raises(KubeError) as refused:
+        await admin.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", forged)
+    assert "only the platform's operator makes dataset loader Jobs" in refused.value.reason
 
 
 async def test_the_operator_restarted_mid_load_loads_once(operator, project, kube_cluster, s3_store,  # noqa: F811

@@ -232,6 +232,15 @@ def test_what_the_spawner_or_a_job_mounted_already_is_not_mounted_twice():
         "env": [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": f"{ROOT}/gcs-key/key.json"}]}
 
 
+def test_a_credential_the_pod_holds_only_through_items_refuses_the_pod():
+    # key.json renamed: GOOGLE_APPLICATION_CREDENTIALS would name a file that is not there
+    partly = pod(volumes=[{"name": "theirs", "secret": {"secretName": "gcs-key",
+                                                        "items": [{"key": "key.json", "path": "sa.json"}]}}])
+    with pytest.raises(UserInputError) as e:
+        mount_ops(partly, [Asked("gcs-key", POD_ANN)], KINDS, SETTINGS)
+    assert e.value.field == POD_ANN and "through items" in e.value.message
+
+
 @pytest.mark.parametrize("asked, kinds, field, message", [
     ([Asked("gone", SA_ANN)], KINDS, SA_ANN, "the credential 'gone' does not exist in the namespace 'p1'"),
     ([Asked("opaque", POD_ANN)], KINDS, POD_ANN,
