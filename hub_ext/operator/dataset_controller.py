@@ -60,6 +60,7 @@ from typing import Any, Mapping
 import aiohttp
 import kopf
 
+from ..datasets import dataset_label, is_dataset
 from ..errors import UserInputError
 from ..kube import Conflict, KubeError, NotFound
 from . import datasets as ds
@@ -73,6 +74,12 @@ TAIL_LINES = 3
 MAX_BACKOFF_S = 300.0
 CREDENTIAL_RETRY_S = 10.0
 Key = tuple[str, str]
+
+
+def _label_filter(selector: str) -> dict:
+    """kopf's label filter for the dataset label selector (``key``: any value; ``key=value``)."""
+    key, value = dataset_label(selector)
+    return {key: value if "=" in selector else kopf.PRESENT}
 
 
 def _now() -> str:
@@ -113,7 +120,7 @@ class DatasetController:
             log.warning("dataset %s/%s: could not read the claim: %s", *key, e.reason)
             self._schedule(key, self._next_backoff(key, 1.0))
             return
-        if pvc is None or self.settings.mounts.dataset_label not in (pvc["metadata"].get("labels") or {}):
+        if pvc is None or not is_dataset(pvc, self.settings.mounts.dataset_label):
             self.forget(key)
             return
         await self.reconcile(pvc, job_changed)
@@ -433,7 +440,7 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> DatasetCo
         return ctx.leader.leading
 
     @kopf.on.event("v1", "persistentvolumeclaims", id="dataset-claims", registry=registry, when=leading,
-                   labels={ctx.settings.mounts.dataset_label: kopf.PRESENT})
+                   labels=_label_filter(ctx.settings.mounts.dataset_label))
     async def dataset_claims(event: Mapping, **_: Any) -> None:
         await controller.on_claim(event.get("type"), event["object"])
 
