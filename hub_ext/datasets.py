@@ -45,9 +45,9 @@ Reading (`row`, `row_of`): what the page and the API show of a dataset: its stat
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
-from decimal import ROUND_CEILING, Decimal, InvalidOperation
 from typing import Any, Mapping
 
 from .credentials import AWS, CREATED_BY, GCP, MANAGED_BY, check_description, check_name
@@ -64,9 +64,7 @@ RESERVED_PREFIXES = ("claim-",)  # KubeSpawner's home PVCs
 MIN_SIZE = "1Mi"
 PROGRESS_KEYS = ("objects_done", "objects_total", "bytes_done", "bytes_total")
 
-_UNITS = {"Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
-          "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
-_QUANTITY = re.compile(r"(\d{1,15})(\.\d{1,6})?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)")
+_QUANTITY = re.compile(r"\d{1,15}(\.\d{1,6})?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)")  # a number with a unit
 _LABEL_SELECTOR = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_./]*)(?:==?([-A-Za-z0-9_.]*))?")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
@@ -89,19 +87,17 @@ class DatasetRequest:
 
 
 def storage_bytes(text: Any) -> int:
-    """Bytes of a storage quantity with a unit (``10Gi``, ``1.5T``), rounded up; ValueError
-    (saying what is wrong, never quoting more than a bounded part) otherwise."""
+    """Bytes of a storage quantity with a unit (``10Gi``, ``1.5T``), rounded up, as the Kubernetes
+    client's ``parse_quantity`` reads it; ValueError (saying what is wrong, never quoting more than a
+    bounded part) otherwise. A unit is required here: a bare ``10`` is ten bytes to Kubernetes."""
     if not isinstance(text, str) or not text.strip():
         raise ValueError("is required: a size such as 10Gi")
-    m = _QUANTITY.fullmatch(text.strip())
-    if not m:
+    if not _QUANTITY.fullmatch(text.strip()):
         raise ValueError("must be a size with a unit: Ki, Mi, Gi, Ti (1024-based) or k, M, G, T (1000-based), "
                          "e.g. 10Gi or 500G")
-    try:
-        value = Decimal(m.group(1) + (m.group(2) or "")) * _UNITS[m.group(3)]
-    except InvalidOperation:  # pragma: no cover (the pattern admits only decimals)
-        raise ValueError("is not a number") from None
-    return int(value.to_integral_value(rounding=ROUND_CEILING))
+    from kubernetes.utils.quantity import parse_quantity  # the Kubernetes client's parser
+
+    return math.ceil(parse_quantity(text.strip()))
 
 
 def check_size(value: Any, max_size: str, field_name: str = "size") -> str:
