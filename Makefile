@@ -8,7 +8,9 @@
 #   make bench         benchmarks: spawn cost on the real API server, PlatformSpawner vs KubeSpawner;
 #                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script;
 #                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail);
-#                      the operator's webhook latency under 50 concurrent creations beside none
+#                      the operator's webhook latency under 50 concurrent creations beside none;
+#                      dataset loader throughput vs a plain copy (S3, GCS emulators); operator
+#                      memory and API requests at 1000 dataset PVCs
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
 
@@ -93,3 +95,5 @@ bench: $(VENV)/.stamp $(CLUSTER)
 	$(PY) -m tests.bench.login_ready --rounds 5
 	$(PY) -m tests.bench.submit_first_log --rounds 10
 	$(PY) -m tests.bench.operator_webhooks --pods 50 --rounds 3
+	$(PY) -m tests.bench.dataset_loader --objects 1000 --mb 100 --rounds 3
+	$(PY) -m tests.bench.operator_datasets --pvcs 1000

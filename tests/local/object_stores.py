@@ -2,6 +2,9 @@
 authentication switched on, so a wrong or unauthorised key is really refused) and
 gcp-storage-emulator (a subprocess). Both listen on 127.0.0.1 on free ports; one of each per session.
 
+`s3_server()` and `gcs_server(log_path)` (context managers) start and stop one each, for code
+outside pytest (the benchmarks); the fixtures below are those, once per session.
+
 Fixtures (registered by tests/local/conftest.py):
 - `s3_store`: `S3Store` — endpoint, a bucket, an IAM user allowed ``s3:*`` and one allowed
   nothing, and `credentials_env(...)`, which writes AWS shared-credentials/config FILES and returns
@@ -12,6 +15,7 @@ Fixtures (registered by tests/local/conftest.py):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import pathlib
@@ -21,6 +25,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Iterator
 
 import pytest
 import requests
@@ -103,8 +108,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def s3_store():
+@contextlib.contextmanager
+def s3_server() -> Iterator[S3Store]:
+    """moto's S3 server in a thread of this process, IAM auth on, with a bucket and two users."""
     import boto3
     from moto.server import ThreadedMotoServer
 
@@ -113,18 +119,18 @@ def s3_store():
     server.start()
     host, port = server.get_host_and_port()
     endpoint = f"http://{host}:{port}"
-    setup = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
-                 aws_secret_access_key="setup")
-    iam = boto3.client("iam", **setup)
-    iam.create_user(UserName="reader")
-    iam.put_user_policy(UserName="reader", PolicyName="s3", PolicyDocument=json.dumps(ALLOW_ALL_S3))
-    allowed = iam.create_access_key(UserName="reader")["AccessKey"]
-    iam.create_user(UserName="nobody")
-    denied = iam.create_access_key(UserName="nobody")["AccessKey"]
-    bucket = f"packages-{uuid.uuid4().hex[:8]}"
-    boto3.client("s3", **setup).create_bucket(Bucket=bucket)
-    requests.post(f"{endpoint}/moto-api/reset-auth", data="0", timeout=10).raise_for_status()  # keys checked
     try:
+        setup = dict(endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="setup",
+                     aws_secret_access_key="setup")
+        iam = boto3.client("iam", **setup)
+        iam.create_user(UserName="reader")
+        iam.put_user_policy(UserName="reader", PolicyName="s3", PolicyDocument=json.dumps(ALLOW_ALL_S3))
+        allowed = iam.create_access_key(UserName="reader")["AccessKey"]
+        iam.create_user(UserName="nobody")
+        denied = iam.create_access_key(UserName="nobody")["AccessKey"]
+        bucket = f"packages-{uuid.uuid4().hex[:8]}"
+        boto3.client("s3", **setup).create_bucket(Bucket=bucket)
+        requests.post(f"{endpoint}/moto-api/reset-auth", data="0", timeout=10).raise_for_status()  # keys checked
         yield S3Store(endpoint, bucket, allowed["AccessKeyId"], allowed["SecretAccessKey"],
                       denied["AccessKeyId"], denied["SecretAccessKey"])
     finally:
@@ -132,36 +138,56 @@ def s3_store():
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def gcs_store(tmp_path_factory):
+@contextlib.contextmanager
+def gcs_server(log_path: pathlib.Path) -> Iterator[GcsStore]:
+    """gcp-storage-emulator as a subprocess (in memory, its output in `log_path`), with a bucket;
+    `RuntimeError` if it does not answer after three tries."""
     bucket = f"packages-{uuid.uuid4().hex[:8]}"
-    log = (tmp_path_factory.mktemp("gcs-emulator") / "emulator.log").open("wb")
-    for _attempt in range(3):
-        port = _free_port()
-        proc = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-                                 "--port", str(port), "--in-memory", "--default-bucket", bucket, "-q"],
-                                stdout=log, stderr=subprocess.STDOUT)
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                if requests.get(f"{url}/storage/v1/b/{bucket}", timeout=1).status_code == 200:
-                    break
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        if proc.poll() is None and time.monotonic() < deadline:
-            break
-        proc.kill()
-        proc.wait()
-    else:
-        pytest.fail("gcp-storage-emulator did not start; see its log under the pytest tmp dir")
+    log = log_path.open("wb")
     try:
-        yield GcsStore(url, bucket)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
+        for _attempt in range(3):
+            port = _free_port()
+            proc = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
+                                     "--port", str(port), "--in-memory", "--default-bucket", bucket, "-q"],
+                                    stdout=log, stderr=subprocess.STDOUT)
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 20
+            while proc.poll() is None and time.monotonic() < deadline:
+                try:
+                    if requests.get(f"{url}/storage/v1/b/{bucket}", timeout=1).status_code == 200:
+                        break
+                except requests.ConnectionError:
+                    time.sleep(0.1)
+            if proc.poll() is None and time.monotonic() < deadline:
+                break
             proc.kill()
             proc.wait()
+        else:
+            raise RuntimeError(f"gcp-storage-emulator did not start; see its log {log_path}")
+        try:
+            yield GcsStore(url, bucket)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    finally:
         log.close()
+
+
+@pytest.fixture(scope="session")
+def s3_store():
+    with s3_server() as store:
+        yield store
+
+
+@pytest.fixture(scope="session")
+def gcs_store(tmp_path_factory):
+    with contextlib.ExitStack() as stack:
+        try:
+            store = stack.enter_context(gcs_server(tmp_path_factory.mktemp("gcs-emulator") / "emulator.log"))
+        except RuntimeError:
+            pytest.fail("gcp-storage-emulator did not start; see its log under the pytest tmp dir")
+        yield store
