@@ -33,6 +33,7 @@ operator's writes per dataset over phases 2 and 3, its load counters (``/metrics
 own log says: how often it took the Lease (more than once: a renewal failed and it stepped down,
 its tasks cancelled, and resynced every dataset when it led again), reconciles retried after an
 API error, progress reads that failed, and how many times it decided a load started and loaded.
+The work directory keeps the operator's log (its path is printed); the cluster's data is removed.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import json
 import logging
 import pathlib
 import re
+import shutil
 import tempfile
 import threading
 import time
@@ -306,9 +308,11 @@ async def main(n: int, namespaces: int, idle_s: float, timeout: float) -> None:
               + ", ".join(f"{k} {v / n:.2f}" for k, v in writes.most_common() if "leases" not in k))
         print("the operator's counters:", "; ".join(counters) or "none")
         print("the operator's log (with the datasets):", log_summary(op.log()[log_start:]))
+        print("the operator's log:", op.log_path)
         await op._api.close()
     finally:
         cluster.stop()
+        shutil.rmtree(work / "cluster", ignore_errors=True)  # etcd's data and the volumes: hundreds of MB
 
 
 if __name__ == "__main__":
