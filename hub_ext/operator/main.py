@@ -76,7 +76,12 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None, sig
         os.environ["KUBECONFIG"] = settings.kubeconfig  # kopf's own client reads it (login_with_kubeconfig)
     api = await _client(settings)
     kube = Kube(api)
-    leader = Leader(kube, settings.namespace, settings.lease_name, settings.identity, settings.lease_duration_s)
+    # the Lease has a client (a connection pool) of its own: renewals never queue behind the
+    # controller's and the webhooks' requests (with 1,000 datasets loading they did, and the lease
+    # was lost; tests/bench/operator_datasets.py)
+    lease_api = await _client(settings)
+    leader = Leader(Kube(lease_api), settings.namespace, settings.lease_name, settings.identity,
+                    settings.lease_duration_s)
     ctx = OperatorContext(settings, kube, leader, ProjectNamespaces(kube, settings.project_selector))
     certs = Certificates(kube, settings)
     stop = stop or asyncio.Event()
@@ -123,6 +128,7 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None, sig
         stop.set()
         await stopper
         await api.close()
+        await lease_api.close()
         log.info("operator %s stopped", settings.identity)
 
 
