@@ -8,7 +8,10 @@ unknown) or ``"retrying"`` (the API failed; the last good data stays until it re
 `on_change` is called (no arguments) after every change, for waiters. `transform` is applied to
 every object before it is kept (e.g. to drop a Secret's data, keeping only its keys). A writer
 that changed an object itself may `put` or `remove` it at once, so its own next read sees the
-change before the watch event arrives.
+change before the watch event arrives; a `put` of an answer the watch has already gone past (the
+cache's list or events are at or beyond the answer's resourceVersion) is dropped, so a late
+answer never hides a later change or a deletion the watch delivered first (etcd's
+resourceVersions are compared as numbers; one that is not a number is put as before).
 """
 
 from __future__ import annotations
@@ -18,6 +21,13 @@ import logging
 from typing import Callable
 
 from .kube import Forbidden, Gone, Kube, KubeError, error_of, reason
+
+
+def _number(rv: object) -> int | None:
+    try:
+        return int(str(rv))
+    except ValueError:
+        return None
 
 log = logging.getLogger("mlplatform.watchcache")
 
@@ -47,6 +57,9 @@ class WatchCache:
         return [o for k, o in self._items.items() if k.startswith(prefix)]
 
     def put(self, obj: dict) -> None:
+        known, given = _number(self._rv), _number((obj.get("metadata") or {}).get("resourceVersion"))
+        if known is not None and given is not None and given <= known:
+            return  # the watch has told the cache this, or more, already
         self._items[self._key(obj)] = self.transform(obj)
         self._changed()
 
