@@ -20,13 +20,12 @@ named user's, and an admin calling for them acts as an admin.
 
 from __future__ import annotations
 
-import json
 
 from tornado import web
 
 from .credentials import KINDS, check_description, check_kind, check_name, files_from_fields
 from .errors import PlatformError, UserInputError, http_answer
-from .handlers import PlatformAPIHandler, PlatformPageHandler, scoped
+from .handlers import PlatformAPIHandler, PlatformPageHandler, project_of, scoped
 
 WRITE_SCOPE = "custom:mlplatform:credentials"
 SCOPES = {WRITE_SCOPE: {"description": "Add and delete your ML platform cloud credentials (never read them)."}}
@@ -37,7 +36,7 @@ async def add(spawner, user, project: str, body: dict) -> dict:
     """Validate and store one credential; returns its metadata."""
     if not isinstance(body, dict):
         raise UserInputError("body", "must be a JSON object")
-    _project_of(spawner, user, project)
+    project_of(spawner, project)
     name = check_name(body.get("name"))
     kind = check_kind(body.get("type"))
     description = check_description(body.get("description"))
@@ -49,35 +48,18 @@ async def add(spawner, user, project: str, body: dict) -> dict:
 
 async def delete(spawner, user, project: str, name: str, admin: bool | None = None) -> None:
     """Delete one credential as `user` (`admin`: whether they act as a hub admin; default: theirs)."""
-    _project_of(spawner, user, project)
+    project_of(spawner, project)
     admin = bool(user.admin) if admin is None else admin
     await spawner.delete_credential(project, check_name(name, new=False), deleted_by=user.name, admin=admin)
     spawner.log.info("%s deleted the credential %r of the project %s", user.name, name, project)
-
-
-def _project_of(spawner, user, project: str):
-    for p in spawner.user_projects():
-        if p.name == project:
-            return p
-    raise UserInputError("project", f"you may not use the project {project!r}", 403)
-
-
-def _managed(handler, user) -> None:
-    where = handler.platform.credentials_where(user)
-    if where is not None:
-        raise web.HTTPError(501, f"this runtime keeps credentials as files under {where}/<project>/credentials")
 
 
 class CredentialsAPIHandler(PlatformAPIHandler):
     @scoped(WRITE_SCOPE)
     async def post(self, user_name, project):
         user = self.find_platform_user(user_name)
-        _managed(self, user)
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except (ValueError, RecursionError):
-            raise web.HTTPError(400, "body: is not valid JSON") from None
-        out = await add(self.platform.spawner(user), user, project, body)
+        self.refuse_unmanaged(user, "credentials as files under {}/<project>/credentials")
+        out = await add(self.platform.spawner(user), user, project, self.json_body())
         self.set_status(201)
         self.write(out)
 
@@ -86,10 +68,8 @@ class CredentialAPIHandler(PlatformAPIHandler):
     @scoped(WRITE_SCOPE)
     async def delete(self, user_name, project, name):
         user = self.find_platform_user(user_name)
-        _managed(self, user)
-        caller = self.current_user
-        admin = bool(user.admin) or bool(getattr(caller, "admin", False))  # an admin may call for a user
-        await delete(self.platform.spawner(user), user, project, name, admin)
+        self.refuse_unmanaged(user, "credentials as files under {}/<project>/credentials")
+        await delete(self.platform.spawner(user), user, project, name, self.acting_admin(user))
         self.set_status(204)
 
 
@@ -111,7 +91,7 @@ class CredentialsPage(PlatformPageHandler):
     @web.authenticated
     async def post(self):
         user = self.platform_user(self.current_user)
-        _managed(self, user)
+        self.refuse_unmanaged(user, "credentials as files under {}/<project>/credentials")
         spawner = self.platform.spawner(user)
         form = {k: self.get_body_argument(k, "") for k in ("action", "project", "name", "type", "description",
                                                            *FIELDS)}

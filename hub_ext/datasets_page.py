@@ -22,14 +22,13 @@ named user's, and an admin calling for them acts as an admin.
 
 from __future__ import annotations
 
-import json
 
 from tornado import web
 
 from .api import SCOPE as READ_SCOPE
 from .datasets import check_existing_name, check_request
 from .errors import PlatformError, UserInputError, http_answer
-from .handlers import PlatformAPIHandler, PlatformPageHandler, scoped
+from .handlers import PlatformAPIHandler, PlatformPageHandler, project_of, scoped
 
 WRITE_SCOPE = "custom:mlplatform:datasets"
 SCOPES = {WRITE_SCOPE: {"description": "Add and delete your ML platform datasets (PVCs loaded from S3 or GCS)."}}
@@ -40,7 +39,7 @@ async def add(spawner, user, project: str, body) -> dict:
     """Check one dataset request and make its PVC; returns its row (`hub_ext.datasets.row`)."""
     if not isinstance(body, dict):
         raise UserInputError("body", "must be a JSON object")
-    _project_of(spawner, user, project)
+    project_of(spawner, project)
     available = await spawner.project_files(project)
     request = check_request(body, {c.name: c.type for c in available.credentials}, spawner.dataset_settings(),
                             project)
@@ -52,7 +51,7 @@ async def add(spawner, user, project: str, body) -> dict:
 
 async def delete(spawner, user, project: str, name: str, admin: bool | None = None) -> None:
     """Delete one dataset as `user` (`admin`: whether they act as a hub admin; default: theirs)."""
-    _project_of(spawner, user, project)
+    project_of(spawner, project)
     admin = bool(user.admin) if admin is None else admin
     await spawner.delete_dataset(project, check_existing_name(name), deleted_by=user.name, admin=admin)
     spawner.log.info("%s deleted the dataset %r of the project %s", user.name, name, project)
@@ -63,36 +62,19 @@ async def listing(spawner, user) -> list[tuple]:
     return [(p, await spawner.dataset_rows(p.name)) for p in spawner.user_projects()]
 
 
-def _project_of(spawner, user, project: str):
-    for p in spawner.user_projects():
-        if p.name == project:
-            return p
-    raise UserInputError("project", f"you may not use the project {project!r}", 403)
-
-
-def _managed(handler, user) -> None:
-    where = handler.platform.credentials_where(user)
-    if where is not None:
-        raise web.HTTPError(501, f"this runtime keeps datasets as directories under {where}/<project>/datasets/<name>")
-
-
 class DatasetsAPIHandler(PlatformAPIHandler):
     @scoped(READ_SCOPE, WRITE_SCOPE)
     async def get(self, user_name, project):
         user = self.find_platform_user(user_name)
         spawner = self.platform.spawner(user)
-        _project_of(spawner, user, project)
+        project_of(spawner, project)
         self.write({"datasets": await spawner.dataset_rows(project)})
 
     @scoped(WRITE_SCOPE)
     async def post(self, user_name, project):
         user = self.find_platform_user(user_name)
-        _managed(self, user)
-        try:
-            body = json.loads(self.request.body or b"{}")
-        except (ValueError, RecursionError):
-            raise web.HTTPError(400, "body: is not valid JSON") from None
-        out = await add(self.platform.spawner(user), user, project, body)
+        self.refuse_unmanaged(user, "datasets as directories under {}/<project>/datasets/<name>")
+        out = await add(self.platform.spawner(user), user, project, self.json_body())
         self.set_status(201)
         self.write(out)
 
@@ -101,10 +83,8 @@ class DatasetAPIHandler(PlatformAPIHandler):
     @scoped(WRITE_SCOPE)
     async def delete(self, user_name, project, name):
         user = self.find_platform_user(user_name)
-        _managed(self, user)
-        caller = self.current_user
-        admin = bool(user.admin) or bool(getattr(caller, "admin", False))  # an admin may call for a user
-        await delete(self.platform.spawner(user), user, project, name, admin)
+        self.refuse_unmanaged(user, "datasets as directories under {}/<project>/datasets/<name>")
+        await delete(self.platform.spawner(user), user, project, name, self.acting_admin(user))
         self.set_status(204)
 
 
@@ -128,7 +108,7 @@ class DatasetsPage(PlatformPageHandler):
     @web.authenticated
     async def post(self):
         user = self.platform_user(self.current_user)
-        _managed(self, user)
+        self.refuse_unmanaged(user, "datasets as directories under {}/<project>/datasets/<name>")
         spawner = self.platform.spawner(user)
         form = {k: self.get_body_argument(k, "") for k in ("action", "project", *FIELDS)}
         try:

@@ -8,25 +8,36 @@ upstream failure, a bad config) into its answer (`http_answer`: status and a mes
 show; 500 for a config error, whose detail goes to the log only). `scoped` is JupyterHub's
 `needs_scope` for the platform's custom scopes, which exist only once the hub has loaded them.
 Spawners raise `http_error(e)` where JupyterHub expects a `web.HTTPError` (the spawn form, a
-refused start).
+refused start). What the credentials and datasets faces share: `json_body` (400 naming ``body``),
+`project_of` (a project of the user's, else 403 naming ``project``), `acting_admin` and
+`refuse_unmanaged` (501 where the runtime keeps such things as files: the local one).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 
 from jupyterhub.apihandlers.base import APIHandler
 from jupyterhub.handlers.base import BaseHandler
 from jupyterhub.scopes import needs_scope
 from tornado import web
 
-from .errors import ConfigError, PlatformError, http_answer
+from .errors import ConfigError, PlatformError, UserInputError, http_answer
 from .service import KEY, PlatformService
 
 
 def http_error(e: PlatformError) -> web.HTTPError:
     """The answer to a platform error, as tornado raises it."""
     return web.HTTPError(*http_answer(e))
+
+
+def project_of(spawner, project: str):
+    """The user's project named `project` (one `spawner.user_projects()` lists), else 403."""
+    for p in spawner.user_projects():
+        if p.name == project:
+            return p
+    raise UserInputError("project", f"you may not use the project {project!r}", 403)
 
 
 def scoped(*scopes: str):
@@ -64,6 +75,23 @@ class _Answers:
         if self.platform.spawner(user) is None:
             raise web.HTTPError(404, "this hub's spawner is not a platform spawner")
         return user
+
+    def json_body(self) -> object:
+        try:
+            return json.loads(self.request.body or b"{}")
+        except (ValueError, RecursionError):
+            raise web.HTTPError(400, "body: is not valid JSON") from None
+
+    def acting_admin(self, user) -> bool:
+        """Whether the call acts as an admin: `user` is one, or an admin calls for them."""
+        return bool(user.admin) or bool(getattr(self.current_user, "admin", False))
+
+    def refuse_unmanaged(self, user, kept_as: str) -> None:
+        """501 where the user's runtime keeps these as files (`PlatformService.credentials_where`):
+        `kept_as` says how, after the root (e.g. ``"credentials as files under {}/<project>/credentials"``)."""
+        where = self.platform.credentials_where(user)
+        if where is not None:
+            raise web.HTTPError(501, "this runtime keeps " + kept_as.format(where))
 
     def find_platform_user(self, user_name: str):
         """The hub user `user_name` (after `scoped`: the caller may act for them), 404 if none."""
