@@ -215,8 +215,7 @@ class ProjectResources:
             raise UserInputError(field, f"Kubernetes refused it: {e.reason}") from None
         except KubeError as e:
             raise UpstreamError(f"create the dataset {name!r}", reason(e)) from None
-        if not any(p["metadata"]["name"] == name for p in self.pvcs.items(namespace)):
-            self.pvcs.put(created)  # listed at once (unless the watch has brought it, or newer, already)
+        self.pvcs.put(created)  # listed at once (unless the watch has brought it, or newer, already)
         return created
 
     async def delete_dataset(self, namespace: str, name: str, deleted_by: str | None = None,
@@ -243,12 +242,9 @@ class ProjectResources:
                                          "try again", 409) from None
         except KubeError as e:
             raise UpstreamError(f"delete the dataset {name!r}", reason(e)) from None
-        if not (isinstance(answer, dict) and answer.get("kind") == "PersistentVolumeClaim"):
-            self.pvcs.remove(namespace, name)  # gone at once
-            return
-        # still there, being deleted: shown so at once, unless the watch has told the cache more
-        # already (its deletion, or that it is being deleted): the answer may come after the events
-        cached = next((p for p in self.pvcs.items(namespace) if p["metadata"]["name"] == name), None)
-        if cached is not None and cached["metadata"].get("uid") == meta["uid"] and \
-                not cached["metadata"].get("deletionTimestamp"):
+        if isinstance(answer, dict) and answer.get("kind") == "PersistentVolumeClaim":
+            # still there, being deleted: shown so at once (the cache drops the answer when its watch
+            # has told it more already: the deletion, or the same change)
             self.pvcs.put(answer)
+        else:
+            self.pvcs.remove(namespace, name)  # gone at once

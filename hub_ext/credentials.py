@@ -96,15 +96,16 @@ def is_reserved(name: str) -> bool:
     return name.startswith(RESERVED_PREFIXES) or name.endswith(RESERVED_SUFFIXES)
 
 
-def check_may_delete(name: str, created_by: str | None, username: str, admin: bool) -> None:
-    """Allow `username` to delete the credential `name` whose Secret records `created_by` (None:
-    no annotation), or raise `UserInputError` on ``name`` (403)."""
+def check_may_delete(name: str, created_by: str | None, username: str, admin: bool,
+                     what: str = "credential") -> None:
+    """Allow `username` to delete the `what` (a credential, a dataset) `name` whose object records
+    `created_by` (None: no annotation), or raise `UserInputError` on ``name`` (403)."""
     if admin or (created_by and created_by == username):
         return
     if created_by:
-        raise UserInputError("name", f"the credential {name!r} belongs to the project, but only its creator "
+        raise UserInputError("name", f"the {what} {name!r} belongs to the project, but only its creator "
                                      f"{created_by} or an administrator may delete it", 403)
-    raise UserInputError("name", f"the credential {name!r} was not made through the hub; only an administrator may "
+    raise UserInputError("name", f"the {what} {name!r} was not made through the hub; only an administrator may "
                                  "delete it", 403)
 
 

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .credentials import AWS, CREATED_BY, GCP, MANAGED_BY, check_description, check_name
+from .credentials import check_may_delete as credential_rule
 from .errors import ConfigError, Problem, UserInputError, bounded, collect
 from .kube_mounts import MountSettings, dataset_from_pvc
 from .mounts import Dataset
@@ -222,15 +223,9 @@ def pvc_manifest(namespace: str, request: DatasetRequest, settings: DatasetSetti
 
 
 def check_may_delete(name: str, created_by: str | None, username: str, admin: bool) -> None:
-    """Allow `username` to delete the dataset `name` whose PVC records `created_by` (None: no
-    annotation), or raise `UserInputError` on ``name`` (403)."""
-    if admin or (created_by and created_by == username):
-        return
-    if created_by:
-        raise UserInputError("name", f"the dataset {name!r} belongs to the project, but only its creator "
-                                     f"{created_by} or an administrator may delete it", 403)
-    raise UserInputError("name", f"the dataset {name!r} was not made through the hub; only an administrator may "
-                                 "delete it", 403)
+    """Allow `username` to delete the dataset `name` whose PVC records `created_by`: the
+    credentials' rule (`hub_ext.credentials.check_may_delete`), worded for a dataset."""
+    credential_rule(name, created_by, username, admin, what="dataset")
 
 
 def progress_of(pvc: Mapping) -> dict[str, int] | None:

@@ -34,6 +34,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from .errors import UpstreamError
 
 TRANSIENT = {429, 500, 502, 503, 504}
+# the Accept header that asks for an object's metadata only (a Secret's labels, never its data)
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 # the API server's refusal when a webhook of `mlplatform operator` (helm-values/operator.yaml) fails
 _OPERATOR_HOOK = re.compile(r'failed calling webhook "([a-z0-9-]+)\.operator\.mlplatform\.io"')
 NOT_PROCESSED = {429, 503}

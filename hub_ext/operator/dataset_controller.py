@@ -62,12 +62,11 @@ import kopf
 
 from ..datasets import dataset_label, is_dataset
 from ..errors import UserInputError
-from ..kube import Conflict, KubeError, NotFound
+from ..kube import Conflict, KubeError, METADATA_ONLY, NotFound
 from . import datasets as ds
 from .context import OperatorContext
 
 log = logging.getLogger("mlplatform.operator.datasets")
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 TAIL_LINES = 3

@@ -32,12 +32,11 @@ import kopf
 
 from ..credentials import KIND_LABEL
 from ..errors import UserInputError
-from ..kube import Kube, KubeError, NotFound, path_of
+from ..kube import Kube, KubeError, METADATA_ONLY, NotFound, path_of
 from . import admission
 from .context import OperatorContext
 
 log = logging.getLogger("mlplatform.operator.webhooks")
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 READ_TIMEOUT_S = 1.5  # per GET, never retried: the API server gives the whole review 5 s
 REVIEW_BUDGET_S = 3.5  # all of one pod's reads (its ServiceAccount, then its credentials at once)
 
