@@ -50,16 +50,13 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from .credentials import AWS, CREATED_BY, GCP, MANAGED_BY, check_description, check_name
+from .credentials import CREATED_BY, MANAGED_BY, check_description, check_name
 from .credentials import check_may_delete as credential_rule
 from .errors import ConfigError, Problem, UserInputError, bounded, collect
 from .kube_mounts import MountSettings, dataset_from_pvc
 from .mounts import Dataset
-from .operator.datasets import parse_source
+from .operator.datasets import CREDENTIAL_ANNOTATION, PROGRESS_ANNOTATION, SCHEMES, parse_source
 
-CREDENTIAL_ANNOTATION = "mlplatform.io/credential"
-PROGRESS_ANNOTATION = "mlplatform.io/progress"
-SCHEMES = {"s3": AWS, "gs": GCP}  # a source's scheme → the credential kind it is read with
 ACCESS_MODES = ("ReadWriteOnce", "ReadWriteMany")  # the loader writes the volume: no read-only mode
 RESERVED_PREFIXES = ("claim-",)  # KubeSpawner's home PVCs
 MIN_SIZE = "1Mi"

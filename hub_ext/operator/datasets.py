@@ -82,7 +82,7 @@ LOADER_USER, LOADER_GROUP = 1000, 100  # the notebook user's ids: files it write
 LOADING, LOADED_REASON, FAILED = "Loading", "Loaded", "Failed"
 MAX_NAME = 63  # the PVC's name is a label value (LOADER_LABEL)
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]")
-_SCHEMES = {"s3": AWS, "gs": GCP}
+SCHEMES = {"s3": AWS, "gs": GCP}  # a source's scheme → the credential kind it is read with
 
 
 # -- the dataset PVC --------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ class Source:
     @property
     def kind(self) -> str:
         """The credential kind that reads it."""
-        return _SCHEMES[self.scheme]
+        return SCHEMES[self.scheme]
 
 
 def parse_source(uri: object) -> Source:
@@ -106,7 +106,7 @@ def parse_source(uri: object) -> Source:
     if not isinstance(uri, str) or not uri:
         raise ValueError("must be s3://<bucket>/<prefix> or gs://<bucket>/<prefix>")
     scheme, sep, rest = uri.partition("://")
-    if not sep or scheme not in _SCHEMES:
+    if not sep or scheme not in SCHEMES:
         raise ValueError(f"{bounded(uri, 100)!r} must be s3://<bucket>/<prefix> or gs://<bucket>/<prefix>")
     bucket, _, prefix = rest.partition("/")
     if not _BUCKET.fullmatch(bucket):
