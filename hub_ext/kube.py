@@ -46,7 +46,8 @@ _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "Resour
          "Pod": "pods", "Node": "nodes", "Event": "events", "LimitRange": "limitranges"}
 _GROUPS = {"Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
            "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
-           "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies")}
+           "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
+           "Job": ("/apis/batch/v1", "jobs")}
 
 
 def path_of(kind: str, namespace: str | None = None, name: str | None = None) -> str:

@@ -17,23 +17,28 @@ there, in the order they must exist:
 2. the RoleBinding ``mlplatform-hub`` giving the hub's ServiceAccount the ClusterRole
    ``mlplatform-hub-project`` *in this namespace only* (the hub holds no cluster-wide right to
    Secrets or to create pods; see ``helm-values/hub-rbac.yaml``);
-3. the ServiceAccount ``mlplatform-runner`` that notebook and job pods run as;
-4. the Role ``mlplatform-project``: manage training jobs, sweeps (Katib Experiments), batch Jobs
+3. the RoleBinding ``mlplatform-operator`` giving the platform's operator (``mlplatform operator``,
+   helm-values/operator.yaml) the ClusterRole ``mlplatform-operator-project`` in this namespace
+   only: what its pod webhook and dataset loader do in a project (read a credential's metadata
+   and a ServiceAccount, patch dataset PVCs, run loader Jobs and read their pods' logs). Outside
+   projects the operator holds no right to Secrets or to create Jobs;
+4. the ServiceAccount ``mlplatform-runner`` that notebook and job pods run as;
+5. the Role ``mlplatform-project``: manage training jobs, sweeps (Katib Experiments), batch Jobs
    and ConfigMaps (packages); read trials and suggestions (Katib's controller writes them); read
    and delete pods, read their logs and events; read datasets (PVCs) and the quotas. Never
    Secrets (credentials are created and deleted only through the hub), and never pod creation;
-5. the RoleBinding ``mlplatform-project`` giving the Role to the ServiceAccount;
-6. with a member identity template (``oidc:{username}``), one RoleBinding per member,
+6. the RoleBinding ``mlplatform-project`` giving the Role to the ServiceAccount;
+7. with a member identity template (``oidc:{username}``), one RoleBinding per member,
    ``mlplatform-member-<slug>``, for the members' own Kubernetes identities;
-7. the ResourceQuota ``mlplatform-accelerators``: ``requests.<resource>`` per accelerator
+8. the ResourceQuota ``mlplatform-accelerators``: ``requests.<resource>`` per accelerator
    resource from the project's limits (accelerators that share a resource add up; accelerators
    the project may not use get 0); without limits (admins' projects) no accelerator is capped;
-8. the ResourceQuota ``mlplatform-resources`` (CPU, memory, pods and object counts) and the
+9. the ResourceQuota ``mlplatform-resources`` (CPU, memory, pods and object counts) and the
    LimitRange ``mlplatform-defaults`` (default requests, so every pod counts);
-9. NetworkPolicies: no ingress by default; notebook pods reachable from the hub and the proxy;
+10. NetworkPolicies: no ingress by default; notebook pods reachable from the hub and the proxy;
    job pods from the project's job pods; Katib suggestion pods from Katib's namespace; egress
    anywhere but the cloud metadata addresses;
-10. the ConfigMap ``mlplatform-catalog`` with the catalogue (`hub_ext.publish.catalog_json`).
+11. the ConfigMap ``mlplatform-catalog`` with the catalogue (`hub_ext.publish.catalog_json`).
 
 `member_binding_name` names a member's binding, so the membership reconciler (`hub_ext.reconcile`,
 at hub start and every interval) and a login can remove the binding of a user who left a team. Every object carries ``app.kubernetes.io/managed-by: jupyterhub-mlplatform``.
@@ -59,6 +64,8 @@ NAMESPACE_LABELS = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
 ROLE = "mlplatform-project"
 HUB_BINDING = "mlplatform-hub"
 HUB_PROJECT_ROLE = "mlplatform-hub-project"  # a ClusterRole of helm-values/hub-rbac.yaml
+OPERATOR_BINDING = "mlplatform-operator"
+OPERATOR_PROJECT_ROLE = "mlplatform-operator-project"  # a ClusterRole of helm-values/operator.yaml
 QUOTA = "mlplatform-accelerators"
 RESOURCE_QUOTA = "mlplatform-resources"
 LIMIT_RANGE = "mlplatform-defaults"
@@ -107,6 +114,8 @@ class TenancySettings:
     default_requests: Mapping[str, str] = field(default_factory=lambda: dict(DEFAULT_REQUESTS))
     hub_namespace: str = field(default_factory=lambda: os.environ.get("POD_NAMESPACE") or "jhub")
     hub_service_account: str = "hub"
+    operator_namespace: str = "mlplatform-system"
+    operator_service_account: str = "mlplatform-operator"
     katib_namespace: str = "kubeflow"
     blocked_egress: tuple[str, ...] = METADATA_ADDRESSES
 
@@ -220,6 +229,9 @@ def project_objects(project: Project, accelerators: Mapping[str, Accelerator], p
                       "annotations": annotations}},
         binding(HUB_BINDING, "ClusterRole", HUB_PROJECT_ROLE,
                 {"kind": "ServiceAccount", "name": settings.hub_service_account, "namespace": settings.hub_namespace}),
+        binding(OPERATOR_BINDING, "ClusterRole", OPERATOR_PROJECT_ROLE,
+                {"kind": "ServiceAccount", "name": settings.operator_service_account,
+                 "namespace": settings.operator_namespace}),
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(SERVICE_ACCOUNT)},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta(ROLE), "rules": ROLE_RULES},
         binding(ROLE, "Role", ROLE, {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": ns}),

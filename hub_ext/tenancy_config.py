@@ -40,6 +40,14 @@ class TenancyConfig(Configurable):
         c.PlatformSpawner.hub_namespace = "jhub"
         """).tag(config=True)
     hub_service_account = Unicode("hub", help="The hub's ServiceAccount name (z2jh: hub).").tag(config=True)
+    operator_namespace = Unicode(
+        "mlplatform-system", help="""The namespace of the platform's operator (helm-values/operator.yaml):
+        its ServiceAccount is given the ClusterRole mlplatform-operator-project in each project, and only there.
+
+        c.PlatformSpawner.operator_namespace = "mlplatform-system"
+        """).tag(config=True)
+    operator_service_account = Unicode(
+        "mlplatform-operator", help="The operator's ServiceAccount name (helm-values/operator.yaml).").tag(config=True)
     katib_namespace = Unicode(
         "kubeflow", help="""Katib's namespace: its controller may reach the project's suggestion pods.
 

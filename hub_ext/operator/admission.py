@@ -42,6 +42,15 @@ credentials of one kind (one variable each), and a volume name the pod already u
 The webhook is not a privilege boundary: it mounts only Secrets of the pod's own namespace, which
 the pod's author could mount by hand; the project policies (helm-values/project-policies.yaml)
 still judge the mutated pod.
+
+Datasets (`claims`, `loader_claim`, `read_only_ops`, the same mutating webhook): a dataset PVC is
+written only by its loader, so every other pod that mounts one gets it read-only, whatever its
+author wrote: ``persistentVolumeClaim.readOnly`` on the volume and ``readOnly`` on each container's
+mount of it. The loader's own pod keeps its mount writable; it is known by its owner, not by a
+label anyone could copy: its controller is a Job (`loader_claim`: the Job's name, the claim its
+label names) that carries ``mlplatform.io/dataset-loader: <claim>`` and is owned by that claim
+(the webhook reads the Job; the ValidatingAdmissionPolicy ``mlplatform-dataset-loaders`` lets only
+the operator make Jobs with that label, and a Job controller's pod names its own Job as owner).
 """
 
 from __future__ import annotations
@@ -234,6 +243,45 @@ def mount_ops(pod: Mapping, asked: Iterable[Asked], kinds: Mapping[str, str | No
                              [m for m in wanted if m["mountPath"].rstrip("/") not in at])
             ops += _appended(f"/spec/{group}/{i}/env", container.get("env"),
                              [e for e in env_items if e["name"] not in set_vars])
+    return ops
+
+
+def claims(pod: Mapping) -> set[str]:
+    """The PVCs the pod mounts (``persistentVolumeClaim.claimName`` of its volumes)."""
+    return {(v.get("persistentVolumeClaim") or {}).get("claimName") for v in (pod.get("spec") or {}).get("volumes") or []
+            if (v.get("persistentVolumeClaim") or {}).get("claimName")}
+
+
+def loader_claim(pod: Mapping, loader_label: str) -> tuple[str, str, str] | None:
+    """(Job name, Job uid, claim) when the pod says it is a dataset loader: labelled `loader_label`
+    with a claim it mounts, and controlled by a batch/v1 Job; else None. Whether that Job is the
+    claim's loader is for the caller to read."""
+    meta = pod.get("metadata") or {}
+    claim = (meta.get("labels") or {}).get(loader_label)
+    owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+    if not claim or claim not in claims(pod) or not owner or owner.get("kind") != "Job" or \
+            owner.get("apiVersion") != "batch/v1":
+        return None
+    return owner.get("name", ""), owner.get("uid", ""), claim
+
+
+def read_only_ops(pod: Mapping, datasets: Iterable[str]) -> list[dict]:
+    """The JSON Patch operations that make every mount of the claims `datasets` read-only (indices
+    of the pod as it is: apply them before any operation that appends)."""
+    datasets = set(datasets)
+    spec = pod.get("spec") or {}
+    ops, volume_names = [], set()
+    for i, v in enumerate(spec.get("volumes") or []):
+        source = v.get("persistentVolumeClaim") or {}
+        if source.get("claimName") in datasets:
+            volume_names.add(v.get("name"))
+            if source.get("readOnly") is not True:
+                ops.append({"op": "add", "path": f"/spec/volumes/{i}/persistentVolumeClaim/readOnly", "value": True})
+    for group in ("initContainers", "containers", "ephemeralContainers"):
+        for c, container in enumerate(spec.get(group) or []):
+            for m, mount in enumerate(container.get("volumeMounts") or []):
+                if mount.get("name") in volume_names and mount.get("readOnly") is not True:
+                    ops.append({"op": "add", "path": f"/spec/{group}/{c}/volumeMounts/{m}/readOnly", "value": True})
     return ops
 
 

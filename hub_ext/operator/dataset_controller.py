@@ -30,11 +30,15 @@ others are ignored):
    load (`datasets.is_loader_of`), else ``Failed`` says what is in the way. A failed Job is not
    run again for the same load: changing ``mlplatform.io/refresh`` (or deleting the Job) retries;
 6. the Job's end: ``Loaded`` True with the loader's totals, or ``Failed`` with the loader's own
-   error line (`datasets.failed_message`); while it runs, ``Loading``, and a progress task.
+   error line (`datasets.failed_message`), decided once: the claim is read again first, as the
+   event that brought it may predate the outcome already written (`datasets.decided`); while it
+   runs, ``Loading``, and a progress task.
 
 Progress: while a loader Job runs, one asyncio task per dataset reads the newest loader pod's last
 log lines every `OperatorSettings.progress_interval` seconds (``pods/<pod>/log?tailLines=3``) and
-writes the ``Loading`` message and ``mlplatform.io/progress`` when they change. The task ends
+writes the ``Loading`` message and ``mlplatform.io/progress`` when they change. All the tasks share
+one budget of `OperatorSettings.progress_reads` reads a second (aiolimiter's leaky bucket), so a
+thousand loads at once cost the API server what twenty do, each read less often. The task ends
 when the Job ends (the reconcile that sees it cancels it before writing the outcome, under the
 dataset's lock, so a late progress write never follows the outcome), when the PVC goes, and when
 this replica stops leading (`Leader.on_stopped`).
@@ -59,6 +63,7 @@ from typing import Any, Mapping
 
 import aiohttp
 import kopf
+from aiolimiter import AsyncLimiter
 
 from ..datasets import dataset_label, is_dataset
 from ..errors import UserInputError
@@ -97,6 +102,7 @@ class DatasetController:
         self._retries: dict[Key, asyncio.Task] = {}
         self._backoff: dict[Key, float] = {}
         self._resync: asyncio.Task | None = None
+        self._progress_budget = AsyncLimiter(self.settings.progress_reads, 1.0)
 
     # -- entry points ---------------------------------------------------------------------------
 
@@ -257,6 +263,9 @@ class DatasetController:
         state = ds.job_state(job)
         if state != "running":
             self._stop_watch(key)
+            pvc = await self.kube.get(self._claim_path(ns, name))  # the event's copy may predate our outcome
+            if pvc is None or pvc["metadata"]["uid"] != uid or ds.decided(pvc, spec.load_id, state == "complete"):
+                return None
             pod, progress = await self._last_words(spec)
             if state == "complete":
                 await self._set(pvc, spec.load_id, True, ds.LOADED_REASON,
@@ -400,7 +409,8 @@ class DatasetController:
         while self.ctx.leader.leading:
             await asyncio.sleep(self.settings.progress_interval)
             try:
-                pod, progress = await self._last_words(spec)
+                async with self._progress_budget:
+                    pod, progress = await self._last_words(spec)
                 message = (ds.waiting_message(pod) if progress is None else None) or \
                     ds.progress_message(progress, spec.source.uri)
                 if (message, ds.progress_annotation(progress)) != written:

@@ -237,6 +237,15 @@ def loader_job(spec: DatasetSpec, credential: Credential | None, settings: Opera
     }
 
 
+def decided(pvc: Mapping, load_id: str, complete: bool) -> bool:
+    """The claim already says how the load `load_id` ended (``Loaded`` True for a `complete` Job,
+    ``Failed`` for a failed one), so there is nothing to write or count again."""
+    cond = condition_of(pvc)
+    if ((pvc.get("metadata") or {}).get("annotations") or {}).get(LOAD_ID_ANNOTATION) != load_id or not cond:
+        return False
+    return cond.get("status") == "True" if complete else cond.get("reason") == FAILED
+
+
 def owned_by(job: Mapping, uid: str) -> bool:
     """The Job's controller is the PVC of `uid` (a Job of that label made by anyone else is not ours)."""
     return any(ref.get("uid") == uid and ref.get("controller") for ref in

@@ -49,6 +49,7 @@ class OperatorSettings:
     s3_endpoint: str = ""
     gcs_endpoint: str = ""
     progress_interval: float = 2.0
+    progress_reads: float = 10.0
     log_format: str = "json"
     drain_s: float = 5.0
 
@@ -109,7 +110,11 @@ def parser() -> argparse.ArgumentParser:
     a("--loader-service-account", default="mlplatform-runner")
     a("--s3-endpoint", default="", help="an S3-compatible endpoint for dataset sources (MinIO, Ceph)")
     a("--gcs-endpoint", default="", help="a GCS endpoint (an emulator) for dataset sources")
-    a("--progress-interval", type=_positive, default=2.0, metavar="SECONDS")
+    a("--progress-interval", type=_positive, default=2.0, metavar="SECONDS",
+      help="how often a running load's progress is read from its loader's log")
+    a("--progress-reads", type=_positive, default=10.0, metavar="PER_SECOND",
+      help="at most this many progress reads a second across all running loads (each: a pod listing "
+           "and a log tail); with many loads each one's progress is read less often")
     a("--log-format", choices=["json", "text"], default="json", help="one JSON object per line, or text")
     a("--drain-seconds", type=float, default=5.0, metavar="SECONDS",
       help="on SIGTERM, how long to keep answering reviews while failing readiness before stopping")
@@ -128,5 +133,5 @@ def parse(argv: list[str] | None = None) -> OperatorSettings:
         tls_check_s=ns.tls_check, health_addr=ns.health_addr, health_port=ns.health_port, lease_name=ns.lease,
         lease_duration_s=ns.lease_duration, loader_image=ns.loader_image, loader_python=tuple(ns.loader_python.split()),
         loader_service_account=ns.loader_service_account, s3_endpoint=ns.s3_endpoint, gcs_endpoint=ns.gcs_endpoint,
-        progress_interval=ns.progress_interval, log_format=ns.log_format,
+        progress_interval=ns.progress_interval, progress_reads=ns.progress_reads, log_format=ns.log_format,
         drain_s=max(0.0, ns.drain_seconds))

@@ -3,11 +3,13 @@
 - ``credential-secrets`` (validating; Secrets, CREATE and UPDATE): `admission.check_secret`; a
   refusal is answered as kopf's `AdmissionError` with the field and the validator's message (never
   a value) and its status (400, or 403 for a permission).
-- ``credential-mounts`` (mutating; Pods, CREATE): reads what the pod asks for
-  (`admission.requested`: its annotation, and its ServiceAccount's unless it opts out), each named
-  Secret's metadata only (``PartialObjectMetadata``: its kind label, never its data; all at once),
-  and adds `admission.mount_ops` to kopf's patch (as a transformation of the pod, from which kopf
-  computes the JSON Patch it answers). Only pods of project namespaces are touched
+- ``credential-mounts`` (mutating; Pods, CREATE; the platform's pod webhook): reads what the pod
+  asks for (`admission.requested`: its annotation, and its ServiceAccount's unless it opts out),
+  each named Secret's metadata only (``PartialObjectMetadata``: its kind label, never its data),
+  the metadata of each PVC it mounts (which are datasets) and, for a pod that says it is a dataset
+  loader, its Job (all at once), and adds `admission.read_only_ops` (dataset mounts read-only but
+  the loader's own) and `admission.mount_ops` to kopf's patch (as a transformation of the pod, from
+  which kopf computes the JSON Patch it answers). Only pods of project namespaces are touched
   (`OperatorContext.projects`; the webhook configuration's namespaceSelector already sends no
   other, and a review posted to the endpoint by anyone else for another namespace is answered
   with no change, so it tells nothing of that namespace's Secrets).
@@ -31,9 +33,11 @@ import jsonpatch
 import kopf
 
 from ..credentials import KIND_LABEL
+from ..datasets import is_dataset
 from ..errors import UserInputError
 from ..kube import Kube, KubeError, METADATA_ONLY, NotFound, path_of
 from . import admission
+from . import datasets as ds
 from .context import OperatorContext
 
 log = logging.getLogger("mlplatform.operator.webhooks")
@@ -80,7 +84,7 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             # endpoint by anyone else for another namespace learns nothing about its Secrets
             if not await asyncio.wait_for(ctx.projects.contains(namespace), REVIEW_BUDGET_S):
                 return
-            ops = await asyncio.wait_for(_mount_ops(ctx, pod, namespace), REVIEW_BUDGET_S)
+            read_only, mounts, datasets = await asyncio.wait_for(_pod_ops(ctx, pod, namespace), REVIEW_BUDGET_S)
         except UserInputError as e:
             log.info("refused the pod %s by %s: %s", where, (userinfo or {}).get("username"), e)
             _count(ctx, "credential-mounts", "refused")
@@ -94,25 +98,46 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             log.exception("the credential mount of the pod %s failed", where)
             raise kopf.AdmissionError("the platform's credential webhook failed; try again or tell the platform's "
                                       "administrators", code=500) from None
+        ops = read_only + mounts  # read_only's indices are of the pod as sent: first
         if ops:
             patch.fns.append(lambda raw: jsonpatch.apply_patch(raw, ops, in_place=True))
-            log.info("mounted credentials into the pod %s: %d changes", where, len(ops))
+        if read_only:
+            log.info("the pod %s mounts the datasets %s read-only", where, ", ".join(datasets))
+            _count(ctx, "credential-mounts", "datasets-read-only")
+        if mounts:
+            log.info("mounted credentials into the pod %s: %d changes", where, len(mounts))
             _count(ctx, "credential-mounts", "mounted")
 
 
-async def _mount_ops(ctx: OperatorContext, pod: dict, namespace: str) -> list[dict]:
+async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[list[dict], list[dict], list[str]]:
+    """(the JSON Patch operations that make its dataset mounts read-only, those that mount its
+    credentials, the datasets it mounts read-only)."""
     settings = ctx.settings
     account = None
     if admission.uses_account(pod, settings):
         sa = await _get(ctx, path_of("ServiceAccount", namespace, admission.service_account(pod)))
         account = ((sa or {}).get("metadata") or {}).get("annotations") or {}
     asked = admission.requested(pod, account, settings)
-    if not asked:
-        return []
-    metas = await asyncio.gather(*(_get(ctx, path_of("Secret", namespace, a.name), METADATA_ONLY) for a in asked))
+    claimed = sorted(admission.claims(pod))
+    loader = admission.loader_claim(pod, ds.LOADER_LABEL)
+    reads = [_get(ctx, path_of("Secret", namespace, a.name), METADATA_ONLY) for a in asked] + \
+        [_get(ctx, path_of("PersistentVolumeClaim", namespace, c), METADATA_ONLY) for c in claimed] + \
+        ([_get(ctx, path_of("Job", namespace, loader[0]), METADATA_ONLY)] if loader else [])
+    found = await asyncio.gather(*reads)
+    secrets, claims, job = found[:len(asked)], found[len(asked):len(asked) + len(claimed)], found[-1] if loader else None
     kinds = {a.name: None if m is None else ((m.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL, "")
-             for a, m in zip(asked, metas)}
-    return admission.mount_ops(pod, asked, kinds, settings)
+             for a, m in zip(asked, secrets)}
+    datasets = {c: m for c, m in zip(claimed, claims) if m and is_dataset(m, settings.mounts.dataset_label)}
+    if loader and loader[2] in datasets and _is_loader_job(job, loader, datasets[loader[2]]):
+        del datasets[loader[2]]
+    return admission.read_only_ops(pod, datasets), admission.mount_ops(pod, asked, kinds, settings), sorted(datasets)
+
+
+def _is_loader_job(job: dict | None, loader: tuple[str, str, str], claim: dict) -> bool:
+    """The Job the pod names as its controller is the operator's loader of `claim`."""
+    meta = (job or {}).get("metadata") or {}
+    return bool(job) and meta.get("uid") == loader[1] and (meta.get("labels") or {}).get(ds.LOADER_LABEL) == loader[2] \
+        and ds.owned_by(job, claim["metadata"]["uid"])
 
 
 async def _get(ctx: OperatorContext, path: str, accept: str = "application/json") -> dict | None:

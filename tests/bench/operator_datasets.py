@@ -55,9 +55,8 @@ import psutil
 from hub_ext.operator.datasets import LOADED, LOADER_LABEL
 from tests.cluster.cluster import Cluster
 from tests.cluster.identities import install_platform
-from tests.kube.operator_env import OperatorProcess
+from tests.kube.operator_env import OperatorProcess, make_project
 
-PROJECT_LABELS = {"app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
 DATASET_LABEL = "mlplatform.io/dataset"  # MountSettings.dataset_label's default
 SHIPPED = ["--progress-interval=2", "--lease-duration=15", "--tls-check=60"]  # after the harness's: these win
 NODE = {"name": "bench-node", "allocatable": {"cpu": "4000", "memory": "16Ti", "pods": "5000"}}
@@ -252,8 +251,7 @@ async def main(n: int, namespaces: int, idle_s: float, timeout: float) -> None:
         await op.install()
         projects = [f"bench-data-{i}" for i in range(namespaces)]
         for ns in projects:
-            await cluster.arun(cluster.rest.post("/api/v1/namespaces", {"metadata": {"name": ns,
-                                                                                      "labels": PROJECT_LABELS}}))
+            await make_project(op.kube, ns)
             await cluster.arun(cluster.rest.post(f"/api/v1/namespaces/{ns}/serviceaccounts",
                                                  {"metadata": {"name": "mlplatform-runner"}}))
 

@@ -28,7 +28,7 @@ import time
 from tests.bench.figures import p90
 from tests.cluster.cluster import Cluster
 from tests.cluster.identities import install_platform
-from tests.kube.operator_env import OperatorProcess, _path, webhook_configs
+from tests.kube.operator_env import OperatorProcess, _path, make_project, webhook_configs
 
 NS = "bench-project"
 KEY = {"type": "service_account", "project_id": "bench-project", "private_key_id": "1",
@@ -82,8 +82,7 @@ async def main(n: int, rounds: int) -> None:
         op = OperatorProcess(cluster, work, [])
         await op.install()
         kube = op.kube
-        await kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": NS, "labels": {
-            "app.kubernetes.io/managed-by": "jupyterhub-mlplatform", "pod-security.kubernetes.io/enforce": "restricted"}}})
+        await make_project(kube, NS, {"pod-security.kubernetes.io/enforce": "restricted"})
         await kube.request("POST", f"/api/v1/namespaces/{NS}/serviceaccounts", {"metadata": {"name": "mlplatform-runner"}})
         await op.start()
         await kube.request("POST", f"/api/v1/namespaces/{NS}/secrets", secret("gcs-key"))

@@ -15,6 +15,10 @@ pod; the webhook configurations stay, so the API server meets a webhook that is 
 ``log()`` (its output so far); ``health_url``; ``kube`` (an admin `hub_ext.kube.Kube`). At the end
 the process stops and the webhook configurations are deleted, so no later test meets them.
 Options through ``@pytest.mark.operator_args([...])``: extra flags (e.g. ``--s3-endpoint``).
+
+`make_project` makes a project namespace as the hub does for the operator: the Namespace of
+`hub_ext.tenancy.project_objects` (the platform's label) and its RoleBinding ``mlplatform-operator``
+(the operator's rights there; it has none in other namespaces).
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ import kubernetes_asyncio
 import pytest
 import yaml
 
+from hub_ext.entitlements import Project
 from hub_ext.kube import Kube
+from hub_ext.tenancy import OPERATOR_BINDING, project_objects
 from tests.cluster.cluster import api_path
 from tests.cluster.controlplane import free_port
 from tests.cluster.identities import policies_compiled, service_account_kubeconfig
@@ -73,6 +79,16 @@ def webhook_configs(port: int) -> list[dict]:
                 hook["clientConfig"]["url"] = f"https://127.0.0.1:{port}{service['path']}"
             docs.append(doc)
     return docs
+
+
+async def make_project(admin: Kube, ns: str, labels: dict | None = None) -> None:
+    """The project namespace `ns` with the operator's RoleBinding, as the hub makes them (its other
+    objects are the caller's to add); `labels` added to the Namespace's."""
+    objects = project_objects(Project(ns, ns, False, frozenset(), {}), {}, [])
+    namespace = next(o for o in objects if o["kind"] == "Namespace")
+    namespace["metadata"]["labels"].update(labels or {})
+    await admin.create(namespace)
+    await admin.create(next(o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == OPERATOR_BINDING))
 
 
 class OperatorProcess:

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import socket
 import ssl
+import uuid
 
 import aiohttp
 import pytest
@@ -89,3 +90,44 @@ async def test_the_serving_certificate_is_renewed_and_reloaded_without_a_restart
     assert live["webhooks"][0]["clientConfig"]["caBundle"] == bundle
     async with aiohttp.ClientSession() as http, http.get(f"{operator.health_url}/readyz") as resp:
         assert resp.status == 200
+
+
+async def test_the_operator_reads_secrets_and_runs_jobs_only_in_projects(operator, kube_cluster, tmp_path):
+    """The manifest's RBAC with the binding the hub makes in a project: as its own ServiceAccount,
+    the operator reads a credential's metadata and creates a Job in a project, and in a namespace
+    that is not one it may do neither (it still sees the dataset claims there: its watches)."""
+    import kubernetes_asyncio
+
+    from hub_ext.kube import Forbidden, Kube, METADATA_ONLY
+    from tests.cluster.identities import service_account_kubeconfig
+    from tests.kube.operator_env import NAMESPACE, SERVICE_ACCOUNT, make_project
+
+    admin = operator.kube
+    project, other = f"opr-{uuid.uuid4().hex[:6]}", f"plain-{uuid.uuid4().hex[:6]}"
+    await make_project(admin, project)
+    await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": other}})
+    api = await kubernetes_asyncio.config.new_client_from_config(config_file=str(service_account_kubeconfig(
+        kube_cluster, tmp_path / "operator.kubeconfig", NAMESPACE, SERVICE_ACCOUNT)))
+    me = Kube(api, retries=0)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe"},
+           "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                          "containers": [{"name": "c", "image": "busybox"}]}}}}
+    try:
+        for ns in (project, other):
+            await admin.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": ns},
+                                "stringData": {"k": "v"}})
+        meta = await me.request("GET", f"/api/v1/namespaces/{project}/secrets/s", accept=METADATA_ONLY)
+        assert meta["kind"] == "PartialObjectMetadata" and "data" not in meta
+        made = await me.request("POST", f"/apis/batch/v1/namespaces/{project}/jobs", job, query={"dryRun": "All"})
+        assert made["metadata"]["name"] == "probe"
+        for call in (me.request("GET", f"/api/v1/namespaces/{other}/secrets/s", accept=METADATA_ONLY),
+                     me.request("GET", "/api/v1/namespaces/kube-system/secrets/any", accept=METADATA_ONLY),
+                     me.request("POST", f"/apis/batch/v1/namespaces/{other}/jobs", job, query={"dryRun": "All"}),
+                     me.request("POST", "/apis/batch/v1/namespaces/kube-system/jobs", job, query={"dryRun": "All"})):
+            with pytest.raises(Forbidden):
+                await call
+        assert (await me.list(f"/api/v1/namespaces/{other}/persistentvolumeclaims"))["items"] == []
+    finally:
+        await api.close()
+        for ns in (project, other):
+            await admin.delete(f"/api/v1/namespaces/{ns}")

@@ -6,10 +6,11 @@ auth on) and GCS emulator of `tests.local.object_stores`, and the operator repor
 - first, the API server itself: a PVC status condition of type ``Loaded`` is stored through the
   status subresource, its ``observedGeneration`` dropped (hence ``mlplatform.io/load-id``), and it
   is kept when the PV controller binds the claim;
-- a dataset of 200 small objects loads with its progress visible on the PVC during the load
-  ("n of 200 objects" and the progress annotation), ends ``Loaded``, and a later pod mounting it
-  read-only reads it whole; an anonymous gs:// dataset loads beside it; a changed source reloads
-  into the same PVC with a new Job, the old one gone;
+- a dataset of 1,000 objects, 100 MB, loads with its progress visible on the PVC during the load
+  ("n of 1000 objects" and the progress annotation), ends ``Loaded``; its loader's pod mounted it
+  writable, and a later Job's pod that asks for it writable (and wears the loader's label) gets it
+  read-only from the pod webhook and reads it whole; an anonymous gs:// dataset loads beside it; a
+  changed source reloads into the same PVC with a new Job, the old one gone;
 - a credential without access: ``Failed`` at once (one pod, no retries) with the loader's reason
   and no secret anywhere; a credential that does not exist: ``Failed`` naming the annotation, and
   loaded once it is made (the operator looks for it again);
@@ -32,6 +33,7 @@ import re
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import aiohttp
 import pytest
@@ -45,7 +47,7 @@ from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
 from hub_ext.mounts import Available, select
 from hub_ext.operator import datasets as ds
 from tests.cluster.identities import install_platform
-from tests.kube.operator_env import OperatorProcess, running_operator
+from tests.kube.operator_env import OperatorProcess, make_project, running_operator
 from tests.kube.platform_env import until
 from tests.local.object_stores import gcs_store, s3_store  # noqa: F401  (session fixtures: the real stores)
 
@@ -53,8 +55,8 @@ from tests.local.object_stores import gcs_store, s3_store  # noqa: F401  (sessio
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
 
 RUNNER = "mlplatform-runner"
-PROJECT_LABELS = {"app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
 MOUNTS = MountSettings({"gcp-credential": "gcp-credential", "aws-credential": "aws-credential"})
+N, OBJECT_BYTES = 1000, 100_000  # the dataset of the issue: 1,000 objects, 100 MB
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade", "te", "trailer"}
 
 
@@ -130,7 +132,7 @@ async def project(operator, kube_cluster, slow_s3):
     process kubelet; the S3 delay back to none afterwards."""
     install_platform(kube_cluster)
     admin, ns = operator.kube, f"data-{uuid.uuid4().hex[:6]}"
-    await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": PROJECT_LABELS}})
+    await make_project(admin, ns)
     await admin.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RUNNER, "namespace": ns}})
     kube_cluster.kubelet(mode="process")
     try:
@@ -140,14 +142,20 @@ async def project(operator, kube_cluster, slow_s3):
         await admin.delete(f"/api/v1/namespaces/{ns}")
 
 
-def put_many(store, prefix: str, n: int) -> dict[str, bytes]:
-    objects = {f"part-{i % 5}/{i:04}.bin": os.urandom(500 + 7 * i) for i in range(n)}
+def put_many(store, prefix: str, n: int, size=lambda i: 500 + 7 * i) -> dict[str, bytes]:
+    """`n` objects of `size(i)` random bytes under `prefix` in five folders, put 8 at a time."""
+    objects = {f"part-{i % 5}/{i:04}.bin": os.urandom(size(i)) for i in range(n)}
     client = store.client()
-    for rel, data in objects.items():
+
+    def put(item):
+        rel, data = item
         if hasattr(store, "key_id"):
             client.put_object(Bucket=store.bucket, Key=f"{prefix}/{rel}", Body=data)
         else:
             client.bucket(store.bucket).blob(f"{prefix}/{rel}").upload_from_string(data)
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(put, objects.items()))
     return objects
 
 
@@ -222,9 +230,17 @@ async def test_the_api_server_keeps_a_loaded_condition_across_binding(operator, 
         kept = {k: v for k, v in cond.items() if k != "observedGeneration"}
         assert ds.condition_of({"status": status}) == {**kept, "lastProbeTime": None}
         assert status["phase"] == "Bound" and status["capacity"] == {"storage": "1Gi"}
-        # Kubernetes' own conditions of the claim (1.37: "Unused", kept by the controller-manager)
-        # stay beside ours: the controller patches by type, a merge patch would drop them
-        others = sorted(c["type"] for c in status["conditions"] if c["type"] != "Loaded")
+        # Kubernetes' own conditions of the claim (1.37: "Unused", which the controller-manager adds
+        # in its own time: waited for) stay beside ours: the controller patches by type, a merge
+        # patch would drop them
+        others: list[str] = []
+
+        async def theirs():
+            status = (await admin.get(claim_path(ns, "manual")))["status"]
+            others[:] = sorted(c["type"] for c in status.get("conditions") or [] if c["type"] != "Loaded")
+            return others
+
+        await until(theirs, "the controller-manager's own condition of the claim")
         await admin.request("PATCH", claim_path(ns, "manual") + "/status", {"status": {"conditions": [
             {"type": "Loaded", "status": "True", "reason": "Loaded", "message": "9 objects"}]}},
             content_type="application/strategic-merge-patch+json")
@@ -240,15 +256,15 @@ async def test_a_dataset_loads_with_progress_and_mounts_read_only(operator, proj
                                                                   gcs_store, slow_s3):  # noqa: F811
     admin, ns = operator.kube, project
     prefix = f"coco-{uuid.uuid4().hex[:6]}"
-    objects = put_many(s3_store, prefix, 200)
+    objects = put_many(s3_store, prefix, N, size=lambda i: OBJECT_BYTES)  # 1,000 objects, 100 MB
     public = put_many(gcs_store, f"open-{prefix}", 5)
     await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
-    slow_s3.delay = 0.1  # 200 objects, 8 at a time: a few seconds
+    slow_s3.delay = 0.02  # 1,000 objects, 8 at a time: a few seconds more
     source = f"s3://{s3_store.bucket}/{prefix}"
     await admin.create(dataset(ns, "coco", source, "s3-reader"))
     await admin.create(dataset(ns, "mnist", f"gs://{gcs_store.bucket}/open-{prefix}"))
     messages, progress = set(), set()
-    deadline = time.monotonic() + 90
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         pvc = await admin.get(claim_path(ns, "coco"))
         cond = ds.condition_of(pvc) or {}
@@ -257,15 +273,15 @@ async def test_a_dataset_loads_with_progress_and_mounts_read_only(operator, proj
         if cond.get("status") == "True":
             break
         await asyncio.sleep(0.1)
-    during = [m for r, m in messages if r == "Loading" and m and re.fullmatch(r"(\d+) of 200 objects, .* of .*", m)]
-    assert [m for m in during if 0 < int(m.split()[0]) < 200], messages  # seen mid-way, as the spawn form shows it
+    during = [m for r, m in messages if r == "Loading" and m and re.fullmatch(rf"(\d+) of {N} objects, .* of .*", m)]
+    assert [m for m in during if 0 < int(m.split()[0]) < N], messages  # seen mid-way, as the spawn form shows it
     assert any(p and json.loads(p).get("phase") == "copying" for p in progress), progress
     assert ("Loading", "waiting for the loader to start") in messages
     pvc = await admin.get(claim_path(ns, "coco"))
     total = sum(len(v) for v in objects.values())
     cond = ds.condition_of(pvc)
     assert cond["status"] == "True" and cond["reason"] == "Loaded"
-    assert cond["message"] == f"200 objects, {ds.size_text(total)} from {source}"
+    assert total == 100_000_000 and cond["message"] == f"{N} objects, {ds.size_text(total)} from {source}"
     annotations = pvc["metadata"]["annotations"]
     spec = ds.read_dataset(pvc, MOUNTS)
     assert annotations[ds.LOAD_ID_ANNOTATION] == spec.load_id
@@ -284,9 +300,18 @@ async def test_a_dataset_loads_with_progress_and_mounts_read_only(operator, proj
     assert ds.condition_of(mnist)["status"] == "True", ds.condition_of(mnist)
     assert files_of(volume_dir(kube_cluster, mnist)) == public
 
-    # a later pod mounts it read-only, as the spawner does, and reads it whole
+    # the loader's own pod (its Job's, owned by the claim) mounted it writable
+    (loader,) = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{ds.LOADER_LABEL}=coco"))["items"]
+    assert not any(v["persistentVolumeClaim"].get("readOnly") for v in loader["spec"]["volumes"]
+                   if "persistentVolumeClaim" in v)
+    # a later pod reads it whole; mounted read-only by the platform's pod webhook although its Job
+    # asks for it writable and its pods carry the loader's label (their Job is not the loader)
     d = dataset_from_pvc(pvc, MOUNTS)
     vols, mounts = volumes([], [d], MOUNTS)
+    for v in vols:
+        v["persistentVolumeClaim"].pop("readOnly")
+    for m in mounts:
+        m.pop("readOnly")
     env = select(Available(datasets=(d,)), [], ["coco"], ns)
     script = ("import hashlib, json, os, pathlib\n"
               "root = pathlib.Path(json.loads(os.environ['MLPLATFORM_DATASETS'])['coco'])\n"
@@ -295,8 +320,10 @@ async def test_a_dataset_loads_with_progress_and_mounts_read_only(operator, proj
               "for p in files: h.update(p.relative_to(root).as_posix().encode() + p.read_bytes())\n"
               "print(json.dumps({'files': len(files), 'sha256': h.hexdigest()}))\n")
     await admin.request("POST", f"/apis/batch/v1/namespaces/{ns}/jobs", {
-        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "reader"},
-        "spec": {"backoffLimit": 0, "template": {"spec": {
+        "apiVersion": "batch/v1", "kind": "Job",
+        # labels of its own: a Job without any takes its template's, and the loader label is the operator's
+        "metadata": {"name": "reader", "labels": {"app": "reader"}},
+        "spec": {"backoffLimit": 0, "template": {"metadata": {"labels": {ds.LOADER_LABEL: "coco"}}, "spec": {
             "restartPolicy": "Never", "serviceAccountName": RUNNER, "volumes": vols,
             "containers": [{"name": "main", "image": "python:3.12-slim", "command": ["python", "-c", script],
                             "env": [{"name": k, "value": v} for k, v in env.items()], "volumeMounts": mounts}]}}}})
@@ -308,12 +335,13 @@ async def test_a_dataset_loads_with_progress_and_mounts_read_only(operator, proj
     await until(read, "the reader ran", timeout=60)
     (reader,) = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector="job-name=reader"))["items"]
     assert reader["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "coco", "readOnly": True}
+    assert {m.get("readOnly") for m in reader["spec"]["containers"][0]["volumeMounts"]} == {True}
     lines = [line async for line in admin.stream(f"/api/v1/namespaces/{ns}/pods/{reader['metadata']['name']}/log",
                                                  [], "*/*", aiohttp.ClientTimeout(total=10))]
     h = hashlib.sha256()
     for rel in sorted(objects, key=lambda r: pathlib.Path(r)):
         h.update(rel.encode() + objects[rel])
-    assert json.loads(lines[-1]) == {"files": 200, "sha256": h.hexdigest()}
+    assert json.loads(lines[-1]) == {"files": N, "sha256": h.hexdigest()}
 
     # a changed source: a new Job loads into the same PVC; the old Job goes
     slow_s3.delay = 0.0

@@ -36,14 +36,13 @@ from hub_ext.kube import Kube, KubeError
 from hub_ext.kube_mounts import MountSettings, credential_of_kind, volumes
 from hub_ext.mounts import Available, select
 from tests.cluster.identities import install_platform, service_account_kubeconfig
-from tests.kube.operator_env import running_operator
+from tests.kube.operator_env import make_project, running_operator
 from tests.kube.platform_env import until
 
 # one operator for the module (each start and stop costs seconds): the tests share its event loop
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
 
 RUNNER = "mlplatform-runner"
-PROJECT_LABELS = {"app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
 MOUNTS = MountSettings({"gcp-credential": "gcp-credential", "aws-credential": "aws-credential"})
 ROOT = MOUNTS.credentials_root
 SECRET_PART = "SuperSecretMaterial"
@@ -104,7 +103,7 @@ async def project(operator, kube_cluster, tmp_path):
     `Kube` acting with that ServiceAccount's token."""
     install_platform(kube_cluster)  # the project policies judge the mutated pods too
     admin, ns = operator.kube, f"proj-{uuid.uuid4().hex[:6]}"
-    await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns, "labels": PROJECT_LABELS}})
+    await make_project(admin, ns)
     await admin.create({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": RUNNER, "namespace": ns}})
     rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + ns
     await admin.request("POST", f"{rbac}/roles", {"metadata": {"name": "secret-writer"}, "rules": [

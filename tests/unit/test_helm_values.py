@@ -13,7 +13,9 @@ import re
 import yaml
 
 from hub_ext.cli import check_config
-from hub_ext.tenancy import ACCELERATOR_RESOURCES, ENTITLED_PREFIX, HUB_PROJECT_ROLE, ROLE_RULES
+from hub_ext.entitlements import Project
+from hub_ext.tenancy import (ACCELERATOR_RESOURCES, ENTITLED_PREFIX, HUB_PROJECT_ROLE, OPERATOR_BINDING,
+                             OPERATOR_PROJECT_ROLE, ROLE_RULES, project_objects)
 
 pytestmark = pytest.mark.unit
 
@@ -77,7 +79,7 @@ def _granted(rules):
 
 
 def _rbac(name: str) -> dict:
-    docs = list(yaml.safe_load_all((ROOT / "helm-values" / "hub-rbac.yaml").read_text()))
+    docs = [d for d in yaml.safe_load_all((ROOT / "helm-values" / name).read_text()) if d]
     return {(d["kind"], d["metadata"]["name"]): d for d in docs}
 
 
@@ -94,7 +96,30 @@ def test_the_hub_holds_every_permission_it_grants_only_in_projects():
     granted = _granted(cluster_wide["rules"])
     assert not {g for g in granted if g[1] == "secrets"} and ("", "pods", "create") not in granted
     (bind,) = [r for r in cluster_wide["rules"] if "bind" in r["verbs"]]
-    assert bind["resourceNames"] == [HUB_PROJECT_ROLE] and bind["resources"] == ["clusterroles"]
+    assert bind["resourceNames"] == [HUB_PROJECT_ROLE, OPERATOR_PROJECT_ROLE] and bind["resources"] == ["clusterroles"]
+
+
+def test_the_operator_reads_secrets_and_runs_loaders_only_in_projects():
+    """Cluster-wide the operator watches and reads what holds no secret; credentials' metadata,
+    loader Jobs and dataset writes it may do only where the hub binds its project role (each
+    project namespace, hub_ext.tenancy). Its use of these rights is proven on the real API server
+    by the kube tier (tests/kube/test_operator*.py, as its own ServiceAccount)."""
+    docs = _rbac("operator.yaml")
+    cluster_wide = _granted(docs[("ClusterRole", "mlplatform-operator")]["rules"])
+    assert not {g for g in cluster_wide if g[1] in ("secrets", "pods", "pods/log", "serviceaccounts")}
+    assert not {g for g in cluster_wide if g[2] in ("create", "update", "delete", "deletecollection")}
+    assert {g for g in cluster_wide if g[2] == "patch"} == {
+        ("admissionregistration.k8s.io", r, "patch") for r in ("validatingwebhookconfigurations",
+                                                               "mutatingwebhookconfigurations")}
+    in_project = _granted(docs[("ClusterRole", OPERATOR_PROJECT_ROLE)]["rules"])
+    assert {("", "secrets", "get"), ("batch", "jobs", "create"), ("", "pods/log", "get")} <= in_project
+    account = docs[("ServiceAccount", "mlplatform-operator")]["metadata"]
+    objects = project_objects(Project("p", "p", False, frozenset(), {}), {}, [])
+    (binding,) = [o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == OPERATOR_BINDING]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": OPERATOR_PROJECT_ROLE}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account["name"],
+                                    "namespace": account["namespace"]}]
 
 
 def test_the_project_policies_cover_every_way_a_pod_refers_to_a_secret():

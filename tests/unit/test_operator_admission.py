@@ -15,7 +15,8 @@ import pytest
 from hub_ext.credentials import secret_manifest, validate_files
 from hub_ext.errors import UserInputError
 from hub_ext.operator import settings as op_settings
-from hub_ext.operator.admission import Asked, check_secret, mount_ops, requested, secret_files
+from hub_ext.operator.admission import (Asked, check_secret, claims, loader_claim, mount_ops, read_only_ops, requested,
+                                         secret_files)
 
 pytestmark = pytest.mark.unit
 
@@ -278,3 +279,42 @@ def test_kopfs_patch_carries_the_ops_as_the_webhook_hands_them_over():
     answered = patch.as_json_patch()
     assert answered and jsonpatch.apply_patch(p, answered) == jsonpatch.apply_patch(p, ops)
     assert p == pod(containers=[{"name": "main", "image": "python", "env": [{"name": "A", "value": "1"}]}])
+
+
+# ---- dataset mounts ---------------------------------------------------------------------------------
+
+def _dataset_pod(read_only_volume=None, read_only_mount=None, labels=None, owner=None) -> dict:
+    source = {"claimName": "coco", **({"readOnly": read_only_volume} if read_only_volume is not None else {})}
+    mount = {"name": "data", "mountPath": "/data", **({"readOnly": read_only_mount} if read_only_mount is not None else {})}
+    return {"metadata": {"name": "p", "namespace": "proj", "labels": labels or {},
+                         "ownerReferences": [owner] if owner else []},
+            "spec": {"volumes": [{"name": "home", "persistentVolumeClaim": {"claimName": "home"}},
+                                 {"name": "data", "persistentVolumeClaim": source}],
+                     "initContainers": [{"name": "fetch", "volumeMounts": [mount]}],
+                     "containers": [{"name": "a", "volumeMounts": [{"name": "home", "mountPath": "/home"}, mount]},
+                                    {"name": "b"}]}}
+
+
+def test_every_mount_of_a_dataset_becomes_read_only_and_nothing_else_changes():
+    pod = _dataset_pod(read_only_mount=False)
+    assert claims(pod) == {"home", "coco"}
+    ops = read_only_ops(pod, {"coco"})
+    patched = jsonpatch.apply_patch(pod, ops)
+    assert patched["spec"]["volumes"][1]["persistentVolumeClaim"] == {"claimName": "coco", "readOnly": True}
+    assert patched["spec"]["volumes"][0] == pod["spec"]["volumes"][0]
+    assert [m.get("readOnly") for c in patched["spec"]["initContainers"] + patched["spec"]["containers"]
+            for m in c.get("volumeMounts") or []] == [True, None, True]
+    assert read_only_ops(patched, {"coco"}) == []  # reinvoked: nothing more
+    assert read_only_ops(pod, set()) == []
+
+
+def test_only_a_pod_controlled_by_a_job_that_names_the_claim_may_be_its_loader():
+    job = {"apiVersion": "batch/v1", "kind": "Job", "name": "load-coco", "uid": "u1", "controller": True}
+    loader = _dataset_pod(labels={"mlplatform.io/dataset-loader": "coco"}, owner=job)
+    assert loader_claim(loader, "mlplatform.io/dataset-loader") == ("load-coco", "u1", "coco")
+    for pod in (_dataset_pod(labels={"mlplatform.io/dataset-loader": "coco"}),  # no owner
+                _dataset_pod(labels={"mlplatform.io/dataset-loader": "coco"}, owner={**job, "kind": "PyTorchJob"}),
+                _dataset_pod(labels={"mlplatform.io/dataset-loader": "coco"}, owner={**job, "controller": False}),
+                _dataset_pod(labels={"mlplatform.io/dataset-loader": "other"}, owner=job),  # a claim it does not mount
+                _dataset_pod(owner=job)):
+        assert loader_claim(pod, "mlplatform.io/dataset-loader") is None

@@ -324,3 +324,16 @@ def test_what_is_copied_again():
     present = {"a": 10, "b": 20, "c": 29, "d": 40}  # c: cut short; d: not in the manifest; e: file gone
     copy, keep = plan(objs, recorded, present)
     assert [o.path for o in keep] == ["a"] and [o.path for o in copy] == ["b", "c", "d", "e"]
+
+
+def test_an_outcome_is_decided_once_per_load():
+    def claim(load_id, status, reason):
+        return {"metadata": {"annotations": {ds.LOAD_ID_ANNOTATION: load_id}},
+                "status": {"conditions": [{"type": "Loaded", "status": status, "reason": reason, "message": ""}]}}
+
+    assert ds.decided(claim("l1", "True", "Loaded"), "l1", complete=True)
+    assert not ds.decided(claim("l1", "False", "Loading"), "l1", complete=True)  # an event before the outcome
+    assert not ds.decided(claim("l0", "True", "Loaded"), "l1", complete=True)  # an older load's
+    assert ds.decided(claim("l1", "False", "Failed"), "l1", complete=False)
+    assert not ds.decided(claim("l1", "True", "Loaded"), "l1", complete=False)
+    assert not ds.decided({"metadata": {}}, "l1", complete=True)

@@ -33,7 +33,8 @@ def test_quota_per_resource_adds_up_shared_resources_and_zeroes_the_rest():
 def test_project_objects_in_order_with_member_bindings():
     objs = project_objects(TEAM, ACCS, (), [("alice@example.com", "oidc:alice@example.com")])
     assert [(o["kind"], o["metadata"]["name"]) for o in objs] == [
-        ("Namespace", "vision"), ("RoleBinding", "mlplatform-hub"), ("ServiceAccount", "mlplatform-runner"),
+        ("Namespace", "vision"), ("RoleBinding", "mlplatform-hub"), ("RoleBinding", "mlplatform-operator"),
+        ("ServiceAccount", "mlplatform-runner"),
         ("Role", "mlplatform-project"), ("RoleBinding", "mlplatform-project"),
         ("RoleBinding", "mlplatform-member-alice-example-com---ff8d9819"),
         ("ResourceQuota", "mlplatform-accelerators"), ("ResourceQuota", "mlplatform-resources"),
@@ -42,11 +43,11 @@ def test_project_objects_in_order_with_member_bindings():
         ("NetworkPolicy", "mlplatform-suggestions"), ("NetworkPolicy", "mlplatform-egress"),
         ("ConfigMap", "mlplatform-catalog")]
     assert all(o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "jupyterhub-mlplatform" for o in objs)
-    assert objs[5]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+    assert objs[6]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                                     "name": "oidc:alice@example.com"}]
     assert objs[1]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": "mlplatform-hub-project"}
-    verbs = {(g, r): set(rule["verbs"]) for rule in objs[3]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    verbs = {(g, r): set(rule["verbs"]) for rule in objs[4]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
     assert ("", "secrets") not in verbs and "create" not in verbs[("", "pods")]
     assert {"create", "delete"} <= verbs[("kubeflow.org", "pytorchjobs")] and verbs[("", "pods/log")] == {"get", "list", "watch"}
     assert verbs[("kubeflow.org", "trials")] == verbs[("kubeflow.org", "suggestions")] == {"get", "list", "watch"}
