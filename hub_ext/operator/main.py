@@ -20,6 +20,7 @@ import kubernetes_asyncio
 
 from ..kube import Kube
 from . import dataset_controller, health, logs, webhooks
+from .datasets import LOADER_LABEL
 from .context import OperatorContext
 from .leader import Leader
 from .projects import ProjectNamespaces
@@ -57,6 +58,10 @@ def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistr
         settings.posting.enabled = False
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
+        # the API server filters the controller's watches (kopf's handler filters alone would
+        # receive, and keep, every PVC and Job of the cluster)
+        settings.watching.label_selectors["v1", "persistentvolumeclaims"] = s.mounts.dataset_label
+        settings.watching.label_selectors["batch", "v1", "jobs"] = LOADER_LABEL
 
     webhooks.register(registry, ctx)
     dataset_controller.register(registry, ctx)
