@@ -31,8 +31,9 @@ others are ignored):
    run again for the same load: changing ``mlplatform.io/refresh`` (or deleting the Job) retries;
 6. the Job's end: ``Loaded`` True with the loader's totals, or ``Failed`` with the loader's own
    error line (`datasets.failed_message`), decided once: the claim is read again first, as the
-   event that brought it may predate the outcome already written (`datasets.decided`); while it
-   runs, ``Loading``, and a progress task.
+   event that brought it may predate the outcome already written (`datasets.decided`); then the
+   pods of its namespace held for datasets are looked at (`gate_keeper.GateKeeper.settled`); while
+   it runs, ``Loading``, and a progress task.
 
 Progress: while a loader Job runs, one asyncio task per dataset reads the newest loader pod's last
 log lines every `OperatorSettings.progress_interval` seconds (``pods/<pod>/log?tailLines=3``) and
@@ -70,6 +71,7 @@ from ..errors import UserInputError
 from ..kube import Conflict, KubeError, METADATA_ONLY, NotFound
 from . import datasets as ds
 from .context import OperatorContext
+from .gate_keeper import GateKeeper
 
 log = logging.getLogger("mlplatform.operator.datasets")
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -95,8 +97,8 @@ def _key(pvc: Mapping) -> Key:
 
 
 class DatasetController:
-    def __init__(self, ctx: OperatorContext):
-        self.ctx, self.settings, self.kube = ctx, ctx.settings, ctx.kube
+    def __init__(self, ctx: OperatorContext, gates: GateKeeper | None = None):
+        self.ctx, self.settings, self.kube, self.gates = ctx, ctx.settings, ctx.kube, gates
         self._locks: dict[Key, asyncio.Lock] = {}
         self._watchers: dict[Key, tuple[str, asyncio.Task]] = {}  # the load id it follows, the task
         self._retries: dict[Key, asyncio.Task] = {}
@@ -275,6 +277,8 @@ class DatasetController:
             self.ctx.metrics.inc("mlplatform_operator_dataset_loads_total", result="loaded" if state == "complete"
                                  else "failed")
             log.info("dataset %s/%s: load %s %s", ns, name, spec.load_id, "loaded" if state == "complete" else "failed")
+            if self.gates:
+                await self.gates.settled(ns)
             return None
         if not current or cond is None or cond.get("reason") != ds.LOADING:
             await self._set(pvc, spec.load_id, False, ds.LOADING, "waiting for the loader to start", {})
@@ -441,9 +445,10 @@ class DatasetController:
         await self.reconcile_key(key, job_changed=True)
 
 
-def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> DatasetController:
-    """The controller's kopf handlers and leader callbacks (see the module docstring)."""
-    controller = DatasetController(ctx)
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext, gates: GateKeeper | None = None) -> DatasetController:
+    """The controller's kopf handlers and leader callbacks (see the module docstring); `gates` is
+    told when a load ends."""
+    controller = DatasetController(ctx, gates)
 
     def leading(**_: Any) -> bool:
         return ctx.leader.leading

@@ -19,8 +19,9 @@ import kopf
 import kubernetes_asyncio
 
 from ..kube import Kube
-from . import dataset_controller, health, logs, webhooks
+from . import dataset_controller, gate_keeper, health, logs, webhooks
 from .datasets import LOADER_LABEL
+from .gates import GATED_LABEL
 from .context import OperatorContext
 from .leader import Leader
 from .projects import ProjectNamespaces
@@ -62,9 +63,10 @@ def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistr
         # receive, and keep, every PVC and Job of the cluster)
         settings.watching.label_selectors["v1", "persistentvolumeclaims"] = s.mounts.dataset_label
         settings.watching.label_selectors["batch", "v1", "jobs"] = LOADER_LABEL
+        settings.watching.label_selectors["v1", "pods"] = GATED_LABEL
 
     webhooks.register(registry, ctx)
-    dataset_controller.register(registry, ctx)
+    dataset_controller.register(registry, ctx, gate_keeper.register(registry, ctx))
     return registry
 
 

@@ -6,9 +6,10 @@
 - ``credential-mounts`` (mutating; Pods, CREATE; the platform's pod webhook): reads what the pod
   asks for (`admission.requested`: its annotation, and its ServiceAccount's unless it opts out),
   each named Secret's metadata only (``PartialObjectMetadata``: its kind label, never its data),
-  the metadata of each PVC it mounts (which are datasets) and, for a pod that says it is a dataset
-  loader, its Job (all at once), and adds `admission.read_only_ops` (dataset mounts read-only but
-  the loader's own) and `admission.mount_ops` to kopf's patch (as a transformation of the pod, from
+  each PVC it mounts (which are datasets, and are they loaded) and, for a pod that says it is a
+  dataset loader, its Job's metadata (all at once), and adds `admission.read_only_ops` (dataset
+  mounts read-only but the loader's own), `gates.gate_ops` (held before scheduling while a dataset
+  it mounts is not loaded; `gate_keeper` lets it go) and `admission.mount_ops` to kopf's patch (as a transformation of the pod, from
   which kopf computes the JSON Patch it answers). Only pods of project namespaces are touched
   (`OperatorContext.projects`; the webhook configuration's namespaceSelector already sends no
   other, and a review posted to the endpoint by anyone else for another namespace is answered
@@ -36,7 +37,8 @@ from ..credentials import KIND_LABEL
 from ..datasets import is_dataset
 from ..errors import UserInputError
 from ..kube import Kube, KubeError, METADATA_ONLY, NotFound, path_of
-from . import admission
+from ..kube_mounts import dataset_state
+from . import admission, gates
 from . import datasets as ds
 from .context import OperatorContext
 
@@ -84,7 +86,8 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             # endpoint by anyone else for another namespace learns nothing about its Secrets
             if not await asyncio.wait_for(ctx.projects.contains(namespace), REVIEW_BUDGET_S):
                 return
-            read_only, mounts, datasets = await asyncio.wait_for(_pod_ops(ctx, pod, namespace), REVIEW_BUDGET_S)
+            read_only, hold, mounts, datasets, waiting = await asyncio.wait_for(_pod_ops(ctx, pod, namespace),
+                                                                                REVIEW_BUDGET_S)
         except UserInputError as e:
             log.info("refused the pod %s by %s: %s", where, (userinfo or {}).get("username"), e)
             _count(ctx, "credential-mounts", "refused")
@@ -98,20 +101,25 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             log.exception("the credential mount of the pod %s failed", where)
             raise kopf.AdmissionError("the platform's credential webhook failed; try again or tell the platform's "
                                       "administrators", code=500) from None
-        ops = read_only + mounts  # read_only's indices are of the pod as sent: first
+        ops = read_only + hold + mounts  # read_only's indices are of the pod as sent: first
         if ops:
             patch.fns.append(lambda raw: jsonpatch.apply_patch(raw, ops, in_place=True))
         if read_only:
             log.info("the pod %s mounts the datasets %s read-only", where, ", ".join(datasets))
             _count(ctx, "credential-mounts", "datasets-read-only")
+        if hold:
+            log.info("the pod %s is held until the datasets %s are loaded", where, ", ".join(waiting))
+            _count(ctx, "credential-mounts", "held-for-datasets")
         if mounts:
             log.info("mounted credentials into the pod %s: %d changes", where, len(mounts))
             _count(ctx, "credential-mounts", "mounted")
 
 
-async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[list[dict], list[dict], list[str]]:
-    """(the JSON Patch operations that make its dataset mounts read-only, those that mount its
-    credentials, the datasets it mounts read-only)."""
+async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[list[dict], list[dict], list[dict],
+                                                                          list[str], list[str]]:
+    """(the JSON Patch operations that make its dataset mounts read-only, those that hold it for
+    datasets not loaded yet, those that mount its credentials; the datasets it mounts, those it
+    waits for)."""
     settings = ctx.settings
     account = None
     if admission.uses_account(pod, settings):
@@ -121,7 +129,7 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
     claimed = sorted(admission.claims(pod))
     loader = admission.loader_claim(pod, ds.LOADER_LABEL)
     reads = [_get(ctx, path_of("Secret", namespace, a.name), METADATA_ONLY) for a in asked] + \
-        [_get(ctx, path_of("PersistentVolumeClaim", namespace, c), METADATA_ONLY) for c in claimed] + \
+        [_get(ctx, path_of("PersistentVolumeClaim", namespace, c)) for c in claimed] + \
         ([_get(ctx, path_of("Job", namespace, loader[0]), METADATA_ONLY)] if loader else [])
     found = await asyncio.gather(*reads)
     secrets, claims, job = found[:len(asked)], found[len(asked):len(asked) + len(claimed)], found[-1] if loader else None
@@ -130,7 +138,9 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
     datasets = {c: m for c, m in zip(claimed, claims) if m and is_dataset(m, settings.mounts.dataset_label)}
     if loader and loader[2] in datasets and _is_loader_job(job, loader, datasets[loader[2]]):
         del datasets[loader[2]]
-    return admission.read_only_ops(pod, datasets), admission.mount_ops(pod, asked, kinds, settings), sorted(datasets)
+    waiting = [c for c, pvc in datasets.items() if dataset_state(pvc, settings.mounts.source_annotation)[0] != "ready"]
+    return admission.read_only_ops(pod, datasets), gates.gate_ops(pod, waiting), \
+        admission.mount_ops(pod, asked, kinds, settings), sorted(datasets), sorted(waiting)
 
 
 def _is_loader_job(job: dict | None, loader: tuple[str, str, str], claim: dict) -> bool:

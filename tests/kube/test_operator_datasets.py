@@ -46,6 +46,7 @@ from hub_ext.kube import Kube, KubeError
 from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
 from hub_ext.mounts import Available, select
 from hub_ext.operator import datasets as ds
+from hub_ext.operator import gates
 from tests.cluster.identities import install_platform
 from tests.kube.operator_env import OperatorProcess, make_project, running_operator
 from tests.kube.platform_env import until
@@ -367,9 +368,12 @@ async def test_a_credential_without_access_fails_at_once_with_the_reason(operato
     prefix = f"raw-{uuid.uuid4().hex[:6]}"
     put_many(s3_store, prefix, 3)
     await admin.create(aws_secret(ns, "nobody", s3_store.denied_key_id, s3_store.denied_secret))
-    await admin.create(dataset(ns, "raw", f"s3://{s3_store.bucket}/{prefix}", "nobody"))
-    await admin.create(dataset(ns, "typo", f"s3://{s3_store.bucket}/{prefix}", "no-such-key"))
+    raw = await admin.create(dataset(ns, "raw", f"s3://{s3_store.bucket}/{prefix}", "nobody"))
+    typo = await admin.create(dataset(ns, "typo", f"s3://{s3_store.bucket}/{prefix}", "no-such-key"))
     await admin.create(dataset(ns, "bad", "s3://x/y"))
+    # Jobs that mount them: held, and told why while their dataset has failed
+    await admin.create(reader_job(raw, "on-raw"))
+    await admin.create(reader_job(typo, "on-typo"))
     pvc = await settled(admin, ns, "raw")
     cond = ds.condition_of(pvc)
     assert cond["status"] == "False" and cond["reason"] == "Failed"
@@ -389,6 +393,20 @@ async def test_a_credential_without_access_fails_at_once_with_the_reason(operato
         "Failed", f"mlplatform.io/credential: there is no credential 'no-such-key' in the project '{ns}'; add it (the "
                   "load starts once it exists)")
     assert await loader_jobs(admin, ns, "typo") == []
+
+    async def told(job: str):
+        pods = await job_pods(admin, ns, job)
+        events = (await admin.list(f"/api/v1/namespaces/{ns}/events",
+                                   fieldSelector=f"reason={gates.FAILED_REASON}"))["items"]
+        return pods and [e for e in events if e["involvedObject"]["name"] == pods[0]["metadata"]["name"]]
+
+    for held, name in (("on-raw", "raw"), ("on-typo", "typo")):
+        await until(lambda: told(held), f"the pod of {held} told why it is held", timeout=20)
+        (event,) = await told(held)
+        assert event["type"] == "Warning" and event["message"].startswith(
+            f"held until the dataset {name} is loaded; its load failed: ")
+        (pod,) = await job_pods(admin, ns, held)
+        assert gates.is_held(pod) and not pod["spec"].get("nodeName")
     # the credential made afterwards: the operator looks again (10 s later) and the load starts
     await admin.create(aws_secret(ns, "no-such-key", s3_store.key_id, s3_store.secret))
 
@@ -396,6 +414,15 @@ async def test_a_credential_without_access_fails_at_once_with_the_reason(operato
         return (ds.condition_of(await admin.get(claim_path(ns, "typo"))) or {}).get("status") == "True"
 
     await until(typo_loaded, "the dataset loaded once its credential existed", timeout=40)
+
+    async def ran(job: str):
+        status = (await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/{job}")).get("status") or {}
+        return status.get("succeeded") or status.get("failed")
+
+    await until(lambda: ran("on-typo"), "the pod held for typo let go and run", timeout=60)
+    assert (await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/on-typo"))["status"].get("succeeded") == 1
+    (pod,) = await job_pods(admin, ns, "on-raw")
+    assert gates.is_held(pod)  # raw's load failed for good: still held
     bad = ds.condition_of(await settled(admin, ns, "bad"))
     assert bad["message"] == "mlplatform.io/source: 'x' is not a bucket name (3-222 lower-case letters, digits, '.', " \
                              "'-' or '_')"
@@ -471,3 +498,80 @@ async def test_a_deleted_dataset_takes_its_loader_with_it(operator, project, s3_
     # by the operator, at once: the garbage collector alone would wait for the claim, which the
     # running loader pod holds (pvc-protection)
     assert f"dataset {ns}/gone: deleted the loader Job gone-load-" in operator.log()
+
+
+READ_ALL = ("import hashlib, json, pathlib, sys\n"
+            "root = pathlib.Path(sys.argv[1])\n"
+            "h = hashlib.sha256()\n"
+            "files = sorted(p for p in root.rglob('*.bin'))\n"
+            "for p in files: h.update(p.relative_to(root).as_posix().encode() + p.read_bytes())\n"
+            "print(json.dumps({'files': len(files), 'sha256': h.hexdigest()}))\n")
+
+
+def digest(objects: dict[str, bytes]) -> str:
+    h = hashlib.sha256()
+    for rel in sorted(objects, key=lambda r: pathlib.Path(r)):
+        h.update(rel.encode() + objects[rel])
+    return h.hexdigest()
+
+
+def reader_job(pvc: dict, name: str, pods: int = 1) -> dict:
+    """A plain Job of `pods` pods that mount the dataset `pvc` (asking for nothing more: no
+    readOnly, no wait) and print its file count and digest."""
+    d = dataset_from_pvc(pvc, MOUNTS)
+    vols, mounts = volumes([], [d], MOUNTS)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": pvc["metadata"]["namespace"]},
+            "spec": {"backoffLimit": 0, "completions": pods, "parallelism": pods, "template": {"spec": {
+                "restartPolicy": "Never", "serviceAccountName": RUNNER, "volumes": vols,
+                "containers": [{"name": "main", "image": "python:3.12-slim",
+                                "command": ["python", "-c", READ_ALL, d.path], "volumeMounts": mounts}]}}}}
+
+
+async def job_pods(admin: Kube, ns: str, job: str) -> list[dict]:
+    return (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"job-name={job}"))["items"]
+
+
+async def test_pods_that_mount_a_loading_dataset_are_held_until_it_is_loaded_then_read_it_whole(
+        operator, project, kube_cluster, s3_store, slow_s3):  # noqa: F811
+    admin, ns = operator.kube, project
+    prefix = f"held-{uuid.uuid4().hex[:6]}"
+    objects = put_many(s3_store, prefix, 200)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    slow_s3.delay = 0.3  # 200 objects, 8 at a time: about 8 s of loading
+    pvc = await admin.create(dataset(ns, "frames", f"s3://{s3_store.bucket}/{prefix}", "s3-reader"))
+    await admin.create(reader_job(pvc, "early", pods=2))
+
+    async def both_held():
+        pods = await job_pods(admin, ns, "early")
+        return len(pods) == 2 and all(gates.is_held(p) for p in pods) and pods
+
+    await until(both_held, "the Job's two pods made and held")
+    for pod in await job_pods(admin, ns, "early"):
+        assert not pod["spec"].get("nodeName")  # not scheduled: the scheduler leaves a gated pod alone
+        scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert (scheduled["status"], scheduled["reason"]) == ("False", "SchedulingGated")
+        assert pod["metadata"]["annotations"][gates.WAITING_ANNOTATION] == "frames"
+        assert pod["spec"]["volumes"][0]["persistentVolumeClaim"]["readOnly"] is True
+    assert ds.condition_of(await admin.get(claim_path(ns, "frames")))["status"] == "False"  # still loading
+    # a gate cannot be put back, nor added by anyone after creation (Kubernetes' own rule)
+    with pytest.raises(KubeError):
+        await admin.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{(await job_pods(admin, ns, 'early'))[0]['metadata']['name']}",
+                            {"spec": {"schedulingGates": [{"name": "example.com/late"}]}},
+                            content_type="application/strategic-merge-patch+json")
+
+    async def done():
+        job = await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/early")
+        return (job.get("status") or {}).get("succeeded") == 2 or (job.get("status") or {}).get("failed")
+
+    await until(done, "the held pods ran once the dataset was loaded", timeout=120)
+    assert ds.condition_of(await admin.get(claim_path(ns, "frames")))["status"] == "True"
+    for pod in await job_pods(admin, ns, "early"):
+        assert not gates.is_held(pod) and gates.GATED_LABEL not in pod["metadata"]["labels"]
+        lines = [line async for line in admin.stream(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/log",
+                                                     [], "*/*", aiohttp.ClientTimeout(total=10))]
+        assert json.loads(lines[-1]) == {"files": 200, "sha256": digest(objects)}  # the whole of it
+    # a pod made once it is loaded is not held at all
+    await admin.create(reader_job(await admin.get(claim_path(ns, "frames")), "late"))
+    await until(lambda: job_pods(admin, ns, "late"), "the later Job's pod made")
+    (late,) = await job_pods(admin, ns, "late")
+    assert not gates.is_held(late) and gates.GATED_LABEL not in (late["metadata"].get("labels") or {})

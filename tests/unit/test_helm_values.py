@@ -106,7 +106,8 @@ def test_the_operator_reads_secrets_and_runs_loaders_only_in_projects():
     by the kube tier (tests/kube/test_operator*.py, as its own ServiceAccount)."""
     docs = _rbac("operator.yaml")
     cluster_wide = _granted(docs[("ClusterRole", "mlplatform-operator")]["rules"])
-    assert not {g for g in cluster_wide if g[1] in ("secrets", "pods", "pods/log", "serviceaccounts")}
+    assert not {g for g in cluster_wide if g[1] in ("secrets", "pods/log", "serviceaccounts")}
+    assert {g for g in cluster_wide if g[1] == "pods"} == {("", "pods", "list"), ("", "pods", "watch")}  # held pods
     assert not {g for g in cluster_wide if g[2] in ("create", "update", "delete", "deletecollection")}
     assert {g for g in cluster_wide if g[2] == "patch"} == {
         ("admissionregistration.k8s.io", r, "patch") for r in ("validatingwebhookconfigurations",

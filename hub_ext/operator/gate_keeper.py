@@ -1,0 +1,128 @@
+"""The leader's gate keeper: lets pods held for their datasets go when the datasets are loaded
+(what a held pod is and when it goes: `gates`, pure; the webhook holds them: `webhooks`).
+
+Level-triggered, on the leader only, like the dataset controller:
+
+- every event of a held pod (kopf ``on.event`` for pods labelled ``mlplatform.io/dataset-gated``;
+  the API server filters the watch by that label, so the operator never receives other pods): a pod
+  made after its datasets finished loading goes at once;
+- a dataset whose load ended (`DatasetController` calls `settled`): the held pods of its
+  namespace, listed by the label;
+- every held pod of the cluster when this replica becomes leader (one listing).
+
+`check` reads each dataset PVC the pod mounts (`hub_ext.kube_mounts.dataset_state`), removes the
+gate when all are ready, and otherwise posts a Warning Event on the pod for each dataset whose load
+failed (`gates.failed_event`: once per dataset and load; a 409 means it is there). A pod being
+deleted or no longer held is left alone. A Kubernetes error is logged and the next event or load
+end tries again; the election's listing catches what was missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Mapping
+
+import kopf
+
+from ..datasets import is_dataset
+from ..kube import Conflict, KubeError, NotFound
+from ..kube_mounts import dataset_state
+from . import admission, gates
+from . import datasets as ds
+from .context import OperatorContext
+
+log = logging.getLogger("mlplatform.operator.gates")
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class GateKeeper:
+    def __init__(self, ctx: OperatorContext):
+        self.ctx, self.settings, self.kube = ctx, ctx.settings, ctx.kube
+        self._resync: asyncio.Task | None = None
+
+    async def settled(self, namespace: str) -> None:
+        """A dataset of `namespace` finished loading (or failed): its held pods are looked at."""
+        for pod in await self._held(f"/api/v1/namespaces/{namespace}/pods"):
+            await self.check(pod)
+
+    def elected(self) -> None:
+        if self._resync is None or self._resync.done():
+            self._resync = asyncio.create_task(self._check_all(), name="dataset-gates-resync")
+
+    async def stopped(self) -> None:
+        if self._resync:
+            self._resync.cancel()
+
+    async def _check_all(self) -> None:
+        for pod in await self._held("/api/v1/pods"):
+            if not self.ctx.leader.leading:
+                return
+            await self.check(pod)
+
+    async def _held(self, path: str) -> list[dict]:
+        try:
+            return (await self.kube.list(path, labelSelector=gates.GATED_LABEL)).get("items") or []
+        except KubeError as e:
+            log.warning("could not list the pods held for datasets (%s): %s", path, e.reason)
+            return []
+
+    async def check(self, pod: Mapping) -> None:
+        """Let `pod` go if its datasets are loaded; else say which failed (see the module docstring)."""
+        meta = pod.get("metadata") or {}
+        ns, name = meta.get("namespace", ""), meta.get("name", "")
+        if not self.ctx.leader.leading or meta.get("deletionTimestamp") or not gates.is_held(pod):
+            return
+        try:
+            if not await self.ctx.projects.contains(ns):
+                return
+            claims = {}
+            for claim in sorted(admission.claims(pod)):
+                pvc = await self.kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}")
+                if pvc and is_dataset(pvc, self.settings.mounts.dataset_label):
+                    claims[claim] = pvc
+            states = {c: dataset_state(pvc, self.settings.mounts.source_annotation) for c, pvc in claims.items()}
+            action, failed = gates.verdict(states)
+            if action == "release":
+                await self.kube.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", gates.release_patch(),
+                                        content_type=STRATEGIC)
+                log.info("pod %s/%s: its datasets are loaded (%s); let go", ns, name, ", ".join(states) or "none left")
+                self.ctx.metrics.inc("mlplatform_operator_dataset_gates_total", result="released")
+                return
+            for claim in failed:
+                load_id = ((claims[claim]["metadata"].get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION, ""))
+                event = gates.failed_event(pod, claim, load_id, states[claim][1], _now())
+                try:
+                    await self.kube.request("POST", f"/api/v1/namespaces/{ns}/events", event)
+                    log.info("pod %s/%s: held; the dataset %s failed to load", ns, name, claim)
+                except Conflict:
+                    pass  # said already
+        except NotFound:
+            return  # the pod went meanwhile
+        except KubeError as e:
+            log.warning("pod %s/%s: could not check its datasets: %s", ns, name, e.reason)
+
+
+def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> GateKeeper:
+    keeper = GateKeeper(ctx)
+
+    def leading(**_: Any) -> bool:
+        return ctx.leader.leading
+
+    @kopf.on.event("v1", "pods", id="dataset-held-pods", registry=registry, when=leading,
+                   labels={gates.GATED_LABEL: kopf.PRESENT})
+    async def held_pods(event: Mapping, **_: Any) -> None:
+        if event.get("type") != "DELETED":
+            await keeper.check(event["object"])
+
+    async def elected() -> None:
+        keeper.elected()
+
+    ctx.leader.on_elected(elected)
+    ctx.leader.on_stopped(keeper.stopped)
+    return keeper
