@@ -1,5 +1,6 @@
 """What the operator's handlers share: its settings, its Kubernetes client, the leader elector,
-which namespaces are projects, and the metrics counters (`health.Metrics.inc`)."""
+which namespaces are projects, the metrics counters (`health.Metrics.inc`), and the dataset PVCs
+and loader Jobs its watches delivered (`watched.Watched`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from .health import Metrics
 from .leader import Leader
 from .projects import ProjectNamespaces
 from .settings import OperatorSettings
+from .watched import Watched
 
 
 @dataclass(frozen=True)
@@ -19,3 +21,5 @@ class OperatorContext:
     leader: Leader
     projects: ProjectNamespaces
     metrics: Metrics = field(default_factory=Metrics)
+    claims: Watched = field(default_factory=Watched)  # dataset PVCs
+    loaders: Watched = field(default_factory=Watched)  # loader Jobs

@@ -82,7 +82,7 @@ CREDENTIAL_RETRY_S = 10.0
 Key = tuple[str, str]
 
 
-def _label_filter(selector: str) -> dict:
+def dataset_label_filter(selector: str) -> dict:
     """kopf's label filter for the dataset label selector (``key``: any value; ``key=value``)."""
     key, value = dataset_label(selector)
     return {key: value if "=" in selector else kopf.PRESENT}
@@ -454,7 +454,7 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext, gates: GateK
         return ctx.leader.leading
 
     @kopf.on.event("v1", "persistentvolumeclaims", id="dataset-claims", registry=registry, when=leading,
-                   labels=_label_filter(ctx.settings.mounts.dataset_label))
+                   labels=dataset_label_filter(ctx.settings.mounts.dataset_label))
     async def dataset_claims(event: Mapping, **_: Any) -> None:
         await controller.on_claim(event.get("type"), event["object"])
 

@@ -1,6 +1,8 @@
 """Which namespaces are projects (the project selector, `OperatorSettings.project_selector`), as
-the webhooks and the dataset controller both ask: one listing kept `TTL_S`, listed again at most
-every `UNKNOWN_S` for a namespace it does not know (a project the hub has just made)."""
+the webhooks, the dataset controller and the gate keeper ask: one listing of them kept `TTL_S`,
+and a namespace it does not know asked about at once (a listing of that name with the selector),
+so a project the hub has just made counts from its first pod; a namespace that is not one is
+remembered as such for `NOT_PROJECT_S` (the webhook configuration's namespaceSelector sends none)."""
 
 from __future__ import annotations
 
@@ -9,18 +11,29 @@ import time
 from ..kube import Kube
 
 TTL_S = 30.0
-UNKNOWN_S = 2.0
+NOT_PROJECT_S = 2.0
 
 
 class ProjectNamespaces:
     def __init__(self, kube: Kube, selector: str):
         self.kube, self.selector = kube, selector
         self._read_at, self._names = 0.0, frozenset()
+        self._not: dict[str, float] = {}
 
     async def contains(self, namespace: str) -> bool:
-        age = time.monotonic() - self._read_at
-        if age > TTL_S or (namespace not in self._names and age > UNKNOWN_S):
+        now = time.monotonic()
+        if now - self._read_at > TTL_S:
             listing = await self.kube.list("/api/v1/namespaces", labelSelector=self.selector)
             self._names = frozenset(n["metadata"]["name"] for n in listing.get("items") or [])
-            self._read_at = time.monotonic()
-        return namespace in self._names
+            self._read_at, self._not = now, {}
+        if namespace in self._names:
+            return True
+        if now - self._not.get(namespace, -NOT_PROJECT_S) < NOT_PROJECT_S:
+            return False
+        listing = await self.kube.list("/api/v1/namespaces", labelSelector=self.selector,
+                                       fieldSelector=f"metadata.name={namespace}")
+        if listing.get("items"):
+            self._names |= {namespace}
+            return True
+        self._not[namespace] = now
+        return False

@@ -41,6 +41,8 @@ from ..kube_mounts import dataset_state
 from . import admission, gates
 from . import datasets as ds
 from .context import OperatorContext
+from .dataset_controller import dataset_label_filter
+from .watched import Watched
 
 log = logging.getLogger("mlplatform.operator.webhooks")
 READ_TIMEOUT_S = 1.5  # per GET, never retried: the API server gives the whole review 5 s
@@ -71,6 +73,18 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         if kind:
             log.info("allowed %s of the %s Secret %s by %s", operation, kind, where, user)
             _count(ctx, "credential-secrets", "allowed")
+
+    # what the webhook reads of datasets and their loaders, kept from the controller's own watches
+    # on every replica (the leader's handlers of the same watches: dataset_controller)
+    @kopf.on.event("v1", "persistentvolumeclaims", id="dataset-claims-seen", registry=registry,
+                   labels=dataset_label_filter(settings.mounts.dataset_label))
+    async def claims_seen(event: Mapping, **_: Any) -> None:
+        ctx.claims.event(event.get("type"), event["object"])
+
+    @kopf.on.event("batch", "v1", "jobs", id="dataset-loaders-seen", registry=registry,
+                   labels={ds.LOADER_LABEL: kopf.PRESENT})
+    async def loaders_seen(event: Mapping, **_: Any) -> None:
+        ctx.loaders.event(event.get("type"), event["object"])
 
     @kopf.on.mutate("v1", "pods", id="credential-mounts", operations=["CREATE"], registry=registry)
     async def credential_mounts(body, patch, operation, userinfo, **_):
@@ -129,8 +143,10 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
     claimed = sorted(admission.claims(pod))
     loader = admission.loader_claim(pod, ds.LOADER_LABEL)
     reads = [_get(ctx, path_of("Secret", namespace, a.name), METADATA_ONLY) for a in asked] + \
-        [_get(ctx, path_of("PersistentVolumeClaim", namespace, c)) for c in claimed] + \
-        ([_get(ctx, path_of("Job", namespace, loader[0]), METADATA_ONLY)] if loader else [])
+        [_known(ctx.claims, namespace, c) or _get(ctx, path_of("PersistentVolumeClaim", namespace, c))
+         for c in claimed] + \
+        ([_known(ctx.loaders, namespace, loader[0]) or _get(ctx, path_of("Job", namespace, loader[0]), METADATA_ONLY)]
+         if loader else [])
     found = await asyncio.gather(*reads)
     secrets, claims, job = found[:len(asked)], found[len(asked):len(asked) + len(claimed)], found[-1] if loader else None
     kinds = {a.name: None if m is None else ((m.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL, "")
@@ -141,6 +157,17 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
     waiting = [c for c, pvc in datasets.items() if dataset_state(pvc, settings.mounts.source_annotation)[0] != "ready"]
     return admission.read_only_ops(pod, datasets), gates.gate_ops(pod, waiting), \
         admission.mount_ops(pod, asked, kinds, settings), sorted(datasets), sorted(waiting)
+
+
+def _known(watched: Watched, namespace: str, name: str):
+    """What a watch delivered of the object, as an awaitable (None: not delivered; read it)."""
+    found = watched.get(namespace, name)
+    if found is None:
+        return None
+
+    async def known() -> dict:
+        return found
+    return known()
 
 
 def _is_loader_job(job: dict | None, loader: tuple[str, str, str], claim: dict) -> bool:

@@ -541,11 +541,18 @@ async def test_pods_that_mount_a_loading_dataset_are_held_until_it_is_loaded_the
     pvc = await admin.create(dataset(ns, "frames", f"s3://{s3_store.bucket}/{prefix}", "s3-reader"))
     await admin.create(reader_job(pvc, "early", pods=2))
 
-    async def both_held():
-        pods = await job_pods(admin, ns, "early")
-        return len(pods) == 2 and all(gates.is_held(p) for p in pods) and pods
+    seen: list[dict] = []
 
-    await until(both_held, "the Job's two pods made and held")
+    async def both_held():
+        seen[:] = await job_pods(admin, ns, "early")
+        return len(seen) == 2 and all(gates.is_held(p) for p in seen)
+
+    try:
+        await until(both_held, "the Job's two pods made and held")
+    except AssertionError:
+        raise AssertionError(json.dumps([{"meta": p["metadata"], "gates": p["spec"].get("schedulingGates"),
+                                          "status": p.get("status")} for p in seen], indent=1)[:4000] +
+                             "\n" + operator.log()[-3000:]) from None
     for pod in await job_pods(admin, ns, "early"):
         assert not pod["spec"].get("nodeName")  # not scheduled: the scheduler leaves a gated pod alone
         scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")

@@ -219,6 +219,22 @@ async def test_credential_secrets_are_checked_whoever_writes_them_and_pods_get_t
     assert "volumes" not in opted_out["spec"] or not any("secret" in v for v in opted_out["spec"]["volumes"])
     assert SECRET_PART not in operator.log() and "PRIVATE KEY" not in operator.log()  # nor in its logs
 
+    # --- projects made a moment ago, one after the other: the first pod of each is mounted too (a
+    # namespace the operator does not know yet is asked about at once, not at its next listing)
+    fresh = [f"{ns}-a", f"{ns}-b"]
+    try:
+        for new in fresh:
+            await make_project(admin, new)
+            await admin.create({"apiVersion": "v1", "kind": "ServiceAccount",
+                                "metadata": {"name": RUNNER, "namespace": new}})
+            await admin.create(gcp_secret(new, "gcs-key"))
+            made = await admin.request("POST", f"/api/v1/namespaces/{new}/pods",
+                                       pod(new, {"mlplatform.io/credentials": "gcs-key"}), query=DRY_RUN)
+            assert [v["name"] for v in made["spec"]["volumes"] if "secret" in v] == ["credential-gcs-key"], new
+    finally:
+        for new in fresh:
+            await admin.delete(f"/api/v1/namespaces/{new}")
+
 
 async def test_the_webhook_down_refuses_project_pods_clearly_and_nothing_else_and_recovers(
         operator, project):
