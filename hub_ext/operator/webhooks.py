@@ -9,8 +9,10 @@
   each PVC it mounts (which are datasets, and are they loaded) and, for a pod that says it is a
   dataset loader, its Job's metadata (all at once), and adds `admission.read_only_ops` (dataset
   mounts read-only but the loader's own), `gates.gate_ops` (held before scheduling while a dataset
-  it mounts is not loaded; `gate_keeper` lets it go) and `admission.mount_ops` to kopf's patch (as a transformation of the pod, from
-  which kopf computes the JSON Patch it answers). Only pods of project namespaces are touched
+  it mounts is not loaded; `gate_keeper` lets it go) and `admission.mount_ops` to kopf's patch (as
+  a transformation of the pod, from which kopf computes the JSON Patch it answers). The dataset
+  PVCs and loader Jobs come from memory where the watches have delivered them (`watched`). Only
+  pods of project namespaces are touched
   (`OperatorContext.projects`; the webhook configuration's namespaceSelector already sends no
   other, and a review posted to the endpoint by anyone else for another namespace is answered
   with no change, so it tells nothing of that namespace's Secrets).
