@@ -11,7 +11,7 @@ from .health import Metrics
 from .leader import Leader
 from .projects import ProjectNamespaces
 from .settings import OperatorSettings
-from .watched import Watched
+from .watched import Watched, claim_part, job_part
 
 
 @dataclass(frozen=True)
@@ -21,5 +21,5 @@ class OperatorContext:
     leader: Leader
     projects: ProjectNamespaces
     metrics: Metrics = field(default_factory=Metrics)
-    claims: Watched = field(default_factory=Watched)  # dataset PVCs
-    loaders: Watched = field(default_factory=Watched)  # loader Jobs
+    claims: Watched = field(default_factory=lambda: Watched(claim_part))  # dataset PVCs
+    loaders: Watched = field(default_factory=lambda: Watched(job_part))  # loader Jobs
