@@ -12,7 +12,8 @@
 #                      dataset loader throughput vs a plain copy (S3, GCS emulators); operator
 #                      memory and API requests at 1000 dataset PVCs
 #
-# PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x`.
+# PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x` (`PYTEST_ARGS=-n0`: one
+# process for the tiers that otherwise run on every core, see XDIST below).
 
 SHELL := /bin/bash
 PYTHON3 ?= python3
@@ -21,6 +22,9 @@ PY := $(VENV)/bin/python
 TIERS := unit local kube hub browser
 DEMO_PORT ?= 8000
 PYTEST_ARGS ?=
+# pytest-xdist per tier (empty: one process): the local tier's tests spread over every core. Unit stays one
+# process (each worker would spend ~12 s collecting for ~30 s of tests).
+XDIST.local := -n auto
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster
@@ -60,10 +64,10 @@ demo: $(VENV)/.stamp node_modules/.stamp
 	DEMO_PORT=$(DEMO_PORT) exec $(VENV)/bin/mlplatform demo
 
 test: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
-	@failed=""; \
+	@failed=""; $(foreach t,$(TIERS),xdist_$(t)='$(XDIST.$(t))';) \
 	for tier in $(TIERS); do \
-	  start=$$(date +%s); \
-	  $(PY) -m pytest -m $$tier $(PYTEST_ARGS); rc=$$?; \
+	  start=$$(date +%s); eval "xdist=\$$xdist_$$tier"; \
+	  $(PY) -m pytest -m $$tier $$xdist $(PYTEST_ARGS); rc=$$?; \
 	  echo "tier $$tier: $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	  [ $$rc -eq 0 ] || failed="$$failed $$tier(exit $$rc)"; \
 	done; \
@@ -73,7 +77,7 @@ test-unit: $(VENV)/.stamp
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
 test-local: $(VENV)/.stamp
-	$(PY) -m pytest -m local $(PYTEST_ARGS)
+	$(PY) -m pytest -m local $(XDIST.local) $(PYTEST_ARGS)
 
 test-kube: $(VENV)/.stamp $(CLUSTER)
 	$(PY) -m pytest -m kube $(PYTEST_ARGS)
