@@ -105,6 +105,9 @@ class DatasetController:
         self._backoff: dict[Key, float] = {}
         self._resync: asyncio.Task | None = None
         self._progress_budget = AsyncLimiter(self.settings.progress_reads, 1.0)
+        # (claim uid, load id, reason) of the condition this leader last wrote on each claim: an event
+        # whose copy of the claim predates that write does not make it write the same again
+        self._written: dict[Key, tuple[str, str | None, str]] = {}
 
     # -- entry points ---------------------------------------------------------------------------
 
@@ -180,6 +183,7 @@ class DatasetController:
         self._watchers.clear()
         self._retries.clear()
         self._backoff.clear()
+        self._written.clear()
 
     def forget(self, key: Key) -> None:
         self._stop_watch(key)
@@ -187,6 +191,7 @@ class DatasetController:
         if retry:
             retry.cancel()
         self._backoff.pop(key, None)
+        self._written.pop(key, None)
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
@@ -280,7 +285,8 @@ class DatasetController:
             if self.gates:
                 await self.gates.settled(ns)
             return None
-        if not current or cond is None or cond.get("reason") != ds.LOADING:
+        if (not current or cond is None or cond.get("reason") != ds.LOADING) and \
+                self._written.get(key) != (uid, spec.load_id, ds.LOADING):
             await self._set(pvc, spec.load_id, False, ds.LOADING, "waiting for the loader to start", {})
         self._start_watch(key, spec)
         return None
@@ -377,6 +383,7 @@ class DatasetController:
         if changes:
             await self.kube.request("PATCH", self._claim_path(ns, name), {"metadata": {"annotations": changes}},
                                     content_type=MERGE)
+        self._written[(ns, name)] = (pvc["metadata"]["uid"], load_id, reason)
         return changed
 
     async def _write_progress(self, spec: ds.DatasetSpec, message: str, progress: Mapping | None) -> None:
