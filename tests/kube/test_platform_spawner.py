@@ -173,7 +173,8 @@ async def test_awkward_names_get_valid_distinct_projects_and_pods(cluster, name)
 EXPECTED_VISION = {
     ("Namespace", "vision"), ("ServiceAccount", "mlplatform-runner"), ("Role", "mlplatform-project"),
     ("RoleBinding", "mlplatform-project"), ("ResourceQuota", "mlplatform-accelerators"),
-    ("ConfigMap", "mlplatform-catalog"), ("RoleBinding", "mlplatform-hub"), ("ResourceQuota", "mlplatform-resources"),
+    ("ConfigMap", "mlplatform-catalog"), ("RoleBinding", "mlplatform-hub"), ("RoleBinding", "mlplatform-operator"),
+    ("ResourceQuota", "mlplatform-resources"),
     ("LimitRange", "mlplatform-defaults"), ("NetworkPolicy", "mlplatform-default-deny"),
     ("NetworkPolicy", "mlplatform-notebooks"), ("NetworkPolicy", "mlplatform-jobs"),
     ("NetworkPolicy", "mlplatform-suggestions"), ("NetworkPolicy", "mlplatform-egress"),
