@@ -18,7 +18,7 @@ import pytest
 import requests
 
 from hub_ext.demo import DemoSecrets
-from hub_ext.tenancy import HUB_BINDING, ROLE
+from hub_ext.tenancy import HUB_BINDING, OPERATOR_BINDING, ROLE
 from tests.cluster.identities import hub_kubeconfig
 from tests.kube.platform_env import MANAGED, NODES, delete_projects, kube_hub_config
 
@@ -52,7 +52,7 @@ def leftovers(cluster) -> dict[str, list[str]]:
         for c in cluster.items("", "v1", "persistentvolumeclaims", ns):
             found["persistentvolumeclaims"].append(f"{ns}/{c['metadata']['name']}")
         for b in cluster.items("rbac.authorization.k8s.io", "v1", "rolebindings", ns):
-            if b["metadata"]["name"] not in (ROLE, HUB_BINDING):
+            if b["metadata"]["name"] not in (ROLE, HUB_BINDING, OPERATOR_BINDING):
                 found["rolebindings"].append(f"{ns}/{b['metadata']['name']}")
     return found
 

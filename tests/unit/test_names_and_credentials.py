@@ -71,7 +71,7 @@ def test_every_name_the_platform_makes_in_a_project_is_reserved():
     pod = KubeSpawner.pod_name_template.default_value.format(user_server="alice", username="alice")
     made = [tenancy.SERVICE_ACCOUNT, tenancy.ROLE, tenancy.QUOTA, tenancy.CATALOG_CONFIGMAP,
             tenancy.member_binding_name("bob"), pod, f"{pod}-hub-token", configmap_name("train-1")]
-    made += [getattr(tenancy, name) for name in ("HUB_BINDING", "RESOURCE_QUOTA", "LIMIT_RANGE")
+    made += [getattr(tenancy, name) for name in ("HUB_BINDING", "OPERATOR_BINDING", "RESOURCE_QUOTA", "LIMIT_RANGE")
              if hasattr(tenancy, name)]
     assert [n for n in made if not is_reserved(n)] == []
     assert RESERVED_PREFIXES == ("mlplatform-", "jupyter-") and RESERVED_SUFFIXES == ("-hub-token", "-package")
