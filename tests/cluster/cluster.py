@@ -8,9 +8,7 @@ hostPath PersistentVolumes (directories), and the fault proxy (`proxy.py`). Clie
 kubeconfigs through the proxy by default (`write_kubeconfig`), so faults, cut watches, forced 410s
 and the request log apply to them; `direct=True` bypasses it. Test controls are thread-safe.
 `kubelet()` starts an emulated kubelet (`kubelet.py`) on the cluster's loop; `reset()` stops every
-kubelet and clears faults and the request log between tests. `delete_namespaces()` deletes
-namespaces and returns once they are gone, doing the namespace controller's work without its
-5-second start delay.
+kubelet and clears faults and the request log between tests.
 """
 
 from __future__ import annotations
@@ -31,7 +29,6 @@ from .rest import ApiError, Rest
 
 HERE = pathlib.Path(__file__).resolve().parent
 CRD_DIR = HERE / "crds"
-NAMESPACE_CONTROLLER = "system:serviceaccount:kube-system:namespace-controller"
 
 
 def load_crds(directory: pathlib.Path = CRD_DIR) -> list[dict]:
@@ -173,148 +170,6 @@ class Cluster:
                 if e.status != 404:
                     raise
         self.run(delete())
-
-    # ---- namespaces -----------------------------------------------------------------------------
-    def delete_namespaces(self, names, timeout: float = 90) -> None:
-        """Delete the namespaces `names` and return once they are gone; TimeoutError naming what
-        is left in them after `timeout` seconds.
-
-        The namespace controller starts on a deleted namespace only 5 seconds after it sees the
-        deletion (a grace period for other API servers and etcd members to see it; there is one
-        of each here), which made every test that deletes projects wait that long. So this does
-        what the controller then does, at once and with the same rule: delete every namespaced
-        resource in the namespace (DELETE of each collection, as the controller), wait until none
-        is left (their finalizers honoured: a claim's pvc-protection finalizer still waits for its
-        pods), and only then drop the namespace's `kubernetes` finalizer (its finalize subresource),
-        which removes the namespace. Then it waits until the volumes of their claims (Delete
-        reclaim policy) are gone too. Something that never goes still fails the caller, naming it.
-        The controller keeps working on the same namespaces meanwhile; either may finish."""
-        names = list(names)
-        if names:
-            self.run(self._delete_namespaces(names, timeout), timeout + 30)
-
-    async def _delete_namespaces(self, names: list[str], timeout: float) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        for ns in names:
-            await self._delete_ignoring_missing(f"/api/v1/namespaces/{ns}")
-        # the content goes as the namespace controller's own identity (its RBAC; policies that
-        # let only it delete some objects of a deleted namespace, e.g. the platform's reserved
-        # ConfigMaps, let this do it too)
-        kubeconfig = self.cp.write_kubeconfig(self.dir / "namespace-controller.kubeconfig", user=NAMESPACE_CONTROLLER,
-                                              groups=("system:serviceaccounts", "system:serviceaccounts:kube-system"))
-        rest = Rest(kubeconfig)
-        try:
-            await self._empty_and_finalize(rest, names, deadline)
-        finally:
-            await rest.close()
-        # and their claims' volumes are gone (the PV controller released them, the provisioner
-        # deleted them): the next test starts on a cluster that has settled, and a volume left
-        # behind fails here as a namespace left behind does
-        while volumes := [pv["metadata"]["name"] for pv in (await self.rest.get("/api/v1/persistentvolumes"))["items"]
-                          if ((pv["spec"].get("claimRef") or {}).get("namespace") in names
-                              and pv["spec"].get("persistentVolumeReclaimPolicy") == "Delete")]:
-            if loop.time() > deadline:
-                raise TimeoutError(f"volumes of the deleted namespaces {names} still there: {volumes}")
-            await asyncio.sleep(0.1)
-
-    async def _empty_and_finalize(self, rest: Rest, names: list[str], deadline: float) -> None:
-        loop = asyncio.get_running_loop()
-        plurals = await self._namespaced_collections()
-        limit = asyncio.Semaphore(8)
-
-        async def call(method: str, path: str, **params) -> dict | None:
-            async with limit:
-                try:
-                    return await rest.request(method, path, params=params or None)
-                except ApiError as e:
-                    if e.status in (404, 405):
-                        return None
-                    raise
-
-        async def delete_all(ns: str, base: str, plural: str, by_collection: bool) -> None:
-            if by_collection:
-                await call("DELETE", f"{base}/namespaces/{ns}/{plural}")
-                return
-            listed = await call("GET", f"{base}/namespaces/{ns}/{plural}")
-            await asyncio.gather(*(call("DELETE", f"{base}/namespaces/{ns}/{plural}/{item['metadata']['name']}")
-                                   for item in (listed or {}).get("items") or []))
-
-        async def left_in(ns: str, collections: list) -> list:
-            """Delete what is in these collections of `ns`; the ones still holding something."""
-            await asyncio.gather(*(delete_all(ns, *c) for c in collections))
-            found = await asyncio.gather(*(call("GET", f"{base}/namespaces/{ns}/{plural}", limit="1")
-                                           for base, plural, _ in collections))
-            return [c for c, listed in zip(collections, found) if listed and listed.get("items")]
-
-        remaining = {ns: plurals for ns in names}
-        while remaining:
-            for ns, collections in zip(list(remaining), await asyncio.gather(*(left_in(ns, c)
-                                                                               for ns, c in remaining.items()))):
-                remaining[ns] = collections
-                if not collections and await self._finalize_namespace(rest, ns):
-                    del remaining[ns]
-            if not remaining:
-                return
-            if loop.time() > deadline:
-                raise TimeoutError("namespaces still terminating: " + "; ".join(
-                    f"{ns} (still holding {', '.join(p for _, p, _ in c) or 'its finalizers'})"
-                    for ns, c in remaining.items()))
-            await asyncio.sleep(0.1)
-
-    async def _delete_ignoring_missing(self, path: str) -> None:
-        try:
-            await self.rest.delete(path)
-        except ApiError as e:
-            if e.status != 404:
-                raise
-
-    async def _finalize_namespace(self, rest: Rest, ns: str) -> bool:
-        """Drop the `kubernetes` finalizer of an emptied, deleted namespace; True once it is gone."""
-        try:
-            obj = await rest.get(f"/api/v1/namespaces/{ns}")
-        except ApiError as e:
-            if e.status == 404:
-                return True
-            raise
-        if not obj["metadata"].get("deletionTimestamp"):
-            raise AssertionError(f"namespace {ns} was made again while it was being deleted")
-        finalizers = (obj.get("spec") or {}).get("finalizers") or []
-        if "kubernetes" in finalizers:
-            obj["spec"]["finalizers"] = [f for f in finalizers if f != "kubernetes"]
-            try:
-                await rest.put(f"/api/v1/namespaces/{ns}/finalize", obj)
-            except ApiError as e:
-                if e.status not in (404, 409):
-                    raise
-        try:
-            await rest.get(f"/api/v1/namespaces/{ns}")
-        except ApiError as e:
-            if e.status == 404:
-                return True
-            raise
-        return False  # other finalizers of its own (metadata.finalizers) are still there
-
-    async def _namespaced_collections(self) -> list[tuple[str, str, bool]]:
-        """(API path, plural, deletable by collection) of every namespaced resource that can be
-        listed and deleted, each in its group's preferred version among those that serve it (as
-        the namespace controller finds them: a group's versions may serve different resources,
-        e.g. kubeflow.org's v1 PyTorchJobs and v1beta1 Experiments)."""
-        lists = [("", "/api/v1", await self.rest.get("/api/v1"))]
-        paths = []
-        for g in (await self.rest.get("/apis"))["groups"]:
-            preferred = g["preferredVersion"]["groupVersion"]
-            paths += [(g["name"], f"/apis/{v}") for v in [preferred] + [v["groupVersion"] for v in g["versions"]
-                                                                       if v["groupVersion"] != preferred]]
-        lists += [(group, path, listed) for (group, path), listed
-                  in zip(paths, await asyncio.gather(*(self.rest.get(path) for _, path in paths)))]
-        found: dict[tuple[str, str], tuple[str, str, bool]] = {}
-        for group, path, listed in lists:
-            for r in listed["resources"]:
-                if (r["namespaced"] and "/" not in r["name"] and {"list", "delete"} <= set(r["verbs"])
-                        and (group, r["name"]) not in found):
-                    found[(group, r["name"])] = (path, r["name"], "deletecollection" in r["verbs"])
-        return list(found.values())
 
     # ---- the proxy's controls -------------------------------------------------------------------
     def inject_fault(self, method: str | None, path: str, status: int | None = 500, count: int = 1,
