@@ -79,7 +79,7 @@ test-unit: $(VENV)/.stamp
 test-local: $(VENV)/.stamp
 	$(PY) -m pytest -m local $(XDIST.local) $(PYTEST_ARGS)
 
-test-kube: $(VENV)/.stamp $(CLUSTER)
+test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 	$(PY) -m pytest -m kube $(PYTEST_ARGS)
 
 test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
