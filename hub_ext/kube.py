@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from typing import Any, AsyncIterator
 
 import aiohttp
@@ -36,6 +37,13 @@ from .errors import UpstreamError
 TRANSIENT = {429, 500, 502, 503, 504}
 # the Accept header that asks for an object's metadata only (a Secret's labels, never its data)
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"  # lists merged by their key (conditions by type)
+MERGE_PATCH = "application/merge-patch+json"
+
+
+def timestamp() -> str:
+    """Now, as Kubernetes writes a time (RFC 3339, UTC, seconds)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 # the API server's refusal when a webhook of `mlplatform operator` (helm-values/operator.yaml) fails
 _OPERATOR_HOOK = re.compile(r'failed calling webhook "([a-z0-9-]+)\.operator\.mlplatform\.io"')
 NOT_PROCESSED = {429, 503}

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Mapping
 
 import aiohttp
@@ -68,14 +67,12 @@ from aiolimiter import AsyncLimiter
 
 from ..datasets import dataset_label, is_dataset
 from ..errors import UserInputError
-from ..kube import Conflict, KubeError, METADATA_ONLY, NotFound
+from ..kube import MERGE_PATCH, METADATA_ONLY, STRATEGIC_MERGE, Conflict, KubeError, NotFound, timestamp
 from . import datasets as ds
 from .context import OperatorContext
 from .gate_keeper import GateKeeper
 
 log = logging.getLogger("mlplatform.operator.datasets")
-STRATEGIC = "application/strategic-merge-patch+json"
-MERGE = "application/merge-patch+json"
 TAIL_LINES = 3
 MAX_BACKOFF_S = 300.0
 CREDENTIAL_RETRY_S = 10.0
@@ -87,9 +84,6 @@ def dataset_label_filter(selector: str) -> dict:
     key, value = dataset_label(selector)
     return {key: value if "=" in selector else kopf.PRESENT}
 
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def _key(pvc: Mapping) -> Key:
@@ -369,11 +363,11 @@ class DatasetController:
         they change); whether the condition changed."""
         ns, name = _key(pvc)
         previous = ds.condition_of(pvc)
-        cond = ds.loaded_condition(status, reason, message, _now(), previous)
+        cond = ds.loaded_condition(status, reason, message, timestamp(), previous)
         changed = not ds.same_condition(previous, cond)
         if changed:
             await self.kube.request("PATCH", f"{self._claim_path(ns, name)}/status",
-                                    {"status": {"conditions": [cond]}}, content_type=STRATEGIC)
+                                    {"status": {"conditions": [cond]}}, content_type=STRATEGIC_MERGE)
         annotations = pvc["metadata"].get("annotations") or {}
         changes = {}
         if load_id is not None and annotations.get(ds.LOAD_ID_ANNOTATION) != load_id:
@@ -382,7 +376,7 @@ class DatasetController:
             changes[ds.PROGRESS_ANNOTATION] = ds.progress_annotation(progress)
         if changes:
             await self.kube.request("PATCH", self._claim_path(ns, name), {"metadata": {"annotations": changes}},
-                                    content_type=MERGE)
+                                    content_type=MERGE_PATCH)
         self._written[(ns, name)] = (pvc["metadata"]["uid"], load_id, reason)
         return changed
 
@@ -391,10 +385,10 @@ class DatasetController:
         the strategic merge keeps the fields not named)."""
         path = self._claim_path(spec.namespace, spec.name)
         cond = {"type": ds.LOADED, "status": "False", "reason": ds.LOADING, "message": message}
-        await self.kube.request("PATCH", f"{path}/status", {"status": {"conditions": [cond]}}, content_type=STRATEGIC)
+        await self.kube.request("PATCH", f"{path}/status", {"status": {"conditions": [cond]}}, content_type=STRATEGIC_MERGE)
         if progress is not None:
             await self.kube.request("PATCH", path, {"metadata": {"annotations": {
-                ds.PROGRESS_ANNOTATION: ds.progress_annotation(progress)}}}, content_type=MERGE)
+                ds.PROGRESS_ANNOTATION: ds.progress_annotation(progress)}}}, content_type=MERGE_PATCH)
 
     # -- tasks ------------------------------------------------------------------------------------
 

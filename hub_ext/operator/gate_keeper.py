@@ -21,24 +21,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Mapping
 
 import kopf
 
 from ..datasets import is_dataset
-from ..kube import Conflict, KubeError, NotFound
+from ..kube import STRATEGIC_MERGE, Conflict, KubeError, NotFound, timestamp
 from ..kube_mounts import dataset_state
 from . import admission, gates
 from . import datasets as ds
 from .context import OperatorContext
 
 log = logging.getLogger("mlplatform.operator.gates")
-STRATEGIC = "application/strategic-merge-patch+json"
 
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class GateKeeper:
@@ -90,13 +85,13 @@ class GateKeeper:
             action, failed = gates.verdict(states)
             if action == "release":
                 await self.kube.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", gates.release_patch(),
-                                        content_type=STRATEGIC)
+                                        content_type=STRATEGIC_MERGE)
                 log.info("pod %s/%s: its datasets are loaded (%s); let go", ns, name, ", ".join(states) or "none left")
                 self.ctx.metrics.inc("mlplatform_operator_dataset_gates_total", result="released")
                 return
             for claim in failed:
                 load_id = ((claims[claim]["metadata"].get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION, ""))
-                event = gates.failed_event(pod, claim, load_id, states[claim][1], _now())
+                event = gates.failed_event(pod, claim, load_id, states[claim][1], timestamp())
                 try:
                     await self.kube.request("POST", f"/api/v1/namespaces/{ns}/events", event)
                     log.info("pod %s/%s: held; the dataset %s failed to load", ns, name, claim)

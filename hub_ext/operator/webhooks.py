@@ -145,10 +145,8 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
     claimed = sorted(admission.claims(pod))
     loader = admission.loader_claim(pod, ds.LOADER_LABEL)
     reads = [_get(ctx, path_of("Secret", namespace, a.name), METADATA_ONLY) for a in asked] + \
-        [_known(ctx.claims, namespace, c) or _get(ctx, path_of("PersistentVolumeClaim", namespace, c))
-         for c in claimed] + \
-        ([_known(ctx.loaders, namespace, loader[0]) or _get(ctx, path_of("Job", namespace, loader[0]), METADATA_ONLY)]
-         if loader else [])
+        [_seen_or_get(ctx, ctx.claims, "PersistentVolumeClaim", namespace, c) for c in claimed] + \
+        ([_seen_or_get(ctx, ctx.loaders, "Job", namespace, loader[0], METADATA_ONLY)] if loader else [])
     found = await asyncio.gather(*reads)
     secrets, claims, job = found[:len(asked)], found[len(asked):len(asked) + len(claimed)], found[-1] if loader else None
     kinds = {a.name: None if m is None else ((m.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL, "")
@@ -161,15 +159,11 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
         admission.mount_ops(pod, asked, kinds, settings), sorted(datasets), sorted(waiting)
 
 
-def _known(watched: Watched, namespace: str, name: str):
-    """What a watch delivered of the object, as an awaitable (None: not delivered; read it)."""
+async def _seen_or_get(ctx: OperatorContext, watched: Watched, kind: str, namespace: str, name: str,
+                       accept: str = "application/json") -> dict | None:
+    """What a watch delivered of the object, else the object read now."""
     found = watched.get(namespace, name)
-    if found is None:
-        return None
-
-    async def known() -> dict:
-        return found
-    return known()
+    return found if found is not None else await _get(ctx, path_of(kind, namespace, name), accept)
 
 
 def _is_loader_job(job: dict | None, loader: tuple[str, str, str], claim: dict) -> bool:
