@@ -33,8 +33,9 @@ Google's rules, kept in the API's own JSON shape. Pure.
     carries it to every replica), refused as ``trainingInput``; every string is free of NUL and
     lone surrogates (`server_ext.jobs.schema`);
   - ``scheduling.maxRunningTime``: a positive Google duration (``7200s``, ``1.5s``);
-  - output-only fields (``state``, times, ``trainingOutput``, ``errorMessage``, ``etag``) are
-    refused on create (`parse_job(doc, create=True)`), accepted when reading back a stored job.
+  - output-only fields (``state``, times, ``trainingOutput``, ``errorMessage``, ``etag``, and the
+    platform's ``statusMessage``) are refused on create (`parse_job(doc, create=True)`), accepted
+    when reading back a stored job (``statusMessage`` then dropped: it is not Google's).
 - `kubernetes_name(job_id)`: a DNS-1123 label for the Kubernetes objects of a job, collision
   free: a lower-case id with ``_`` as ``-`` when that is lossless, else with a short hash of the
   exact jobId appended (``My_Job`` and ``my_job`` never meet); the jobId itself goes in the
@@ -62,8 +63,10 @@ JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 JOB_ID_ANNOTATION = "mlplatform.io/job-id"
+# the platform's own output beside ml.v1's: what a job waits for (`server_ext.jobs.kube.waiting`)
+PLATFORM_OUTPUT = ("statusMessage",)
 OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "errorMessage", "trainingOutput", "etag",
-               "jobPosition", "predictionOutput")
+               "jobPosition", "predictionOutput", *PLATFORM_OUTPUT)
 MAX_REPLICAS = 2**31 - 1
 MAX_ACCELERATORS = 64
 MAX_ARGS_BYTES = 64 * 1024
@@ -111,7 +114,8 @@ def parse_job(doc: Any, create: bool = True, *, shipped_package: bool = False) -
                     problems.add(key, "is output only: the service sets it")
         if "predictionInput" in doc:
             problems.add("predictionInput", "prediction jobs are not supported; submit a training job")
-        job = coerce(doc, "GoogleCloudMlV1__Job")  # a field of the wrong type stops here
+        job = coerce({k: v for k, v in doc.items() if k not in PLATFORM_OUTPUT},  # not in Google's schema
+                     "GoogleCloudMlV1__Job")  # a field of the wrong type stops here
         job_id = job.get("jobId")
         if not job_id:
             problems.add("jobId", "is required")

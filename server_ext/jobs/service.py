@@ -3,7 +3,9 @@
 
 - `create(user, project, submission)`: a `Submission` (`server_ext.jobs.submission`: the Job
   document as Google's API takes it, the package to build, the mounts), or a bare Job body. The
-  mounts are checked against what the project has (`hub_ext.mounts.choose_mounts`) and never echoed back.
+  mounts are checked against what the project has (`hub_ext.mounts.choose_mounts`) and never echoed back;
+  a dataset still loading is accepted by a backend whose pods are held until their datasets are
+  loaded (``holds_for_datasets``: Kubernetes, with the operator's webhook), refused by the others.
   The job is parsed and validated (`Submission.to_job`), planned (`plan.plan_job`) and only then
   submitted: before anything is created, every independent mistake of the body, the mounts and the
   plan is raised at once (`UserInputErrors`, one violation per field; a lone one as the
@@ -95,7 +97,7 @@ class JobService:
             job = problems.check(sub.to_job)
             available = await self.files(project) if mounts else Available()
             chosen = problems.check(_nested, "mounts", choose_mounts, available, list(mounts.credentials),
-                                    list(mounts.datasets), project)
+                                    list(mounts.datasets), project, getattr(self.backend, "holds_for_datasets", False))
             if job is not None:
                 settings = await self.settings_for(project, user) if self.settings_for else self.settings
                 plan = problems.check(plan_job, job, settings, project=project, owner=user,

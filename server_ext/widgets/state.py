@@ -85,7 +85,8 @@ def job_row(job: Mapping) -> dict:
             "kind": "job" if hp is None else "sweep", "labels": dict(job.get("labels") or {}),
             "createTime": epoch(job.get("createTime")), "startTime": epoch(job.get("startTime")),
             "endTime": epoch(job.get("endTime")), "accelerator": accelerator(ti), "machine": machine(ti),
-            "trials": trials, "error": (job.get("errorMessage") or "")[:ERROR_CHARS]}
+            "trials": trials, "error": (job.get("errorMessage") or "")[:ERROR_CHARS],
+            "waiting": (job.get("statusMessage") or "")[:ERROR_CHARS]}
 
 
 def tasks(job: Mapping) -> list[str]:

@@ -47,7 +47,11 @@ from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
 from hub_ext.mounts import Available, select
 from hub_ext.operator import datasets as ds
 from hub_ext.operator import gates
+from server_ext.jobs.kube.backend import KubeBackend
+from server_ext.jobs.service import JobService
+from server_ext.jobs.submission import Mounts, Submission
 from tests.cluster.identities import install_platform
+from tests.kube.job_env import PLAN_SETTINGS, SETTINGS as JOB_SETTINGS
 from tests.kube.operator_env import OperatorProcess, make_project, running_operator
 from tests.kube.platform_env import until
 from tests.local.object_stores import gcs_store, s3_store  # noqa: F401  (session fixtures: the real stores)
@@ -582,3 +586,59 @@ async def test_pods_that_mount_a_loading_dataset_are_held_until_it_is_loaded_the
     await until(lambda: job_pods(admin, ns, "late"), "the later Job's pod made")
     (late,) = await job_pods(admin, ns, "late")
     assert not gates.is_held(late) and gates.GATED_LABEL not in (late["metadata"].get("labels") or {})
+
+
+async def test_a_job_submitted_with_a_dataset_still_loading_waits_saying_so_then_reads_it_whole(
+        operator, project, s3_store, slow_s3):  # noqa: F811
+    """The platform's jobs service on Kubernetes accepts a dataset still loading (the webhook holds the
+    pods); `get` and `list` say what the job waits for, with the load's percentage, until it runs."""
+    admin, ns = operator.kube, project
+    prefix = f"queued-{uuid.uuid4().hex[:6]}"
+    objects = put_many(s3_store, prefix, 120)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    slow_s3.delay = 0.3  # 120 objects, 8 at a time: about 5 s of loading
+    await admin.create(dataset(ns, "shards", f"s3://{s3_store.bucket}/{prefix}", "s3-reader"))
+
+    async def files(_project: str) -> Available:
+        return Available(datasets=(dataset_from_pvc(await admin.get(claim_path(ns, "shards")), JOB_SETTINGS.mounts),))
+
+    async def projects(_user: str) -> list[str]:
+        return [ns]
+
+    backend = KubeBackend(admin, JOB_SETTINGS, poll_interval=0.1)
+    service = JobService(backend, PLAN_SETTINGS, projects, files)
+    body = {"jobId": "reads_shards", "trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+        "masterConfig": {"imageUri": "python:3.11-slim",
+                         "containerCommand": ["python", "-c", READ_ALL, "/datasets/shards"]}}}
+    try:
+        assert (await files(ns)).datasets[0].state == "loading"
+        job = await service.create("alice", ns, Submission(body, ns, mounts=Mounts(datasets=("shards",))))
+        assert job["jobId"] == "reads_shards"
+        seen: list[str] = []
+
+        async def told():
+            got = await service.get("alice", ns, "reads_shards")
+            if got.get("statusMessage"):
+                seen.append(got["statusMessage"])
+            return got.get("statusMessage")
+
+        await until(told, "the job says what it waits for")
+        assert re.fullmatch(r"waiting for the dataset 'shards' to finish loading \((\d+%|[^)]*)\)", seen[0]), seen
+        (listed,) = [j for j in await backend.list(ns) if j["jobId"] == "reads_shards"]
+        assert listed["statusMessage"].startswith("waiting for the dataset 'shards'")
+        assert listed["state"] in ("QUEUED", "PREPARING")
+
+        async def ended():
+            got = await service.get("alice", ns, "reads_shards")
+            seen.append(got.get("statusMessage") or "")
+            return got if got["state"] in ("SUCCEEDED", "FAILED") else None
+
+        await until(ended, "the job ran once the dataset was loaded", timeout=120)
+        final = await service.get("alice", ns, "reads_shards")
+        assert final["state"] == "SUCCEEDED" and "statusMessage" not in final, final
+        assert any(re.search(r"\(\d+%\)", s) for s in seen), seen  # the load's progress, as it went
+        lines = [line.text async for line in backend.logs(ns, "reads_shards")]
+        assert json.loads(lines[-1]) == {"files": 120, "sha256": digest(objects)}  # the whole of it
+    finally:
+        await backend.close()

@@ -39,6 +39,9 @@ Guarantees:
   `trial_metrics` reads a trial's series. A jobId is unique across jobs and sweeps of a project.
   The jobs a sweep's Trials own are not jobs of their own (they are read as that sweep's trials).
   Pods and their logs are read through `kube_pods`.
+- A job whose pods are held for datasets still loading (the operator's scheduling gate) carries
+  ``statusMessage`` (`waiting`: "waiting for the dataset 'x' to finish loading (42%)") in `get` and
+  `list`, from two more label-filtered watches per project: its held pods and its dataset PVCs.
 
 Request and response bodies are never logged.
 """
@@ -70,7 +73,9 @@ from .kubeflow import CONTAINER, KubeSettings, api_version, cancel_patch, job_ma
 from ..model import JOB_ID_ANNOTATION
 from .native_experiment import native_experiment
 from ..plan import JobPlan, task_name
-from .status import job_json
+from .status import FINAL as FINAL_STATES, job_json
+from . import waiting
+from hub_ext.operator.gates import GATED_LABEL
 
 log = logging.getLogger("mlplatform.jobs.kube")
 
@@ -89,15 +94,42 @@ class _Project:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     views: dict[str, tuple[str, dict]] = field(default_factory=dict)  # uid → (resourceVersion, job JSON)
     sweeps: kube_sweeps.Sweeps | None = None  # None: the cluster does not serve Katib
+    held: WatchCache | None = None  # the project's pods held for datasets (`waiting`)
+    datasets: WatchCache | None = None  # the project's dataset PVCs
+    source_annotation: str = ""
 
     def all_caches(self) -> list[WatchCache]:
-        return [*self.caches.values(), *(self.sweeps.caches() if self.sweeps else [])]
+        extra = [c for c in (self.held, self.datasets) if c is not None]
+        return [*self.caches.values(), *extra, *(self.sweeps.caches() if self.sweeps else [])]
+
+    def waiting(self) -> dict[str, str]:
+        """Job object name → its `waiting.status_message`, for the jobs with held pods."""
+        if self.held is None or self.datasets is None:
+            return {}
+        by_job = waiting.held_by_job(self.held.items())
+        if not by_job:
+            return {}
+        pvcs = {d["metadata"]["name"]: d for d in self.datasets.items()}
+        out = {}
+        for job, pods in by_job.items():
+            message = waiting.status_message(pods, pvcs, self.source_annotation)
+            if message:
+                out[job] = message
+        return out
+
+    def dataset_changed(self) -> None:
+        """A dataset's progress moves every second while it loads: a change for waiters only
+        while a job of the project is held."""
+        if self.held is not None and self.held.items():
+            self.pulse()
 
     def jobs(self) -> list[dict]:
         """Every job's JSON; an object's JSON is computed again only when its resourceVersion
         changed (a list of thousands of jobs then costs the filter, not thousands of conversions).
         The dicts are shared between calls: callers must not change them."""
         fresh: dict[str, tuple[str, dict]] = {}
+        out = []
+        messages = self.waiting()
         for cache in self.caches.values():
             for obj in cache.items():
                 if not _job_id(obj):
@@ -106,12 +138,31 @@ class _Project:
                 uid, rv = meta.get("uid") or f"{meta.get('namespace')}/{meta['name']}", meta.get("resourceVersion", "")
                 hit = self.views.get(uid)
                 fresh[uid] = hit if hit is not None and hit[0] == rv else (rv, job_json(obj))
+                out.append(with_waiting(fresh[uid][1], obj, messages))
         self.views = fresh
-        return [view for _, view in fresh.values()] + (self.sweeps.sweeps() if self.sweeps else [])
+        return out + (self.sweeps.sweeps() if self.sweeps else [])
 
     def pulse(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()
+
+
+def with_waiting(view: dict, obj: dict, messages: dict[str, str]) -> dict:
+    """`view` (the job JSON of `obj`), copied with its `waiting.FIELD` when `messages` (job object
+    name → words, `_Project.waiting`) has one for `obj` and it has not ended; views are shared and
+    stay unchanged."""
+    message = messages.get(obj["metadata"]["name"])
+    if not message or view.get("state") in FINAL_STATES:
+        return view
+    return {**view, waiting.FIELD: message}
+
+
+def _slim_pod(pod: dict) -> dict:
+    """What `waiting` reads of a held pod (its metadata and scheduling gates), not its spec."""
+    meta = pod.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
+                         if k in meta},
+            "spec": {"schedulingGates": (pod.get("spec") or {}).get("schedulingGates") or []}}
 
 
 def _typed(kind: str):
@@ -137,6 +188,11 @@ def tasks_of(kind: str, obj: dict) -> list[str]:
 
 
 class KubeBackend:
+    # a job's pods that mount a dataset still loading are held by the operator's webhook until it is
+    # loaded (`hub_ext.operator.gates`; its failurePolicy is Fail: no pod is made in a project while
+    # it is down), so the jobs service accepts such a dataset; `waiting` says so in statusMessage
+    holds_for_datasets = True
+
 
     def __init__(self, kube: Kube, settings: KubeSettings, *, watch_timeout: int = 300, load_timeout: float = 10,
                  poll_interval: float = 1.0, staging_env: Mapping[str, str] | None = None):
@@ -163,6 +219,13 @@ class KubeBackend:
                 caches[kind] = WatchCache(self.kube, resource_path(kind, project), label_selector=SELECTOR,
                                           watch_timeout=self.watch_timeout, on_change=p.pulse,
                                           transform=_typed(kind)).start()
+            mounts = self.settings.mounts
+            p.source_annotation = mounts.source_annotation
+            p.held = WatchCache(self.kube, f"/api/v1/namespaces/{project}/pods", label_selector=f"{GATED_LABEL}=true",
+                                watch_timeout=self.watch_timeout, on_change=p.pulse, transform=_slim_pod).start()
+            p.datasets = WatchCache(self.kube, f"/api/v1/namespaces/{project}/persistentvolumeclaims",
+                                    label_selector=mounts.dataset_label, watch_timeout=self.watch_timeout,
+                                    on_change=p.dataset_changed).start()
             if self._katib:
                 p.sweeps = kube_sweeps.open_sweeps(self.kube, project, SELECTOR, self.watch_timeout, p.pulse)
             log.info("project %s: watching its jobs%s", project, " and sweeps" if self._katib else "")
@@ -287,8 +350,8 @@ class KubeBackend:
         p, experiment = await self._sweep(project, job_id)
         if experiment is not None:
             return p.sweeps.json_of(experiment)
-        _, _, obj = await self._job(project, job_id)
-        return job_json(obj)
+        p, _, obj = await self._job(project, job_id)
+        return with_waiting(job_json(obj), obj, p.waiting())
 
     async def list(self, project: str) -> list[dict]:
         return (await self._project(project)).jobs()

@@ -8,6 +8,7 @@
 //   .mlp-status                             the `status` trait's problem line (hidden when "")
 //   .mlp-header .mlp-state.mlp-state-<S>    the job's state badge; .mlp-duration, .mlp-age ticking
 //   .mlp-job-error                          the job's errorMessage (hidden when "")
+//   .mlp-job-waiting                        what the job waits for, its statusMessage (hidden when "")
 //   ol.mlp-timeline > li.mlp-timeline-entry[data-state="<S>"]   one per state change, oldest
 //                                           first, with .mlp-state badge and time.mlp-time
 //   select.mlp-task                         the task whose log is shown (the `task` trait)
@@ -39,6 +40,7 @@ const CSS = `
   border-radius: 3px; padding: 2px 6px; cursor: pointer; }
 .mlp-job-detail button:disabled { cursor: default; opacity: 0.5; }
 .mlp-job-detail .mlp-status, .mlp-job-detail .mlp-job-error { color: var(--jp-error-color1, #d32f2f); }
+.mlp-job-detail .mlp-job-waiting { color: var(--jp-ui-font-color2, #616161); }
 .mlp-timeline { list-style: none; display: flex; flex-wrap: wrap; gap: 4px 14px; padding: 0; margin: 4px 0; }
 .mlp-timeline .mlp-time { margin-left: 4px; color: var(--jp-ui-font-color2, #616161); }
 .mlp-timeline .mlp-gap { margin-left: 4px; color: var(--jp-ui-font-color3, #9e9e9e); font-size: 0.9em; }
@@ -145,6 +147,7 @@ function render({ model, el }) {
   const duration = h("span", "mlp-duration");
   header.append(title, stateSlot, meta, age, duration);
   const jobError = h("div", "mlp-job-error");
+  const jobWaiting = h("div", "mlp-job-waiting");
   const timeline = h("ol", "mlp-timeline");
 
   const toolbar = h("div", "mlp-toolbar");
@@ -171,7 +174,7 @@ function render({ model, el }) {
   const log = h("div", "mlp-log");
   log.setAttribute("role", "log");
   const logEnd = h("div", "mlp-log-end");
-  root.append(status, header, jobError, timeline, toolbar, earlier, log, logEnd);
+  root.append(status, header, jobError, jobWaiting, timeline, toolbar, earlier, log, logEnd);
   el.appendChild(root);
 
   // ---- traits
@@ -187,6 +190,8 @@ function render({ model, el }) {
     meta.title = (job.args || []).join(" ");
     jobError.textContent = job.error || "";
     jobError.hidden = !job.error;
+    jobWaiting.textContent = job.waiting || "";
+    jobWaiting.hidden = !job.waiting;
     cancel.disabled = !job.state || FINAL.includes(job.state) || job.state === "CANCELLING";
     showTasks();
     tick();

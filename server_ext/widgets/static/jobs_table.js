@@ -15,7 +15,7 @@
 //   table.mlp-jobs-table                    the table; th[data-sort="<column>"] sorts
 //   tr.mlp-row[data-job-id="<id>"][data-state="<STATE>"]   one job; `hidden` when filtered out;
 //                                           .mlp-selected on the `selected` job; click/Enter selects
-//   td.mlp-job-id, .mlp-error, .mlp-kind, .mlp-labels (.mlp-label chips), .mlp-accelerator,
+//   td.mlp-job-id, .mlp-error, .mlp-waiting, .mlp-kind, .mlp-labels (.mlp-label chips), .mlp-accelerator,
 //   .mlp-machine, .mlp-age, .mlp-duration, .mlp-trial-count (sweeps: "3/10")   the cells
 //   .mlp-state.mlp-state-<STATE>            the state badge (also in JobDetail and SweepMonitor)
 //   .mlp-empty                              shown when no row is visible
@@ -51,6 +51,8 @@ const CSS = `
 .mlp-jobs-table tr.mlp-row:hover { background: var(--jp-layout-color2, #eeeeee); }
 .mlp-jobs-table tr.mlp-selected { background: var(--jp-brand-color3, #bbdefb); }
 .mlp-jobs .mlp-error { color: var(--jp-error-color1, #d32f2f); font-size: 0.9em; white-space: normal;
+  max-width: 40em; }
+.mlp-jobs .mlp-waiting { color: var(--jp-ui-font-color2, #616161); font-size: 0.9em; white-space: normal;
   max-width: 40em; }
 .mlp-label { display: inline-block; margin-right: 4px; padding: 0 4px; border-radius: 3px;
   background: var(--jp-layout-color2, #eeeeee); }
@@ -175,6 +177,10 @@ function render({ model, el }) {
       cells.error.hidden = !row.error;
       tr.title = row.error || "";
     }
+    if (has("waiting")) {
+      cells.waiting.textContent = row.waiting || "";
+      cells.waiting.hidden = !row.waiting;
+    }
     if (has("kind")) cells.kind.textContent = row.kind || "";
     if (has("labels")) {
       cells.labels.replaceChildren(...Object.entries(row.labels || {}).sort()
@@ -205,6 +211,8 @@ function render({ model, el }) {
     idCell.appendChild(h("span", "mlp-job-name", row.jobId));
     cells.error = h("div", "mlp-error");
     idCell.appendChild(cells.error);
+    cells.waiting = h("div", "mlp-waiting");
+    idCell.appendChild(cells.waiting);
     tr.appendChild(idCell);
     for (const [key] of COLUMNS.slice(1)) {
       const cls = { state: "mlp-state-cell", trials: "mlp-trial-count" }[key] || "mlp-" + key;

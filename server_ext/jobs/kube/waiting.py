@@ -1,0 +1,74 @@
+"""What a job is waiting for, in words: ``statusMessage``, the platform's field beside ``ml.v1``'s. Pure.
+
+The platform's pod webhook holds a pod that mounts a dataset not yet loaded (`hub_ext.operator.gates`:
+scheduling gate, label ``mlplatform.io/dataset-gated``, annotation naming the datasets), so a job
+submitted with a dataset still loading is accepted and simply starts later. Its state alone
+(QUEUED/PREPARING) would not say why; `status_message` says it from the job's held pods and the
+project's dataset PVCs:
+
+- loading: ``waiting for the dataset 'frames' to finish loading (42%)`` (the loader's progress,
+  `hub_ext.datasets.percent`; its condition's message when there is no percentage yet);
+- failed: ``waiting for the dataset 'frames', whose load failed: <the loader's reason>`` (the pod
+  stays held until a later load succeeds: the operator's rule);
+- gone: ``waiting for the dataset 'frames', which no longer exists``;
+- loaded, the gate not yet lifted: ``waiting for the dataset 'frames' (loaded; starting)``.
+
+Several datasets are told in name order, joined by ``; ``. A job that has ended, or has no held
+pod, has no message. `held_by_job` indexes held pods by the job's object name (the
+``mlplatform.io/job`` label every job pod carries).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+from hub_ext.datasets import percent, progress_of
+from hub_ext.kube_mounts import SOURCE, dataset_state
+from hub_ext.operator.gates import WAITING_ANNOTATION, is_held
+
+from .kubeflow import JOB_LABEL
+
+FIELD = "statusMessage"
+
+
+def held_by_job(pods: Iterable[Mapping]) -> dict[str, list[Mapping]]:
+    """Job object name → its pods that are held for datasets."""
+    out: dict[str, list[Mapping]] = {}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        job = (meta.get("labels") or {}).get(JOB_LABEL)
+        if job and is_held(pod):
+            out.setdefault(job, []).append(pod)
+    return out
+
+
+def waited_for(pods: Iterable[Mapping]) -> list[str]:
+    """The datasets the held `pods` wait for (their annotation), sorted, each once."""
+    names: set[str] = set()
+    for pod in pods:
+        text = ((pod.get("metadata") or {}).get("annotations") or {}).get(WAITING_ANNOTATION) or ""
+        names.update(n.strip() for n in text.split(",") if n.strip())
+    return sorted(names)
+
+
+def dataset_words(name: str, pvc: Mapping | None, source_annotation: str = SOURCE) -> str:
+    """One dataset's part of the message (see the module docstring)."""
+    if pvc is None or (pvc.get("metadata") or {}).get("deletionTimestamp"):
+        return f"waiting for the dataset {name!r}, which no longer exists"
+    state, message = dataset_state(dict(pvc), source_annotation)
+    if state == "failed":
+        return f"waiting for the dataset {name!r}, whose load failed" + (f": {message}" if message else "")
+    if state == "ready":
+        return f"waiting for the dataset {name!r} (loaded; starting)"
+    pct = percent(progress_of(pvc))
+    detail = f"{pct}%" if pct is not None else message
+    return f"waiting for the dataset {name!r} to finish loading" + (f" ({detail})" if detail else "")
+
+
+def status_message(held: Iterable[Mapping], pvcs: Mapping[str, Mapping],
+                   source_annotation: str = SOURCE) -> str | None:
+    """The words for a job whose held pods are `held`; `pvcs`: the project's dataset PVCs by name."""
+    names = waited_for(held)
+    if not names:
+        return None
+    return "; ".join(dataset_words(n, pvcs.get(n), source_annotation) for n in names)
