@@ -27,7 +27,7 @@ PYTEST_ARGS ?=
 XDIST.local := -n auto
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster
+.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension
 
 # The tests' Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd),
 # built from the Go module proxy by tests/cluster/build.sh; rebuilt only when its module changes.
@@ -44,12 +44,34 @@ venv: $(VENV)/.stamp
 $(VENV)/.stamp: pyproject.toml
 	$(PYTHON3) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	$(PY) -m pip install -e '.[test]'
+	SKIP_JUPYTER_BUILDER=1 $(PY) -m pip install -e '.[test]'  # the panel: $(LABEXT) below
 	touch $@
 
 # Project-local configurable-http-proxy (node_modules/.bin); updates package-lock.json.
 node_modules/.stamp: package.json
 	npm install --no-audit --no-fund
+	touch $@
+
+# The JupyterLab panel (labextension/): npm packages from its lockfile, then the prebuilt extension
+# in build/labextension (what the wheel carries: pyproject's shared-data), linked into the venv's
+# share/jupyter/labextensions (an editable install carries no shared data). Rebuilt when a source changes.
+LABEXT := $(VENV)/.labextension-stamp
+LABEXT_SRC := $(wildcard labextension/src/*.ts labextension/style/* labextension/schema/*.json) \
+	labextension/package.json labextension/tsconfig.json labextension/install.json
+labextension: $(LABEXT)
+
+labextension/node_modules/.stamp: labextension/package.json labextension/package-lock.json
+	cd labextension && nice -n 10 npm ci --no-audit --no-fund
+	touch $@
+
+build/labextension/package.json: labextension/node_modules/.stamp $(LABEXT_SRC)
+	cd labextension && nice -n 10 npm run build:prod
+	touch $@
+
+$(LABEXT): $(VENV)/.stamp build/labextension/package.json
+	mkdir -p $(VENV)/share/jupyter/labextensions
+	rm -rf $(VENV)/share/jupyter/labextensions/jupyterhub-mlplatform
+	ln -s $(CURDIR)/build/labextension $(VENV)/share/jupyter/labextensions/jupyterhub-mlplatform
 	touch $@
 
 # Debian's Chromium for the browser tier; installed only when missing.
@@ -60,10 +82,10 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y chromium; \
 	fi
 
-demo: $(VENV)/.stamp node_modules/.stamp
+demo: $(VENV)/.stamp node_modules/.stamp $(LABEXT)
 	DEMO_PORT=$(DEMO_PORT) exec $(VENV)/bin/mlplatform demo
 
-test: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
+test: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER)
 	@failed=""; $(foreach t,$(TIERS),xdist_$(t)='$(XDIST.$(t))';) \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); eval "xdist=\$$xdist_$$tier"; \
@@ -76,7 +98,7 @@ test: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
 test-unit: $(VENV)/.stamp
 	$(PY) -m pytest -m unit $(PYTEST_ARGS)
 
-test-local: $(VENV)/.stamp
+test-local: $(VENV)/.stamp $(LABEXT)
 	$(PY) -m pytest -m local $(XDIST.local) $(PYTEST_ARGS)
 
 test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
@@ -85,7 +107,7 @@ test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 	$(PY) -m pytest -m hub $(PYTEST_ARGS)
 
-test-browser: $(VENV)/.stamp node_modules/.stamp chromium $(CLUSTER)
+test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER)
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
 bench: $(VENV)/.stamp $(CLUSTER)

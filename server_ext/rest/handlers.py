@@ -11,6 +11,8 @@
     POST   …/jobs/{jobId}:cancel       cancel (empty body, answers ``{}`` as Google's does)
     GET    …/jobs/{jobId}/logs?task=&follow=true   Server-Sent Events (see `LogsHandler`)
     GET    …/jobs/{jobId}/trials/{trialId}/metrics   a sweep trial's metric series
+    GET    ml/v1/projects              the projects the user may use: ``{"projects": [{"name"}]}``
+                                       (the JupyterLab panel's project switcher)
 
 Every method is authenticated (the server's own identity provider: the hub's OAuth in a
 JupyterHub, a token otherwise) and authorized on the resource ``mlplatform``; the jobs service
@@ -122,6 +124,15 @@ class _Handler(ExtensionHandlerMixin, APIHandler):
 
     def json_body(self) -> Any:
         return inputs.json_body(self.request.body)
+
+
+class ProjectsHandler(_Handler):
+    @web.authenticated
+    @authorized("read")
+    async def get(self):
+        service = await self.service()
+        names = await service.projects(self.user)
+        self.finish(json.dumps({"projects": [{"name": n} for n in sorted(names)]}))
 
 
 class JobsHandler(_Handler):
@@ -336,6 +347,7 @@ def unmatched(method: str, path: str) -> Exception:
 _JOBS = r"/ml/v1/projects/(?P<project>[^/]+)/jobs"
 _JOB = _JOBS + r"/(?P<job_id>[A-Za-z][A-Za-z0-9_]*)"
 routes = [
+    (r"/ml/v1/projects", ProjectsHandler),
     (_JOBS, JobsHandler),
     (_JOB + r"(?::|%3[Aa])cancel", CancelHandler),  # some clients percent-encode the colon
     (_JOB + r"/logs", LogsHandler),

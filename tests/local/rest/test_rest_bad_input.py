@@ -188,7 +188,7 @@ def test_a_malformed_id_is_invalid_argument(raw, run, method, rest, field):
     ("GET", f"projects/{PROJECT}/jobs/"),
     ("GET", f"projects/{PROJECT}/models"),
     ("GET", f"projects/{PROJECT}"),
-    ("GET", "projects"),
+    ("GET", "projects/"),  # GET projects lists the user's projects (test_jobs_api)
     ("DELETE", f"projects/{PROJECT}/jobs/a"),
     ("GET", ""),
 ])

@@ -1,0 +1,227 @@
+/**
+ * Pure formatting of `ml.v1` jobs for the panel: states, times, accelerators, plain-words
+ * explanations, trial ordering. No DOM, no JupyterLab: unit tested in test/format.test.ts.
+ */
+
+export type JobState =
+  | 'STATE_UNSPECIFIED'
+  | 'QUEUED'
+  | 'PREPARING'
+  | 'RUNNING'
+  | 'SUCCEEDED'
+  | 'FAILED'
+  | 'CANCELLING'
+  | 'CANCELLED';
+
+export const STATES: JobState[] = [
+  'QUEUED',
+  'PREPARING',
+  'RUNNING',
+  'SUCCEEDED',
+  'FAILED',
+  'CANCELLING',
+  'CANCELLED'
+];
+
+/** The states a job can still leave (cancel is offered, logs may grow). */
+export const ACTIVE_STATES: ReadonlySet<string> = new Set([
+  'QUEUED',
+  'PREPARING',
+  'RUNNING',
+  'CANCELLING'
+]);
+
+export interface AcceleratorConfig {
+  type?: string;
+  count?: string | number;
+}
+
+export interface Trial {
+  trialId: string;
+  state?: string;
+  hyperparameters?: Record<string, string>;
+  finalMetric?: { trainingStep?: string; objectiveValue?: number };
+  startTime?: string;
+  endTime?: string;
+}
+
+export interface Job {
+  jobId: string;
+  state?: string;
+  createTime?: string;
+  startTime?: string;
+  endTime?: string;
+  errorMessage?: string;
+  labels?: Record<string, string>;
+  trainingInput?: {
+    scaleTier?: string;
+    masterType?: string;
+    masterConfig?: { acceleratorConfig?: AcceleratorConfig; imageUri?: string };
+    workerCount?: string | number;
+    workerConfig?: { acceleratorConfig?: AcceleratorConfig };
+    pythonModule?: string;
+    args?: string[];
+    hyperparameters?: {
+      goal?: string;
+      hyperparameterMetricTag?: string;
+      maxTrials?: number | string;
+      maxParallelTrials?: number | string;
+      params?: unknown[];
+    };
+    [key: string]: unknown;
+  };
+  trainingOutput?: {
+    trials?: Trial[];
+    completedTrialCount?: string | number;
+    isHyperparameterTuningJob?: boolean;
+    [key: string]: unknown;
+  };
+  [key: string]: unknown;
+}
+
+/** The job together with the project it lives in (the panel lists several projects at once). */
+export interface ProjectJob {
+  project: string;
+  job: Job;
+}
+
+export function isSweep(job: Job): boolean {
+  return (
+    !!job.trainingInput?.hyperparameters ||
+    !!job.trainingOutput?.isHyperparameterTuningJob
+  );
+}
+
+export function isActive(job: Job): boolean {
+  return ACTIVE_STATES.has(job.state ?? '');
+}
+
+/** "NVIDIA_A100_1G_5GB × 2", "CPU only" when the job asks for no accelerator. */
+export function accelerator(job: Job): string {
+  const cfg = job.trainingInput?.masterConfig?.acceleratorConfig;
+  if (!cfg || !cfg.type || String(cfg.type).endsWith('UNSPECIFIED')) {
+    return 'CPU only';
+  }
+  const count = Number(cfg.count ?? 1);
+  return count > 1 ? `${cfg.type} × ${count}` : String(cfg.type);
+}
+
+/** An RFC 3339 time as the user's local "YYYY-MM-DD HH:MM:SS"; "" for none or garbage. */
+export function formatTime(rfc3339: string | undefined): string {
+  if (!rfc3339) {
+    return '';
+  }
+  const t = new Date(rfc3339);
+  if (isNaN(t.getTime())) {
+    return '';
+  }
+  const p = (n: number) => String(n).padStart(2, '0');
+  return (
+    `${t.getFullYear()}-${p(t.getMonth() + 1)}-${p(t.getDate())} ` +
+    `${p(t.getHours())}:${p(t.getMinutes())}:${p(t.getSeconds())}`
+  );
+}
+
+/** A span of seconds as "45s", "3m 05s", "2h 03m", "1d 4h". */
+export function formatDuration(seconds: number): string {
+  if (!isFinite(seconds) || seconds < 0) {
+    return '';
+  }
+  const s = Math.floor(seconds);
+  const p = (n: number) => String(n).padStart(2, '0');
+  if (s < 60) {
+    return `${s}s`;
+  }
+  if (s < 3600) {
+    return `${Math.floor(s / 60)}m ${p(s % 60)}s`;
+  }
+  if (s < 86400) {
+    return `${Math.floor(s / 3600)}h ${p(Math.floor((s % 3600) / 60))}m`;
+  }
+  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+/** How long the job ran (until `now` while it runs); "" before it started. */
+export function runTime(job: Job, now: number = Date.now()): string {
+  if (!job.startTime) {
+    return '';
+  }
+  const start = Date.parse(job.startTime);
+  const end = job.endTime ? Date.parse(job.endTime) : now;
+  return formatDuration((end - start) / 1000);
+}
+
+/** The state in plain words, for the detail view and the badge's tooltip. */
+export function explainState(job: Job): string {
+  switch (job.state) {
+    case 'QUEUED':
+      return 'Waiting for its turn: the job is accepted and waits for capacity in its project.';
+    case 'PREPARING':
+      return 'Starting: its pods are being scheduled and its code and data fetched.';
+    case 'RUNNING':
+      return 'Running: the training code is executing.';
+    case 'SUCCEEDED':
+      return 'Finished: the training code ended without error.';
+    case 'FAILED':
+      return job.errorMessage
+        ? `Failed: ${job.errorMessage}`
+        : 'Failed: the training code or its environment ended with an error.';
+    case 'CANCELLING':
+      return 'Cancelling: its processes are being stopped.';
+    case 'CANCELLED':
+      return 'Cancelled: it was stopped before it finished.';
+    default:
+      return 'State not known yet.';
+  }
+}
+
+/** The badge's CSS modifier: one of running, waiting, ok, failed, stopped. */
+export function badgeKind(state: string | undefined): string {
+  switch (state) {
+    case 'RUNNING':
+      return 'running';
+    case 'QUEUED':
+    case 'PREPARING':
+      return 'waiting';
+    case 'SUCCEEDED':
+      return 'ok';
+    case 'FAILED':
+      return 'failed';
+    default:
+      return 'stopped';
+  }
+}
+
+/**
+ * A sweep's trials, best first: the finished ones with a metric by the goal (MAXIMIZE: highest
+ * first; MINIMIZE, the default: lowest first), then those without a metric in trial order.
+ */
+export function trialsBestFirst(job: Job): Trial[] {
+  const trials = [...(job.trainingOutput?.trials ?? [])];
+  const maximize = job.trainingInput?.hyperparameters?.goal === 'MAXIMIZE';
+  const value = (t: Trial): number | undefined => {
+    const v = t.finalMetric?.objectiveValue;
+    return typeof v === 'number' && isFinite(v) ? v : undefined;
+  };
+  return trials.sort((a, b) => {
+    const va = value(a);
+    const vb = value(b);
+    if (va !== undefined && vb !== undefined && va !== vb) {
+      return maximize ? vb - va : va - vb;
+    }
+    if (va !== undefined && vb === undefined) {
+      return -1;
+    }
+    if (va === undefined && vb !== undefined) {
+      return 1;
+    }
+    return Number(a.trialId) - Number(b.trialId);
+  });
+}
+
+/** The sweep's progress, "3 of 8 trials". */
+export function trialProgress(job: Job): string {
+  const done = Number(job.trainingOutput?.completedTrialCount ?? 0);
+  const max = job.trainingInput?.hyperparameters?.maxTrials;
+  return max !== undefined ? `${done} of ${Number(max)} trials` : `${done} trials`;
+}

@@ -1,0 +1,438 @@
+/**
+ * The side panel: the user's jobs and sweeps across their projects (a project switcher, a state
+ * and text filter), and one job's detail (spec, state in plain words, trials best first, the
+ * followed log, cancel). Plain DOM in a Lumino widget; every string through `trans.__`.
+ */
+
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { TranslationBundle } from '@jupyterlab/translation';
+import { Widget } from '@lumino/widgets';
+
+import * as api from './api';
+import {
+  Job,
+  STATES,
+  accelerator,
+  badgeKind,
+  explainState,
+  formatTime,
+  isActive,
+  isSweep,
+  runTime,
+  trialProgress,
+  trialsBestFirst
+} from './format';
+import { LogView } from './logview';
+import { JobsStore } from './store';
+
+export interface PanelOptions {
+  store: JobsStore;
+  trans: TranslationBundle;
+  logLines: () => number;
+  /** Called when the selection changes, to save it in the state DB. */
+  onSelect?: (sel: { project: string; jobId: string } | null) => void;
+}
+
+const ALL = '';
+
+function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  cls = '',
+  text = ''
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (cls) {
+    node.className = cls;
+  }
+  if (text) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+export class JobsPanel extends Widget {
+  private store: JobsStore;
+  private trans: TranslationBundle;
+  private opts: PanelOptions;
+  private project = ALL;
+  private projectSelect: HTMLSelectElement;
+  private stateSelect: HTMLSelectElement;
+  private textInput: HTMLInputElement;
+  private listNode: HTMLElement;
+  private emptyNode: HTMLElement;
+  private listView: HTMLElement;
+  private detailView: HTMLElement;
+  private detailKey = '';
+  private stopLog: (() => void) | null = null;
+  private logView: LogView | null = null;
+
+  constructor(opts: PanelOptions) {
+    super();
+    this.opts = opts;
+    this.store = opts.store;
+    this.trans = opts.trans;
+    const trans = this.trans;
+    this.addClass('mlp-panel');
+    this.id = 'mlplatform-jobs';
+    this.title.caption = trans.__('Training jobs');
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', trans.__('Training jobs'));
+
+    // the list view
+    this.listView = el('div', 'mlp-list-view');
+    const header = el('div', 'mlp-header');
+    const heading = el('h2', 'mlp-title', trans.__('Training jobs'));
+    const tools = el('div', 'mlp-tools');
+    this.projectSelect = el('select', 'mlp-project jp-mod-styled');
+    this.projectSelect.setAttribute('aria-label', trans.__('Project'));
+    this.projectSelect.addEventListener('change', () => {
+      this.project = this.projectSelect.value;
+      this.renderList();
+    });
+    this.stateSelect = el('select', 'mlp-state-filter jp-mod-styled');
+    this.stateSelect.setAttribute('aria-label', trans.__('Filter by state'));
+    const any = el('option', '', trans.__('Any state'));
+    any.value = '';
+    this.stateSelect.appendChild(any);
+    for (const s of STATES) {
+      const o = el('option', '', s);
+      o.value = s;
+      this.stateSelect.appendChild(o);
+    }
+    this.stateSelect.addEventListener('change', () =>
+      this.store.setFilter({ state: this.stateSelect.value })
+    );
+    this.textInput = el('input', 'mlp-text-filter jp-mod-styled');
+    this.textInput.type = 'search';
+    this.textInput.placeholder = trans.__('Filter jobs');
+    this.textInput.setAttribute('aria-label', trans.__('Filter jobs by text'));
+    this.textInput.addEventListener('input', () =>
+      this.store.setFilter({ text: this.textInput.value })
+    );
+    tools.append(this.projectSelect, this.stateSelect, this.textInput);
+    header.append(heading, tools);
+    this.listNode = el('ul', 'mlp-jobs-list');
+    this.listNode.setAttribute('role', 'listbox');
+    this.listNode.setAttribute('aria-label', trans.__('Jobs'));
+    this.listNode.addEventListener('keydown', e => this.onListKey(e));
+    this.emptyNode = el('p', 'mlp-empty');
+    this.emptyNode.setAttribute('aria-live', 'polite');
+    this.listView.append(header, this.listNode, this.emptyNode);
+
+    this.detailView = el('div', 'mlp-detail-view');
+    this.detailView.hidden = true;
+    this.node.append(this.listView, this.detailView);
+
+    this.store.onChange(() => this.render());
+    this.render();
+  }
+
+  dispose(): void {
+    this.stopLog?.();
+    super.dispose();
+  }
+
+  private render(): void {
+    this.renderProjects();
+    const sel = this.store.selected;
+    if (sel) {
+      this.renderDetail(sel.project, sel.jobId);
+    } else {
+      this.closeDetail();
+      this.renderList();
+    }
+  }
+
+  private renderProjects(): void {
+    const projects = this.store.projects;
+    const wanted = [ALL, ...projects];
+    const have = [...this.projectSelect.options].map(o => o.value);
+    if (JSON.stringify(have) === JSON.stringify(wanted)) {
+      return;
+    }
+    this.projectSelect.replaceChildren();
+    for (const p of wanted) {
+      const o = el('option', '', p === ALL ? this.trans.__('All projects') : p);
+      o.value = p;
+      this.projectSelect.appendChild(o);
+    }
+    this.projectSelect.value = wanted.includes(this.project) ? this.project : ALL;
+  }
+
+  /** Show one project (the default project setting) in the switcher. */
+  setProject(project: string): void {
+    this.project = project;
+    this.projectSelect.value = project;
+    this.renderList();
+  }
+
+  private renderList(): void {
+    const trans = this.trans;
+    const projects = this.project === ALL ? undefined : [this.project];
+    const rows = this.store.visible(projects);
+    const focused = (document.activeElement as HTMLElement | null)?.dataset?.key;
+    const frag = document.createDocumentFragment();
+    for (const { project, job } of rows) {
+      const li = el('li', 'mlp-row');
+      const key = `${project}/${job.jobId}`;
+      li.dataset.key = key;
+      li.dataset.jobId = job.jobId;
+      li.dataset.project = project;
+      li.dataset.state = job.state ?? '';
+      li.tabIndex = -1;
+      li.setAttribute('role', 'option');
+      li.setAttribute('aria-selected', 'false');
+      li.setAttribute(
+        'aria-label',
+        trans.__('%1 in %2: %3', job.jobId, project, job.state ?? '')
+      );
+      const top = el('div', 'mlp-row-top');
+      top.append(
+        this.badge(job),
+        el('span', 'mlp-row-id', job.jobId),
+        el('span', 'mlp-row-kind', isSweep(job) ? trans.__('sweep') : '')
+      );
+      const meta = el('div', 'mlp-row-meta');
+      const bits = [project, accelerator(job), formatTime(job.createTime)];
+      const ran = runTime(job);
+      if (ran) {
+        bits.push(trans.__('ran %1', ran));
+      }
+      meta.textContent = bits.filter(Boolean).join(' · ');
+      li.append(top, meta);
+      li.addEventListener('click', () => this.open(project, job.jobId));
+      frag.appendChild(li);
+    }
+    this.listNode.replaceChildren(frag);
+    const first = this.listNode.firstElementChild as HTMLElement | null;
+    if (first) {
+      first.tabIndex = 0;
+    }
+    if (focused) {
+      const again = this.listNode.querySelector<HTMLElement>(`[data-key="${CSS.escape(focused)}"]`);
+      if (again) {
+        this.listNode.querySelectorAll<HTMLElement>('.mlp-row').forEach(r => (r.tabIndex = -1));
+        again.tabIndex = 0;
+        again.focus();
+      }
+    }
+    const errors = this.store.projects.map(p => this.store.error(p)).filter(Boolean);
+    this.emptyNode.textContent = errors.length
+      ? errors.join(' ')
+      : rows.length
+        ? ''
+        : this.store.all().length
+          ? trans.__('No job matches the filter.')
+          : trans.__('No jobs yet. Submit one from a notebook, the CLI or the REST API.');
+  }
+
+  private onListKey(e: KeyboardEvent): void {
+    const rows = [...this.listNode.querySelectorAll<HTMLElement>('.mlp-row')];
+    const at = rows.indexOf(document.activeElement as HTMLElement);
+    let next = -1;
+    if (e.key === 'ArrowDown') {
+      next = Math.min(rows.length - 1, at + 1);
+    } else if (e.key === 'ArrowUp') {
+      next = Math.max(0, at - 1);
+    } else if (e.key === 'Home') {
+      next = 0;
+    } else if (e.key === 'End') {
+      next = rows.length - 1;
+    } else if ((e.key === 'Enter' || e.key === ' ') && at >= 0) {
+      e.preventDefault();
+      this.open(rows[at].dataset.project!, rows[at].dataset.jobId!);
+      return;
+    }
+    if (next >= 0 && rows[next]) {
+      e.preventDefault();
+      rows.forEach(r => (r.tabIndex = -1));
+      rows[next].tabIndex = 0;
+      rows[next].focus();
+    }
+  }
+
+  private badge(job: Job): HTMLElement {
+    const b = el('span', `mlp-badge mlp-badge-${badgeKind(job.state)}`, job.state ?? '?');
+    b.title = explainState(job);
+    return b;
+  }
+
+  open(project: string, jobId: string): void {
+    this.store.select(project, jobId);
+    this.opts.onSelect?.({ project, jobId });
+  }
+
+  back(): void {
+    const sel = this.store.selected;
+    this.store.select(null);
+    this.opts.onSelect?.(null);
+    if (sel) {
+      this.listNode.querySelector<HTMLElement>(`[data-key="${CSS.escape(`${sel.project}/${sel.jobId}`)}"]`)?.focus();
+    }
+  }
+
+  private closeDetail(): void {
+    this.stopLog?.();
+    this.stopLog = null;
+    this.logView = null;
+    this.detailKey = '';
+    this.detailView.hidden = true;
+    this.listView.hidden = false;
+  }
+
+  private renderDetail(project: string, jobId: string): void {
+    const trans = this.trans;
+    const job = this.store.job(project, jobId);
+    const key = `${project}/${jobId}`;
+    this.listView.hidden = true;
+    this.detailView.hidden = false;
+    if (this.detailKey !== key) {
+      this.closeDetail();
+      this.listView.hidden = true;
+      this.detailView.hidden = false;
+      this.detailKey = key;
+      this.detailView.replaceChildren();
+      const head = el('div', 'mlp-detail-head');
+      const back = el('button', 'mlp-back jp-mod-styled', trans.__('‹ All jobs'));
+      back.setAttribute('aria-label', trans.__('Back to all jobs'));
+      back.addEventListener('click', () => this.back());
+      const title = el('h2', 'mlp-detail-title', jobId);
+      const cancel = el('button', 'mlp-cancel jp-mod-styled jp-mod-warn', trans.__('Cancel job'));
+      cancel.setAttribute('aria-label', trans.__('Cancel job %1', jobId));
+      cancel.addEventListener('click', () => void this.cancel(project, jobId));
+      head.append(back, title, cancel);
+      const summary = el('div', 'mlp-detail-summary');
+      summary.setAttribute('aria-live', 'polite');
+      const trials = el('div', 'mlp-trials');
+      const spec = el('details', 'mlp-spec');
+      spec.append(el('summary', '', trans.__('Specification')), el('pre', 'mlp-spec-json'));
+      this.detailView.append(head, summary, trials, spec);
+      if (!job || !isSweep(job)) {
+        const logHead = el('h3', 'mlp-log-title', trans.__('Log (master-replica-0)'));
+        this.logView = new LogView(
+          Math.max(100, this.opts.logLines()),
+          trans,
+          api.logUrl(project, jobId, 'master-replica-0', false)
+        );
+        this.detailView.append(logHead, this.logView.node);
+        const view = this.logView;
+        this.stopLog = api.followLog(
+          project,
+          jobId,
+          'master-replica-0',
+          lines => view.append(lines),
+          () => {
+            void api.getJob(project, jobId).then(j => this.store.putJob(project, j)).catch(() => undefined);
+          },
+          message => view.setStatus(message)
+        );
+      }
+      back.focus();
+    }
+    this.fillDetail(project, jobId, job);
+  }
+
+  private fillDetail(project: string, jobId: string, job: Job | undefined): void {
+    const trans = this.trans;
+    const summary = this.detailView.querySelector('.mlp-detail-summary')!;
+    const cancel = this.detailView.querySelector<HTMLButtonElement>('.mlp-cancel')!;
+    if (!job) {
+      summary.textContent = trans.__('Loading…');
+      cancel.disabled = true;
+      return;
+    }
+    cancel.disabled = !isActive(job) || job.state === 'CANCELLING';
+    const dl = el('dl', 'mlp-facts');
+    const fact = (term: string, value: string | Node) => {
+      if (!value) {
+        return;
+      }
+      dl.append(el('dt', '', term));
+      const dd = el('dd');
+      dd.append(value);
+      dl.append(dd);
+    };
+    const state = el('span');
+    state.append(this.badge(job), ' ', explainState(job));
+    fact(trans.__('State'), state);
+    fact(trans.__('Project'), project);
+    fact(trans.__('Accelerator'), accelerator(job));
+    fact(trans.__('Created'), formatTime(job.createTime));
+    fact(trans.__('Started'), formatTime(job.startTime));
+    fact(trans.__('Ended'), formatTime(job.endTime));
+    fact(trans.__('Ran for'), runTime(job));
+    if (isSweep(job)) {
+      fact(trans.__('Trials'), trialProgress(job));
+    }
+    summary.replaceChildren(dl);
+    this.detailView.querySelector('.mlp-spec-json')!.textContent = JSON.stringify(
+      job.trainingInput ?? {},
+      null,
+      2
+    );
+    const trials = this.detailView.querySelector('.mlp-trials')!;
+    if (isSweep(job)) {
+      trials.replaceChildren(this.trialsTable(job));
+    }
+    void jobId;
+  }
+
+  private trialsTable(job: Job): HTMLElement {
+    const trans = this.trans;
+    const rows = trialsBestFirst(job);
+    const params = [...new Set(rows.flatMap(t => Object.keys(t.hyperparameters ?? {})))].sort();
+    const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
+    const table = el('table', 'mlp-trials-table');
+    table.append(el('caption', '', trans.__('Trials, best first')));
+    const head = el('tr');
+    for (const h of [trans.__('Trial'), trans.__('State'), metric, ...params]) {
+      const th = el('th', '', h);
+      th.scope = 'col';
+      head.append(th);
+    }
+    table.append(el('thead'));
+    table.tHead!.append(head);
+    const body = el('tbody');
+    for (const t of rows) {
+      const tr = el('tr', 'mlp-trial');
+      tr.dataset.trialId = t.trialId;
+      const v = t.finalMetric?.objectiveValue;
+      for (const cell of [
+        t.trialId,
+        t.state ?? '',
+        typeof v === 'number' ? String(Number(v.toPrecision(6))) : '',
+        ...params.map(p => t.hyperparameters?.[p] ?? '')
+      ]) {
+        tr.append(el('td', '', cell));
+      }
+      body.append(tr);
+    }
+    table.append(body);
+    return table;
+  }
+
+  private async cancel(project: string, jobId: string): Promise<void> {
+    const trans = this.trans;
+    const answer = await showDialog({
+      title: trans.__('Cancel job %1?', jobId),
+      body: trans.__('Its processes are stopped and it ends as CANCELLED. This cannot be undone.'),
+      buttons: [
+        Dialog.cancelButton({ label: trans.__('Keep running') }),
+        Dialog.warnButton({ label: trans.__('Cancel job') })
+      ]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+    try {
+      await api.cancelJob(project, jobId);
+      this.store.putJob(project, await api.getJob(project, jobId));
+    } catch (e) {
+      await showDialog({
+        title: trans.__('Could not cancel %1', jobId),
+        body: String((e as Error).message ?? e),
+        buttons: [Dialog.okButton()]
+      });
+    }
+  }
+}

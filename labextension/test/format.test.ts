@@ -1,0 +1,102 @@
+import { describe, expect, it } from 'vitest';
+
+import {
+  Job,
+  accelerator,
+  badgeKind,
+  explainState,
+  formatDuration,
+  formatTime,
+  isActive,
+  isSweep,
+  runTime,
+  trialProgress,
+  trialsBestFirst
+} from '../src/format';
+
+const job = (extra: Partial<Job> = {}): Job => ({ jobId: 'j1', state: 'RUNNING', ...extra });
+
+describe('accelerator', () => {
+  it.each([
+    [{}, 'CPU only'],
+    [{ masterConfig: { acceleratorConfig: { type: 'ACCELERATOR_TYPE_UNSPECIFIED' } } }, 'CPU only'],
+    [{ masterConfig: { acceleratorConfig: { type: 'NVIDIA_A100_1G_5GB', count: '1' } } }, 'NVIDIA_A100_1G_5GB'],
+    [{ masterConfig: { acceleratorConfig: { type: 'NVIDIA_TESLA_T4', count: 2 } } }, 'NVIDIA_TESLA_T4 × 2']
+  ])('%j → %s', (input, shown) => {
+    expect(accelerator(job({ trainingInput: input }))).toBe(shown);
+  });
+});
+
+describe('times', () => {
+  it('formats an RFC 3339 time in local time, nothing for none or garbage', () => {
+    const t = '2026-03-04T05:06:07Z';
+    const d = new Date(t);
+    expect(formatTime(t)).toMatch(/^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:07$/);
+    expect(formatTime(t).slice(0, 4)).toBe(String(d.getFullYear()));
+    expect(formatTime(undefined)).toBe('');
+    expect(formatTime('yesterday')).toBe('');
+  });
+
+  it.each([
+    [0, '0s'],
+    [59.9, '59s'],
+    [65, '1m 05s'],
+    [3600 * 2 + 180, '2h 03m'],
+    [86400 + 4 * 3600, '1d 4h'],
+    [-1, ''],
+    [NaN, '']
+  ])('duration %s → %s', (s, shown) => {
+    expect(formatDuration(s)).toBe(shown);
+  });
+
+  it('runs until the end, or until now while running; nothing before the start', () => {
+    const start = '2026-01-01T00:00:00Z';
+    expect(runTime(job({ startTime: start, endTime: '2026-01-01T00:01:30Z' }))).toBe('1m 30s');
+    expect(runTime(job({ startTime: start }), Date.parse(start) + 10_000)).toBe('10s');
+    expect(runTime(job())).toBe('');
+  });
+});
+
+describe('states', () => {
+  it.each([
+    ['RUNNING', 'running', true],
+    ['QUEUED', 'waiting', true],
+    ['PREPARING', 'waiting', true],
+    ['CANCELLING', 'stopped', true],
+    ['SUCCEEDED', 'ok', false],
+    ['FAILED', 'failed', false],
+    ['CANCELLED', 'stopped', false]
+  ])('%s: badge %s, active %s', (state, kind, active) => {
+    expect(badgeKind(state)).toBe(kind);
+    expect(isActive(job({ state }))).toBe(active);
+    expect(explainState(job({ state }))).not.toBe('State not known yet.');
+  });
+
+  it('explains a failure with the server message', () => {
+    expect(explainState(job({ state: 'FAILED', errorMessage: 'exit code 3' }))).toBe('Failed: exit code 3');
+    expect(explainState(job({ state: undefined }))).toBe('State not known yet.');
+  });
+});
+
+describe('sweeps', () => {
+  const trials = [
+    { trialId: '1', finalMetric: { objectiveValue: 0.5 } },
+    { trialId: '2' },
+    { trialId: '3', finalMetric: { objectiveValue: 0.9 } },
+    { trialId: '4', finalMetric: { objectiveValue: 0.1 } }
+  ];
+
+  it('orders trials best first by the goal, those without a metric last', () => {
+    const max = job({ trainingInput: { hyperparameters: { goal: 'MAXIMIZE', maxTrials: 4 } }, trainingOutput: { trials } });
+    const min = job({ trainingInput: { hyperparameters: { goal: 'MINIMIZE' } }, trainingOutput: { trials } });
+    expect(trialsBestFirst(max).map(t => t.trialId)).toEqual(['3', '1', '4', '2']);
+    expect(trialsBestFirst(min).map(t => t.trialId)).toEqual(['4', '1', '3', '2']);
+    expect(isSweep(max)).toBe(true);
+    expect(isSweep(job())).toBe(false);
+  });
+
+  it('says the progress', () => {
+    const s = job({ trainingInput: { hyperparameters: { maxTrials: 8 } }, trainingOutput: { completedTrialCount: '3' } });
+    expect(trialProgress(s)).toBe('3 of 8 trials');
+  });
+});

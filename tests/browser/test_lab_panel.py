@@ -1,0 +1,156 @@
+"""The "Training jobs" side panel (labextension/) in a real JupyterLab (`tests.harness.lab`, the
+platform's server extension on the local job backend) and Debian's Chromium.
+
+- The extension loads from where the wheel puts it (``share/jupyter/labextensions``; the venv links
+  the `make` build there) with no request off this machine.
+- Opened from the command palette, the panel lists a job submitted through the REST API, follows it
+  to SUCCEEDED, and its detail view follows the log to the last line; the status bar counts the
+  running job meanwhile.
+- Cancel asks for confirmation, then the job ends CANCELLED.
+- Reloading the page brings back the open panel and the selected job (layout restorer, state DB).
+- axe-core (from labextension/node_modules, injected from disk) finds no serious or critical
+  violation in the panel, in its list and its detail view.
+Screenshots go to the test's tmp dir and to the artifacts (`tests.harness.browser.screenshot`).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.harness.browser import screenshot
+from tests.harness.lab import NotebookServer
+from tests.harness.notebook_ui import console_errors, copy_trainer, non_loopback_requests, serving
+
+pytestmark = pytest.mark.browser
+
+AXE = ROOT / "labextension" / "node_modules" / "axe-core" / "axe.min.js"
+PANEL = "#mlplatform-jobs"
+
+
+@pytest.fixture
+def lab(tmp_path, request):
+    server = NotebookServer(tmp_path / "lab", app="lab")
+    server.root.mkdir(parents=True)
+    copy_trainer(server.root)
+    with serving(server.start(), request):
+        yield server
+
+
+def submit(lab, job_id: str, *args: str) -> None:
+    body = {"jobId": job_id, "trainingInput": {"scaleTier": "BASIC", "pythonModule": "trainer.task",
+                                               "packageUris": [(lab.root / "trainer" / "trainer").as_uri()],
+                                               "args": list(args)}}
+    r = lab.api("POST", f"ml/v1/projects/{lab.project}/jobs", json=body)
+    assert r.status_code == 200, r.text
+
+
+def shoot(page, tmp_path, name: str) -> None:
+    page.screenshot(path=str(tmp_path / f"{name}.png"))
+    screenshot(page, f"lab_panel-{name}")
+
+
+def open_panel(page, lab) -> None:
+    page.goto(f"{lab.url}lab?token={lab.token}")
+    page.locator(".jp-LabShell").wait_for(timeout=120_000)
+    page.keyboard.press("Control+Shift+c")
+    page.locator("#command-palette .lm-CommandPalette-input").fill("Training jobs")
+    page.keyboard.press("Enter")
+    page.locator(PANEL).wait_for(state="visible")
+
+
+def row(page, job_id: str):
+    return page.locator(f'{PANEL} li.mlp-row[data-job-id="{job_id}"]')
+
+
+def axe_violations(page) -> list[dict]:
+    page.add_script_tag(path=str(AXE))
+    found = page.evaluate("""async (sel) => {
+        const r = await axe.run(document.querySelector(sel), {resultTypes: ['violations']});
+        return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                       nodes: v.nodes.map(n => n.target.join(' '))}));
+    }""", PANEL)
+    return [v for v in found if v["impact"] in ("serious", "critical")]
+
+
+def test_the_panel_lists_follows_and_cancels_jobs(lab, browser_page, tmp_path):
+    page = browser_page
+    offsite = non_loopback_requests(page.context)
+    errors = console_errors(page)
+    open_panel(page, lab)
+    assert page.locator(f"{PANEL} .mlp-empty").inner_text().startswith("No jobs yet")
+
+    # a job submitted elsewhere appears, runs (the status bar counts it), and finishes
+    submit(lab, "panel_job", "--epochs=20", "--sleep=1")
+    row(page, "panel_job").wait_for(timeout=20_000)
+    page.locator(".mlp-status", has_text="1 job running").wait_for(timeout=30_000)
+    row(page, "panel_job").click()
+    detail = page.locator(f"{PANEL} .mlp-detail-view")
+    detail.locator(".mlp-detail-title", has_text="panel_job").wait_for()
+    detail.locator(".mlp-log-line").first.wait_for(timeout=30_000)
+    shoot(page, tmp_path, "detail-running")
+    detail.locator(".mlp-badge", has_text="SUCCEEDED").wait_for(timeout=60_000)
+    log = detail.locator(".mlp-log-viewport")
+    lines = lab.api("GET", f"ml/v1/projects/{lab.project}/jobs/panel_job/logs").text.count("\ndata: ")
+    page.wait_for_function("([sel, n]) => document.querySelector(sel).textContent.startsWith(n + ' lines')",
+                           arg=[f"{PANEL} .mlp-log-status", lines - 1], timeout=20_000)  # less the end event
+    last = log.locator(".mlp-log-line").last.inner_text()
+    assert "epoch" in last.lower() or last, last
+    assert detail.locator(".mlp-cancel").is_disabled()
+    assert axe_violations(page) == []
+
+    # the search finds a line; the download link is the whole log, not followed
+    detail.locator(".mlp-log-search").fill("epoch")
+    assert "matches" in detail.locator(".mlp-log-status").inner_text()
+    href = detail.locator(".mlp-log-download").get_attribute("href")
+    assert "follow=false" in href and "panel_job/logs" in href
+
+    # reload: the panel is open again on the same job
+    page.reload()
+    page.locator(f"{PANEL} .mlp-detail-title", has_text="panel_job").wait_for(timeout=120_000)
+
+    # cancel, with confirmation
+    page.locator(f"{PANEL} .mlp-back").click()
+    submit(lab, "to_cancel", "--epochs=100", "--sleep=1")
+    row(page, "to_cancel").wait_for(timeout=20_000)
+    row(page, "to_cancel").focus()
+    page.keyboard.press("Enter")
+    cancel = page.locator(f"{PANEL} .mlp-cancel")
+    page.wait_for_function("(sel) => !document.querySelector(sel).disabled", arg=f"{PANEL} .mlp-cancel")
+    cancel.click()
+    dialog = page.locator(".jp-Dialog")
+    dialog.wait_for()
+    shoot(page, tmp_path, "cancel-dialog")
+    dialog.locator("button.jp-mod-warn").click()
+    page.locator(f"{PANEL} .mlp-detail-view .mlp-badge", has_text="CANCELLED").wait_for(timeout=60_000)
+    assert lab.api("GET", f"ml/v1/projects/{lab.project}/jobs/to_cancel").json()["state"] == "CANCELLED"
+
+    # the list: filters, keyboard, accessibility
+    page.locator(f"{PANEL} .mlp-back").click()
+    page.locator(f"{PANEL} .mlp-state-filter").select_option("CANCELLED")
+    assert [e.get_attribute("data-job-id") for e in page.locator(f"{PANEL} li.mlp-row").all()] == ["to_cancel"]
+    page.locator(f"{PANEL} .mlp-state-filter").select_option("")
+    page.locator(f"{PANEL} .mlp-text-filter").fill("panel")
+    assert [e.get_attribute("data-job-id") for e in page.locator(f"{PANEL} li.mlp-row").all()] == ["panel_job"]
+    page.locator(f"{PANEL} .mlp-text-filter").fill("")
+    shoot(page, tmp_path, "list")
+    assert axe_violations(page) == []
+    assert offsite == [], f"requests off this machine: {offsite}"
+    assert not [e for e in errors if "mlplatform" in e.lower()], errors
+
+
+def test_the_extension_is_installed_enabled_and_ok(lab):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"], capture_output=True, text=True,
+                         env=lab.environment(), check=True)
+    text = out.stdout + out.stderr
+    line = next((ln for ln in text.splitlines() if "jupyterhub-mlplatform" in ln), "")
+    assert "enabled" in line and "OK" in line, text
+    settings = lab.api("GET", "lab/api/settings/jupyterhub-mlplatform:plugin")
+    assert settings.status_code == 200, settings.text
+    schema = settings.json()["schema"]["properties"]
+    assert {"refresh", "defaultProject", "logLines"} <= set(schema), json.dumps(schema)
