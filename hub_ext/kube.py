@@ -4,7 +4,8 @@ the API's failures become the platform's exceptions.
 
 Guarantees: transient failures (429, 5xx, timeouts, dropped connections) are retried a few times
 with a short backoff, except that a POST is retried only when the server said it did nothing
-(429, 503), so a create that timed out is never sent twice. What still fails is raised as a
+(429, 503, or a 403 "status unknown for quota": a new project's quota not yet counted, waited for
+up to 10 s), so a create that timed out is never sent twice. What still fails is raised as a
 `KubeError` (an `UpstreamError`: HTTP 502 at a face, its `reason` safe to show), by kind:
 
     KubeError        any other refusal; ``code`` the API's HTTP status, ``body`` its answer (never logged)
@@ -47,6 +48,11 @@ def timestamp() -> str:
 # the API server's refusal when a webhook of `mlplatform operator` (helm-values/operator.yaml) fails
 _OPERATOR_HOOK = re.compile(r'failed calling webhook "([a-z0-9-]+)\.operator\.mlplatform\.io"')
 NOT_PROCESSED = {429, 503}
+# A ResourceQuota made moments ago (a new project's) has no usage counted yet, and until the quota
+# controller counts it the API server refuses every create it governs with 403 "status unknown for
+# quota" — nothing was done, so a POST too is sent again, every QUOTA_PENDING_POLL s, a while.
+_QUOTA_PENDING = "status unknown for quota"
+QUOTA_PENDING_POLL, QUOTA_PENDING_TRIES = 0.5, 20
 _VERBS = {"GET": "read", "POST": "create in", "PUT": "replace", "PATCH": "change", "DELETE": "delete"}
 
 _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ResourceQuota": "resourcequotas",
@@ -173,7 +179,9 @@ class Kube:
         object's metadata only)."""
         retry_on = NOT_PROCESSED if method == "POST" else TRANSIENT
         action = f"{_VERBS.get(method, method)} {path}"
-        for attempt in range(self.retries + 1):
+        quota_waits = 0
+        attempt = 0
+        while True:
             try:
                 return await self.api_client.call_api(
                     path, method, query_params=list((query or {}).items()), body=body,
@@ -181,6 +189,10 @@ class Kube:
                     auth_settings=["BearerToken"], response_types_map={200: "object", 201: "object", 202: "object"},
                     _return_http_data_only=True, _request_timeout=timeout or self.timeout)
             except ApiException as e:
+                if e.status == 403 and _QUOTA_PENDING in str(e.body or "") and quota_waits < QUOTA_PENDING_TRIES:
+                    quota_waits += 1  # refused before anything was done: a new quota not yet counted
+                    await asyncio.sleep(QUOTA_PENDING_POLL)
+                    continue
                 if e.status not in retry_on or attempt == self.retries:
                     raise error_of(e.status, e.reason, e.body, action) from None
             except (asyncio.TimeoutError, aiohttp.ClientError) as e:
@@ -190,6 +202,7 @@ class Kube:
                     raise Unavailable(0, f"the Kubernetes API could not be reached ({type(e).__name__})", "",
                                       action) from None
             await asyncio.sleep(self.backoff * (2 ** attempt))
+            attempt += 1
 
     async def get(self, path: str) -> dict | None:
         try:

@@ -107,6 +107,28 @@ async def test_transient_answers_are_retried_then_unavailable():
     assert await Kube(answers, backoff=0).get("/api/v1/namespaces/p/pods/x") == {"kind": "Pod"}
 
 
+async def test_a_create_refused_by_a_quota_not_yet_counted_is_sent_again(monkeypatch):
+    """A new project's ResourceQuota: until the quota controller has counted it, the API server
+    refuses creates it governs (nothing done), so the POST is sent again; another 403 is not."""
+    import hub_ext.kube as kube_module
+    monkeypatch.setattr(kube_module, "QUOTA_PENDING_POLL", 0)
+    pending = refused(403, "Forbidden", 'tfjobs.kubeflow.org "j" is forbidden: status unknown for quota: '
+                                        "mlplatform-resources, resources: count/tfjobs.kubeflow.org")
+    answers = Answers(pending, pending, {"kind": "TFJob"})
+    assert await Kube(answers, backoff=0).request("POST", "/apis/kubeflow.org/v1/namespaces/p/tfjobs", {}) == \
+        {"kind": "TFJob"}
+    assert len(answers.calls) == 3
+    answers = Answers(*[pending] * (kube_module.QUOTA_PENDING_TRIES + 1))
+    with pytest.raises(Forbidden):  # not for ever
+        await Kube(answers, backoff=0).request("POST", "/apis/kubeflow.org/v1/namespaces/p/tfjobs", {})
+    assert len(answers.calls) == kube_module.QUOTA_PENDING_TRIES + 1
+    exceeded = refused(403, "Forbidden", 'pods "x" is forbidden: exceeded quota: q, requested: pods=1')
+    answers = Answers(exceeded, {"kind": "Pod"})
+    with pytest.raises(Forbidden):
+        await Kube(answers, backoff=0).request("POST", "/api/v1/namespaces/p/pods", {})
+    assert len(answers.calls) == 1
+
+
 async def test_a_timeout_is_unavailable_with_no_code_and_a_post_is_not_sent_twice():
     answers = Answers(asyncio.TimeoutError(), {"kind": "ConfigMap"})
     with pytest.raises(Unavailable) as caught:
