@@ -61,6 +61,7 @@ from .hub_catalog import HubCatalog
 from .hub_files import HubFiles
 from .projects import HubProjects, StaticProjects
 from .rest.handlers import routes
+from .rest.submit_form import routes as submit_form_routes
 
 
 class MLPlatformApp(ExtensionApp):
@@ -163,7 +164,7 @@ class MLPlatformApp(ExtensionApp):
         self._service_lock = asyncio.Lock()
 
     def initialize_handlers(self):
-        self.handlers.extend(routes)
+        self.handlers.extend([*submit_form_routes, *routes])  # before routes' last, catch-all NotFoundHandler
 
     def _project_source(self):
         api, token = os.environ.get("JUPYTERHUB_API_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")

@@ -176,3 +176,27 @@ export async function projectsList(): Promise<string[]> {
   const body = await request(URLExt.join(settings().baseUrl, 'ml/v1/projects'));
   return (body.projects ?? []).map((p: { name: string }) => p.name);
 }
+
+export interface SubmitFormChoices {
+  scaleTiers: string[];
+  maxAccelerators: number;
+  accelerators: { value: string; label: string; most: number }[];
+  notes: string[];
+  credentials: string[];
+  datasets: string[];
+  projects: string[];
+  fields: Record<string, string>;
+}
+
+/** The notebook widget's submit form for `project` (`GET …/submitForm`). */
+export async function submitFormChoices(project: string): Promise<SubmitFormChoices> {
+  return request(URLExt.join(settings().baseUrl, 'ml/v1/projects', encodeURIComponent(project), 'submitForm'));
+}
+
+/** Submit the form's values as the widget does (`POST …/submitForm`): the new job. */
+export async function submitForm(project: string, values: unknown): Promise<Job> {
+  return request(URLExt.join(settings().baseUrl, 'ml/v1/projects', encodeURIComponent(project), 'submitForm'), {
+    method: 'POST',
+    body: JSON.stringify(values)
+  });
+}

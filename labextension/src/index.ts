@@ -9,6 +9,8 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { IFileBrowserFactory } from '@jupyterlab/filebrowser';
+import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { IStateDB } from '@jupyterlab/statedb';
 import { IStatusBar } from '@jupyterlab/statusbar';
@@ -19,10 +21,13 @@ import { Widget } from '@lumino/widgets';
 import * as api from './api';
 import { JobsPanel } from './panel';
 import { JobsStore } from './store';
+import { SubmitForm } from './submit';
+import { valuesForPath } from './submitvalues';
 
 const PLUGIN_ID = 'jupyterhub-mlplatform:plugin';
 const STATE_KEY = 'jupyterhub-mlplatform:selection';
 const COMMAND = 'mlplatform:open-jobs';
+const SUBMIT = 'mlplatform:submit-job';
 
 const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
 <path class="jp-icon3" fill="#616161" d="M4 4h16v4H4zm0 6h10v4H4zm0 6h16v4H4zm12-6h4v4h-4z"/></svg>`;
@@ -121,7 +126,16 @@ const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description: 'Training jobs and sweeps of jupyterhub-mlplatform in a side panel',
   autoStart: true,
-  optional: [ICommandPalette, ILayoutRestorer, ISettingRegistry, IStateDB, IStatusBar, ITranslator],
+  optional: [
+    ICommandPalette,
+    ILayoutRestorer,
+    ISettingRegistry,
+    IStateDB,
+    IStatusBar,
+    ITranslator,
+    IFileBrowserFactory,
+    ILauncher
+  ],
   activate: async (
     app: JupyterFrontEnd,
     palette: ICommandPalette | null,
@@ -129,7 +143,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     registry: ISettingRegistry | null,
     stateDB: IStateDB | null,
     statusBar: IStatusBar | null,
-    translator: ITranslator | null
+    translator: ITranslator | null,
+    browsers: IFileBrowserFactory | null,
+    launcher: ILauncher | null
   ) => {
     const trans = (translator ?? nullTranslator).load('jupyterhub_mlplatform');
     let settings: Settings = { ...DEFAULTS };
@@ -176,6 +192,48 @@ const plugin: JupyterFrontEndPlugin<void> = {
     }
     const poller = new Poller(store, () => settings);
     poller.start();
+
+    // "Submit as training job": the notebook widget's form (the server's), from a file's context
+    // menu, an open document's, the palette and the launcher
+    const pathFor = (args: { path?: unknown }): string => {
+      if (typeof args.path === 'string') {
+        return args.path;
+      }
+      const item = browsers?.tracker.currentWidget?.selectedItems().next();
+      if (item && !item.done && item.value && app.contextMenuHitTest(n => n.classList.contains('jp-DirListing-item'))) {
+        return item.value.path;
+      }
+      const current = app.shell.currentWidget as unknown as { context?: { path?: string } } | null;
+      return current?.context?.path ?? '';
+    };
+    app.commands.addCommand(SUBMIT, {
+      label: trans.__('Submit as training job…'),
+      caption: trans.__('Submit this code as a training job (the notebook widget\'s form)'),
+      icon: jobsIcon,
+      execute: async args => {
+        let projects: string[] = [];
+        try {
+          projects = await api.projectsList();
+        } catch {
+          projects = store.projects;
+        }
+        if (settings.defaultProject && projects.includes(settings.defaultProject)) {
+          projects = [settings.defaultProject, ...projects.filter(p => p !== settings.defaultProject)];
+        }
+        const form = new SubmitForm(trans, projects, valuesForPath(pathFor(args as { path?: unknown })), (project, jobId) => {
+          poller.now();
+          app.shell.activateById(panel.id);
+          panel.open(project, jobId);
+        });
+        app.shell.add(form, 'main');
+        app.shell.activateById(form.id);
+      }
+    });
+    palette?.addItem({ command: SUBMIT, category: trans.__('Training') });
+    app.contextMenu.addItem({ command: SUBMIT, selector: '.jp-DirListing-item[data-isdir="false"]', rank: 20 });
+    app.contextMenu.addItem({ command: SUBMIT, selector: '.jp-Notebook', rank: 20 });
+    app.contextMenu.addItem({ command: SUBMIT, selector: '.jp-FileEditor', rank: 20 });
+    launcher?.add({ command: SUBMIT, category: trans.__('Other'), rank: 50 });
     if (stateDB) {
       void app.restored.then(async () => {
         const saved = (await stateDB.fetch(STATE_KEY)) as { project?: string; jobId?: string } | undefined;
