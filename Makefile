@@ -8,6 +8,7 @@
 #   make bench         benchmarks: spawn cost on the real API server, PlatformSpawner vs KubeSpawner;
 #                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script;
 #                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail);
+#                      submit → first log line in the JupyterLab panel beside the widget (P9);
 #                      the operator's webhook latency under 50 concurrent creations beside none;
 #                      dataset loader throughput vs a plain copy (S3, GCS emulators); operator
 #                      memory and API requests at 1000 dataset PVCs
@@ -110,7 +111,7 @@ test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER)
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
-bench: $(VENV)/.stamp $(CLUSTER)
+bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium
 	$(PY) -m tests.bench.spawn --spawns 64
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
 	$(PY) -m tests.bench.sweep_status --trials 1000 --calls 200 --changes 50
@@ -120,6 +121,7 @@ bench: $(VENV)/.stamp $(CLUSTER)
 	$(PY) -m tests.bench.widget_traffic --jobs 10 --seconds 20 --mb 100
 	$(PY) -m tests.bench.login_ready --rounds 5
 	$(PY) -m tests.bench.submit_first_log --rounds 10
+	$(PY) -m tests.bench.panel_first_log --rounds 10 --skip-directory-uri
 	$(PY) -m tests.bench.operator_webhooks --pods 50 --rounds 3
 	$(PY) -m tests.bench.dataset_loader --objects 1000 --mb 100 --rounds 3
 	$(PY) -m tests.bench.operator_datasets --pvcs 1000
