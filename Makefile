@@ -26,6 +26,9 @@ PYTEST_ARGS ?=
 # pytest-xdist per tier (empty: one process): the local tier's tests spread over every core. Unit stays one
 # process (each worker would spend ~12 s collecting for ~30 s of tests).
 XDIST.local := -n auto
+# The hub tier too (each worker starts its own control plane, hub and servers, so at most 4 of them):
+# 532 s in one process on the quiet 2-core machine; 331 s and 459 s in two while helpers ran builds.
+XDIST.hub := -n auto --maxprocesses 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension
@@ -106,7 +109,7 @@ test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 	$(PY) -m pytest -m kube $(PYTEST_ARGS)
 
 test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
-	$(PY) -m pytest -m hub $(PYTEST_ARGS)
+	$(PY) -m pytest -m hub $(XDIST.hub) $(PYTEST_ARGS)
 
 test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER)
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
