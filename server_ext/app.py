@@ -62,6 +62,7 @@ from .hub_files import HubFiles
 from .projects import HubProjects, StaticProjects
 from .rest.handlers import routes
 from .rest.submit_form import routes as submit_form_routes
+from .rest.watch import routes as watch_routes
 
 
 class MLPlatformApp(ExtensionApp):
@@ -164,7 +165,7 @@ class MLPlatformApp(ExtensionApp):
         self._service_lock = asyncio.Lock()
 
     def initialize_handlers(self):
-        self.handlers.extend([*submit_form_routes, *routes])  # before routes' last, catch-all NotFoundHandler
+        self.handlers.extend([*submit_form_routes, *watch_routes, *routes])  # before routes' last, catch-all NotFoundHandler
 
     def _project_source(self):
         api, token = os.environ.get("JUPYTERHUB_API_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")

@@ -200,3 +200,61 @@ export async function submitForm(project: string, values: unknown): Promise<Job>
     body: JSON.stringify(values)
   });
 }
+
+/**
+ * Watch `project`'s job listing (`GET …/jobs:watch`, SSE): `onJobs` gets the whole listing at once
+ * and whenever it changes. Returns a stop function; `onFail` is told when the stream cannot be had
+ * (an older server answers 404) or ended with an error, so the caller can fall back to reading.
+ */
+export function watchJobs(
+  project: string,
+  onJobs: (jobs: Job[]) => void,
+  onFail: (message: string, status: number) => void
+): () => void {
+  const abort = new AbortController();
+  const run = async () => {
+    const parser = new SSEParser();
+    try {
+      const url = URLExt.join(settings().baseUrl, 'ml/v1/projects', encodeURIComponent(project), 'jobs:watch');
+      const response = await ServerConnection.makeRequest(
+        url,
+        { headers: { Accept: 'text/event-stream' }, signal: abort.signal },
+        settings()
+      );
+      if (!response.ok || !response.body) {
+        let message = response.statusText;
+        try {
+          message = JSON.parse(await response.text()).error.message;
+        } catch {
+          // not JSON
+        }
+        onFail(message, response.status);
+        return;
+      }
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) {
+          break;
+        }
+        for (const ev of parser.push(value)) {
+          if (ev.event === 'jobs') {
+            onJobs(JSON.parse(ev.data).jobs ?? []);
+          } else if (ev.event === 'error') {
+            onFail(JSON.parse(ev.data).message, 0);
+            return;
+          }
+        }
+      }
+      if (!abort.signal.aborted) {
+        onFail('the stream ended', 0);
+      }
+    } catch (e) {
+      if (!abort.signal.aborted) {
+        onFail(String((e as Error).message ?? e), 0);
+      }
+    }
+  };
+  void run();
+  return () => abort.abort();
+}

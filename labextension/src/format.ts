@@ -225,3 +225,67 @@ export function trialProgress(job: Job): string {
   const max = job.trainingInput?.hyperparameters?.maxTrials;
   return max !== undefined ? `${done} of ${Number(max)} trials` : `${done} trials`;
 }
+
+/** One point of a sweep's plot: a finished trial's objective, and the best so far. */
+export interface PlotPoint {
+  trial: number;
+  value: number;
+  best: number;
+}
+
+/**
+ * The sweep's plot, in trial order: each trial with a finite objective, and the best objective
+ * so far by the goal (MAXIMIZE: highest; else lowest). It grows as trials finish.
+ */
+export function plotPoints(job: Job): PlotPoint[] {
+  const maximize = job.trainingInput?.hyperparameters?.goal === 'MAXIMIZE';
+  const trials = [...(job.trainingOutput?.trials ?? [])].sort(
+    (a, b) => Number(a.trialId) - Number(b.trialId)
+  );
+  const out: PlotPoint[] = [];
+  let best: number | undefined;
+  for (const t of trials) {
+    const v = t.finalMetric?.objectiveValue;
+    if (typeof v !== 'number' || !isFinite(v)) {
+      continue;
+    }
+    best = best === undefined ? v : maximize ? Math.max(best, v) : Math.min(best, v);
+    out.push({ trial: Number(t.trialId), value: v, best });
+  }
+  return out;
+}
+
+/**
+ * Trials sorted by a column: 'trial', 'state', 'metric' or a hyperparameter's name; numbers as
+ * numbers, empty values last either way. `column` '' is best first (`trialsBestFirst`).
+ */
+export function sortTrials(job: Job, column: string, descending: boolean): Trial[] {
+  if (!column) {
+    return trialsBestFirst(job);
+  }
+  const cell = (t: Trial): string | number | undefined => {
+    const raw =
+      column === 'trial'
+        ? t.trialId
+        : column === 'state'
+          ? t.state
+          : column === 'metric'
+            ? t.finalMetric?.objectiveValue
+            : t.hyperparameters?.[column];
+    if (raw === undefined || raw === null || raw === '') {
+      return undefined;
+    }
+    const n = Number(raw);
+    return typeof raw === 'number' || (String(raw).trim() !== '' && !isNaN(n)) ? n : String(raw);
+  };
+  return [...(job.trainingOutput?.trials ?? [])].sort((a, b) => {
+    const x = cell(a);
+    const y = cell(b);
+    if (x === undefined || y === undefined) {
+      return x === y ? Number(a.trialId) - Number(b.trialId) : x === undefined ? 1 : -1;
+    }
+    const c =
+      typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y));
+    return (descending ? -c : c) || Number(a.trialId) - Number(b.trialId);
+  });
+}

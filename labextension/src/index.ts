@@ -42,59 +42,99 @@ interface Settings {
 
 const DEFAULTS: Settings = { refresh: 5, defaultProject: '', logLines: 10000 };
 
-/** Lists the projects now and then, and each project's jobs every `refresh` seconds: one request
- * per project, never one per row (a job's log is a stream of its own). */
-class Poller {
-  private timer: number | undefined;
-  private projects: string[] = [];
-  private projectsAt = 0;
+/**
+ * Keeps the store current: the user's projects read now and then, and one `…/jobs:watch` stream
+ * per project (the server sends the listing whenever it changes: no polling per row, nor per
+ * project). A stream that fails is started again after a pause (reading the list once meanwhile);
+ * a server without the stream (404) is read every `refresh` seconds instead.
+ */
+class Watcher {
+  private streams = new Map<string, () => void>();
+  private timers = new Map<string, number>();
+  private projectsTimer: number | undefined;
   private stopped = false;
 
   constructor(private store: JobsStore, private settings: () => Settings) {}
 
   start(): void {
-    void this.tick();
+    void this.projects();
   }
 
   stop(): void {
     this.stopped = true;
-    window.clearTimeout(this.timer);
+    window.clearTimeout(this.projectsTimer);
+    this.streams.forEach(stop => stop());
+    this.timers.forEach(t => window.clearTimeout(t));
   }
 
-  /** List again now (after a submit, say). */
+  /** Read every project's list now (after a submit, say). */
   now(): void {
-    window.clearTimeout(this.timer);
-    void this.tick();
+    for (const p of this.streams.keys()) {
+      void this.read(p);
+    }
   }
 
-  private async tick(): Promise<void> {
+  private async projects(): Promise<void> {
     try {
-      if (!this.projects.length || Date.now() - this.projectsAt > 60_000) {
-        const body = await api.projectsList();
-        this.projects = body;
-        this.projectsAt = Date.now();
-        for (const gone of this.store.projects.filter(p => !body.includes(p))) {
-          this.store.removeProject(gone);
-        }
+      const projects = await api.projectsList();
+      for (const gone of [...this.streams.keys()].filter(p => !projects.includes(p))) {
+        this.streams.get(gone)?.();
+        this.streams.delete(gone);
+        window.clearTimeout(this.timers.get(gone));
+        this.store.removeProject(gone);
       }
-      await Promise.all(
-        this.projects.map(async p => {
-          try {
-            this.store.setJobs(p, await api.listJobs(p));
-          } catch (e) {
-            this.store.setError(p, `${p}: ${(e as Error).message}`);
-          }
-        })
-      );
+      for (const p of projects.filter(p => !this.streams.has(p))) {
+        this.watch(p, 0);
+      }
     } catch (e) {
       console.warn('mlplatform: could not list projects', e);
     }
     if (!this.stopped) {
-      const every = Math.max(1, this.settings().refresh) * 1000;
-      // hidden tab: slower; nothing can change by itself: slower still
-      const factor = document.visibilityState === 'hidden' ? 6 : this.store.active ? 1 : 2;
-      this.timer = window.setTimeout(() => void this.tick(), every * factor);
+      this.projectsTimer = window.setTimeout(() => void this.projects(), 60_000);
     }
+  }
+
+  private async read(project: string): Promise<void> {
+    try {
+      this.store.setJobs(project, await api.listJobs(project));
+    } catch (e) {
+      this.store.setError(project, `${project}: ${(e as Error).message}`);
+    }
+  }
+
+  private watch(project: string, failures: number): void {
+    const stop = api.watchJobs(
+      project,
+      jobs => {
+        failures = 0;
+        this.store.setJobs(project, jobs);
+      },
+      (message, status) => {
+        if (this.stopped || !this.streams.has(project)) {
+          return;
+        }
+        if (status === 404) {
+          this.poll(project);
+          return;
+        }
+        if (status) {
+          this.store.setError(project, `${project}: ${message}`);
+        }
+        const pause = Math.min(30_000, 1000 * 2 ** Math.min(failures, 5));
+        void this.read(project);
+        this.timers.set(project, window.setTimeout(() => this.watch(project, failures + 1), pause));
+      }
+    );
+    this.streams.set(project, stop);
+  }
+
+  private poll(project: string): void {
+    void this.read(project).then(() => {
+      if (!this.stopped && this.streams.has(project)) {
+        const every = Math.max(1, this.settings().refresh) * 1000;
+        this.timers.set(project, window.setTimeout(() => this.poll(project), every));
+      }
+    });
   }
 }
 
@@ -190,7 +230,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         rank: 5
       });
     }
-    const poller = new Poller(store, () => settings);
+    const poller = new Watcher(store, () => settings);
     poller.start();
 
     // "Submit as training job": the notebook widget's form (the server's), from a file's context

@@ -18,9 +18,10 @@ import {
   formatTime,
   isActive,
   isSweep,
+  plotPoints,
   runTime,
-  trialProgress,
-  trialsBestFirst
+  sortTrials,
+  trialProgress
 } from './format';
 import { LogView } from './logview';
 import { JobsStore } from './store';
@@ -65,6 +66,7 @@ export class JobsPanel extends Widget {
   private detailKey = '';
   private stopLog: (() => void) | null = null;
   private logView: LogView | null = null;
+  private trialSort = { column: '', descending: false };
 
   constructor(opts: PanelOptions) {
     super();
@@ -288,6 +290,7 @@ export class JobsPanel extends Widget {
     this.detailView.hidden = false;
     if (this.detailKey !== key) {
       this.closeDetail();
+      this.trialSort = { column: '', descending: false };
       this.listView.hidden = true;
       this.detailView.hidden = false;
       this.detailKey = key;
@@ -372,22 +375,102 @@ export class JobsPanel extends Widget {
     );
     const trials = this.detailView.querySelector('.mlp-trials')!;
     if (isSweep(job)) {
-      trials.replaceChildren(this.trialsTable(job));
+      const scroll = el('div', 'mlp-trials-scroll');
+      scroll.append(this.trialsTable(job));
+      trials.replaceChildren(this.plot(job), scroll);
     }
     void jobId;
   }
 
+  /** Each finished trial's objective in trial order, and the best so far: an SVG that grows. */
+  private plot(job: Job): Element {
+    const trans = this.trans;
+    const points = plotPoints(job);
+    const figure = el('figure', 'mlp-plot');
+    const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
+    const caption = el('figcaption', '', trans.__('%1 by trial (line: best so far)', metric));
+    figure.append(caption);
+    const ns = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(ns, 'svg');
+    const W = 240;
+    const H = 100;
+    const pad = 6;
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+    svg.setAttribute('class', 'mlp-plot-svg');
+    svg.setAttribute('role', 'img');
+    svg.setAttribute(
+      'aria-label',
+      points.length
+        ? trans.__('%1 of %2 trials finished; best %3', points.length, job.trainingOutput?.trials?.length ?? 0,
+          String(Number(points[points.length - 1].best.toPrecision(6))))
+        : trans.__('No trial has finished yet')
+    );
+    svg.dataset.points = String(points.length);
+    if (points.length) {
+      const xs = points.map(p => p.trial);
+      const ys = points.map(p => p.value);
+      const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
+      const [y0, y1] = [Math.min(...ys), Math.max(...ys)];
+      const x = (v: number) => pad + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
+      const y = (v: number) => H - pad - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * pad);
+      const line = document.createElementNS(ns, 'polyline');
+      line.setAttribute('class', 'mlp-plot-best');
+      line.setAttribute('points', points.map(p => `${x(p.trial)},${y(p.best)}`).join(' '));
+      svg.appendChild(line);
+      for (const p of points) {
+        const dot = document.createElementNS(ns, 'circle');
+        dot.setAttribute('class', 'mlp-plot-point');
+        dot.setAttribute('cx', String(x(p.trial)));
+        dot.setAttribute('cy', String(y(p.value)));
+        dot.setAttribute('r', '3');
+        const title = document.createElementNS(ns, 'title');
+        title.textContent = trans.__('trial %1: %2', p.trial, String(p.value));
+        dot.appendChild(title);
+        svg.appendChild(dot);
+      }
+    }
+    figure.append(svg);
+    return figure;
+  }
+
   private trialsTable(job: Job): HTMLElement {
     const trans = this.trans;
-    const rows = trialsBestFirst(job);
+    const sort = this.trialSort;
+    const rows = sortTrials(job, sort.column, sort.descending);
     const params = [...new Set(rows.flatMap(t => Object.keys(t.hyperparameters ?? {})))].sort();
     const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
     const table = el('table', 'mlp-trials-table');
-    table.append(el('caption', '', trans.__('Trials, best first')));
+    table.append(
+      el('caption', '', sort.column ? trans.__('Trials, sorted by %1', sort.column === 'metric' ? metric : sort.column)
+        : trans.__('Trials, best first'))
+    );
     const head = el('tr');
-    for (const h of [trans.__('Trial'), trans.__('State'), metric, ...params]) {
-      const th = el('th', '', h);
+    const columns: [string, string][] = [
+      ['trial', trans.__('Trial')],
+      ['state', trans.__('State')],
+      ['metric', metric],
+      ...params.map(p => [p, p] as [string, string])
+    ];
+    for (const [key, label] of columns) {
+      const th = el('th');
       th.scope = 'col';
+      th.dataset.column = key;
+      if (sort.column === key) {
+        th.setAttribute('aria-sort', sort.descending ? 'descending' : 'ascending');
+      }
+      const button = el('button', 'mlp-sort', label);
+      button.setAttribute('aria-label', trans.__('Sort trials by %1', label));
+      button.addEventListener('click', () => {
+        this.trialSort =
+          sort.column === key ? { column: key, descending: !sort.descending } : { column: key, descending: false };
+        const sel = this.store.selected;
+        const again = sel && this.store.job(sel.project, sel.jobId);
+        if (again) {
+          table.replaceWith(this.trialsTable(again));
+          this.detailView.querySelector<HTMLElement>(`th[data-column="${CSS.escape(key)}"] button`)?.focus();
+        }
+      });
+      th.append(button);
       head.append(th);
     }
     table.append(el('thead'));

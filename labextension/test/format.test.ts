@@ -9,7 +9,9 @@ import {
   formatTime,
   isActive,
   isSweep,
+  plotPoints,
   runTime,
+  sortTrials,
   trialProgress,
   trialsBestFirst
 } from '../src/format';
@@ -98,5 +100,39 @@ describe('sweeps', () => {
   it('says the progress', () => {
     const s = job({ trainingInput: { hyperparameters: { maxTrials: 8 } }, trainingOutput: { completedTrialCount: '3' } });
     expect(trialProgress(s)).toBe('3 of 8 trials');
+  });
+});
+
+describe('plot and sorting', () => {
+  const sweep = (goal: string): Job => ({
+    jobId: 's',
+    trainingInput: { hyperparameters: { goal } },
+    trainingOutput: {
+      trials: [
+        { trialId: '3', state: 'SUCCEEDED', finalMetric: { objectiveValue: 0.2 }, hyperparameters: { lr: '0.1' } },
+        { trialId: '1', state: 'SUCCEEDED', finalMetric: { objectiveValue: 0.5 }, hyperparameters: { lr: '0.01' } },
+        { trialId: '2', state: 'RUNNING', hyperparameters: { lr: '1' } },
+        { trialId: '4', state: 'FAILED', finalMetric: { objectiveValue: 0.9 }, hyperparameters: { lr: '0.001' } }
+      ]
+    }
+  });
+
+  it('plots finished trials in order with the best so far by the goal', () => {
+    expect(plotPoints(sweep('MINIMIZE'))).toEqual([
+      { trial: 1, value: 0.5, best: 0.5 },
+      { trial: 3, value: 0.2, best: 0.2 },
+      { trial: 4, value: 0.9, best: 0.2 }
+    ]);
+    expect(plotPoints(sweep('MAXIMIZE')).map(p => p.best)).toEqual([0.5, 0.5, 0.9]);
+  });
+
+  it('sorts by a column, numbers as numbers, empty last', () => {
+    const ids = (col: string, desc: boolean) => sortTrials(sweep('MINIMIZE'), col, desc).map(t => t.trialId);
+    expect(ids('', false)).toEqual(['3', '1', '4', '2']);
+    expect(ids('lr', false)).toEqual(['4', '1', '3', '2']);
+    expect(ids('lr', true)).toEqual(['2', '3', '1', '4']);
+    expect(ids('metric', true)).toEqual(['4', '1', '3', '2']);
+    expect(ids('state', false)).toEqual(['4', '2', '1', '3']);
+    expect(ids('trial', true)).toEqual(['4', '3', '2', '1']);
   });
 });

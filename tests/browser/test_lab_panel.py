@@ -154,3 +154,41 @@ def test_the_extension_is_installed_enabled_and_ok(lab):
     assert settings.status_code == 200, settings.text
     schema = settings.json()["schema"]["properties"]
     assert {"refresh", "defaultProject", "logLines"} <= set(schema), json.dumps(schema)
+
+
+def test_a_sweeps_plot_grows_and_its_trials_sort(lab, browser_page, tmp_path):
+    page = browser_page
+    body = {"jobId": "panel_sweep", "trainingInput": {
+        "scaleTier": "BASIC", "pythonModule": "trainer.task",
+        "packageUris": [(lab.root / "trainer" / "trainer").as_uri()], "args": ["--epochs=3", "--sleep=1"],
+        "hyperparameters": {"goal": "MINIMIZE", "hyperparameterMetricTag": "rmse", "maxTrials": 3,
+                            "maxParallelTrials": 1, "algorithm": "GRID_SEARCH",
+                            "params": [{"parameterName": "learning_rate", "type": "DISCRETE",
+                                        "discreteValues": [0.01, 0.1, 0.3]}]}}}
+    r = lab.api("POST", f"ml/v1/projects/{lab.project}/jobs", json=body)
+    assert r.status_code == 200, r.text
+    open_panel(page, lab)
+    row(page, "panel_sweep").click()
+    svg = page.locator(f"{PANEL} .mlp-plot-svg")
+    svg.wait_for(timeout=30_000)
+    seen = set()
+    for _ in range(240):  # the plot grows one finished trial at a time
+        seen.add(int(svg.get_attribute("data-points")))
+        if 3 in seen:
+            break
+        page.wait_for_timeout(500)
+    assert {1, 2, 3} <= seen or ({2, 3} <= seen and len(seen) >= 2), seen
+    page.locator(f"{PANEL} .mlp-detail-view .mlp-badge", has_text="SUCCEEDED").wait_for(timeout=60_000)
+    trials = page.locator(f"{PANEL} tr.mlp-trial")
+    assert trials.count() == 3
+    metric = [float(t.locator("td").nth(2).inner_text()) for t in trials.all()]
+    assert metric == sorted(metric)  # best first (MINIMIZE)
+    page.locator(f'{PANEL} th[data-column="learning_rate"] button').click()
+    rates = [float(t.locator("td").nth(3).inner_text()) for t in page.locator(f"{PANEL} tr.mlp-trial").all()]
+    assert rates == [0.01, 0.1, 0.3]
+    page.locator(f'{PANEL} th[data-column="learning_rate"] button').click()
+    rates = [float(t.locator("td").nth(3).inner_text()) for t in page.locator(f"{PANEL} tr.mlp-trial").all()]
+    assert rates == [0.3, 0.1, 0.01]
+    assert page.locator(f'{PANEL} th[data-column="learning_rate"]').get_attribute("aria-sort") == "descending"
+    shoot(page, tmp_path, "sweep")
+    assert axe_violations(page) == []
