@@ -44,6 +44,7 @@ from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Kube
 from server_ext.errors import JobExists
 from server_ext.jobs.kube.backend import SELECTOR, KubeBackend
+from hub_ext.operator.gates import GATED_LABEL
 from server_ext.jobs.kube.sweeps import EXPERIMENT_LABEL
 from server_ext.jobs.model import JOB_ID_ANNOTATION, kubernetes_name
 from server_ext.jobs.plan import with_package
@@ -59,7 +60,10 @@ CACHES = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs", SELECTOR),
           "TFJob": ("kubeflow.org", "v1", "tfjobs", SELECTOR),
           "Job": ("batch", "v1", "jobs", SELECTOR),
           "Experiment": ("kubeflow.org", "v1beta1", "experiments", SELECTOR),
-          "Trial": ("kubeflow.org", "v1beta1", "trials", EXPERIMENT_LABEL)}
+          "Trial": ("kubeflow.org", "v1beta1", "trials", EXPERIMENT_LABEL),
+          # what a held job waits for (`server_ext.jobs.kube.waiting`): its held pods, the dataset PVCs
+          "HeldPod": ("", "v1", "pods", f"{GATED_LABEL}=true"),
+          "Dataset": ("", "v1", "persistentvolumeclaims", SETTINGS.mounts.dataset_label)}
 JOB_PLURALS = ("pytorchjobs", "tfjobs", "jobs")
 GROUP_VERSION = {"pytorchjobs": ("kubeflow.org", "v1"), "tfjobs": ("kubeflow.org", "v1"), "jobs": ("batch", "v1")}
 
@@ -164,14 +168,15 @@ def server_view(kube_cluster, ns: str) -> dict[str, dict[str, str]]:
 def cache_view(backend: KubeBackend, ns: str) -> dict[str, dict[str, str]]:
     """The same, as the backend's watch caches hold it."""
     p = backend._projects[ns]  # the caches themselves: what every read of the backend is served from
-    caches = {**p.caches, "Experiment": p.sweeps.experiments, "Trial": p.sweeps.trials}
+    caches = {**p.caches, "Experiment": p.sweeps.experiments, "Trial": p.sweeps.trials, "HeldPod": p.held,
+              "Dataset": p.datasets}
     return {kind: {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in cache.items()}
             for kind, cache in caches.items()}
 
 
 def paths(ns: str) -> dict[str, tuple[str, str]]:
     """kind → (path, label selector) of the backend's cache of that kind in `ns`."""
-    return {kind: (f"/apis/{g}/{v}/namespaces/{ns}/{plural}", selector)
+    return {kind: (f"/apis/{g}/{v}/namespaces/{ns}/{plural}" if g else f"/api/{v}/namespaces/{ns}/{plural}", selector)
             for kind, (g, v, plural, selector) in CACHES.items()}
 
 
@@ -187,7 +192,7 @@ def lists_since(kube_cluster, ns: str, since: int) -> dict[str, int]:
 
 
 async def all_watching(kube_cluster, ns: str, timeout: float = 10) -> None:
-    """Until each of the five caches has its watch open through the proxy."""
+    """Until each of the caches has its watch open through the proxy."""
     want = set(paths(ns).values())
     for _ in range(int(timeout / 0.05)):
         if want <= {(r.path, r.query.get("labelSelector", "")) for r in kube_cluster.proxy.open_watches()}:
@@ -355,7 +360,7 @@ async def test_submissions_survive_faults_cut_watches_and_410(backend, kube_clus
     assert (lost, duplicated, leftovers) == ([], [], [])
     assert listed == succeeded  # each job once, as the server has it
     assert converged and probed
-    assert cut == {"clean": 5, "expired": 5, "dropped": 5}
+    assert cut == dict.fromkeys(("clean", "expired", "dropped"), len(CACHES))
     assert relists == dict.fromkeys(CACHES, 1)  # the expiry's, one per watch; none for the cuts and drops
     assert lists_since(kube_cluster, ns, loaded) == relists
     assert job_posts == asked + faults[("create", 429)] + faults[("create", 503)]  # never after a timeout

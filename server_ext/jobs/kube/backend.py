@@ -14,7 +14,9 @@ Guarantees:
   from the API, is `JobExists`; submits of one jobId in a project run one at a time in this backend
   (a second waits for the first, then finds its object or, if the first failed, makes its own), so
   concurrent submits of one jobId as two kinds never make two objects (two backends doing that at
-  the same instant are not guarded); a 403 is `UserInputError(…, 403)` (naming the quota when a quota
+  the same instant are not guarded); a create that got no answer in time is looked for by name a
+  few times (a slow server may have made it: then it is the submit's result, not a failure with
+  the job left behind); a 403 is `UserInputError(…, 403)` (naming the quota when a quota
   refused it); any other failure is `UpstreamError` with the API's reason. The created object is
   put into the cache at once, so a `get` right after `submit` sees it. A shipped package
   (``--package-path``) travels as `kube_package` says: staged to its bucket before the object is
@@ -338,9 +340,33 @@ class KubeBackend:
                 raise UserInputError("trainingInput", f"the quota of project {project} does not allow this "
                                                       f"job ({why})", 403) from None
             raise UserInputError("project", f"jobs may not be created in project {project} ({why})", 403) from None
+        except Unavailable as e:
+            if e.code == 0:  # no answer in time: the server may have made it all the same
+                made = await self._made_meanwhile(path, manifest)
+                if made is not None:
+                    return made
+            log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
+            raise UpstreamError(f"create job {job_id}", reason(e)) from None
         except KubeError as e:
             log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
             raise UpstreamError(f"create job {job_id}", reason(e)) from None
+
+    async def _made_meanwhile(self, path: str, manifest: dict, tries: int = 6, pause: float = 0.5) -> dict | None:
+        """After a create that got no answer: the object, if the server made it (ours: same name and
+        the same annotations, which hold the jobId and the submitted spec; submits of one jobId run
+        one at a time here), read back a few times while a slow server may still be making it."""
+        name, wanted = manifest["metadata"]["name"], manifest["metadata"].get("annotations") or {}
+        for attempt in range(tries):
+            try:
+                found = await self.kube.get(f"{path}/{name}")
+            except KubeError:
+                found = None
+            if found is not None:
+                have = (found.get("metadata") or {}).get("annotations") or {}
+                return found if all(have.get(k) == v for k, v in wanted.items()) else None
+            if attempt < tries - 1:
+                await asyncio.sleep(pause)
+        return None
 
     async def _sweep(self, project: str, job_id: str) -> tuple[_Project, dict | None]:
         p = await self._project(project)
