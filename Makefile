@@ -31,7 +31,7 @@ XDIST.local := -n auto
 XDIST.hub := -n auto --maxprocesses 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension
+.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils
 
 # The tests' Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd),
 # built from the Go module proxy by tests/cluster/build.sh; rebuilt only when its module changes.
@@ -41,6 +41,26 @@ cluster: $(CLUSTER)
 $(CLUSTER): tests/cluster/go.mod tests/cluster/go.sum tests/cluster/main.go tests/cluster/build.sh
 	bash tests/cluster/build.sh
 	touch $@
+
+# The real Kubeflow controllers the kube tier runs (Training Operator v1.9.4; Katib v0.19.0's Go
+# parts) and the test cluster's DNS server (CoreDNS), built from the Go module proxy by
+# tests/controllers/build.sh (about 10 minutes on 2 cores with cold Go caches, seconds when warm).
+CONTROLLERS := tests/controllers/bin/.stamp
+controllers: $(CONTROLLERS) dnsutils
+
+$(CONTROLLERS): tests/controllers/build.sh $(wildcard tests/controllers/*/go.mod tests/controllers/*/go.sum \
+                tests/controllers/*/*.go tests/controllers/*/*/*.go)
+	bash tests/controllers/build.sh
+	touch $@
+
+# `nslookup` for the Training Operator's released init container (`init-pytorch`, alpine's
+# `nslookup <master>`; the test kubelet runs it with the host's tools); installed only when missing.
+dnsutils:
+	@if ! command -v nslookup >/dev/null; then \
+	  set -e; \
+	  $(SUDO) apt-get update; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y bind9-dnsutils; \
+	fi
 
 venv: $(VENV)/.stamp
 
@@ -89,7 +109,7 @@ chromium:
 demo: $(VENV)/.stamp node_modules/.stamp $(LABEXT)
 	DEMO_PORT=$(DEMO_PORT) exec $(VENV)/bin/mlplatform demo
 
-test: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER)
+test: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER) controllers
 	@failed=""; $(foreach t,$(TIERS),xdist_$(t)='$(XDIST.$(t))';) \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); eval "xdist=\$$xdist_$$tier"; \
@@ -105,7 +125,7 @@ test-unit: $(VENV)/.stamp
 test-local: $(VENV)/.stamp $(LABEXT)
 	$(PY) -m pytest -m local $(XDIST.local) $(PYTEST_ARGS)
 
-test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
+test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER) controllers
 	$(PY) -m pytest -m kube $(PYTEST_ARGS)
 
 test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)

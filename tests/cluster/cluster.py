@@ -23,6 +23,7 @@ import yaml
 from .controlplane import ControlPlane, free_port
 from .kubelet import Kubelet
 from .kubelet_server import serve
+from .network import PodNetwork
 from .provisioner import STORAGE_CLASS, Provisioner
 from .proxy import FaultProxy
 from .rest import ApiError, Rest
@@ -54,6 +55,7 @@ class Cluster:
         self.rest: Rest | None = None
         self.kubelets: list[KubeletHandle] = []
         self._provisioner: Provisioner | None = None
+        self.network = PodNetwork(self.dir / "network")
 
     # ---- lifecycle ------------------------------------------------------------------------------
     def start(self) -> "Cluster":
@@ -67,6 +69,9 @@ class Cluster:
                                               client=True)).start()
             self._thread.start()
             self.cp.write_kubeconfig(self.dir / "tooling.kubeconfig", user="mlplatform-test-tooling")
+            # the cluster DNS reads Services and EndpointSlices straight from the API server (not through
+            # the fault proxy: test faults and the request log are the platform's)
+            self.network.start(self.cp.write_kubeconfig(self.dir / "dns.kubeconfig", user="mlplatform-test-dns"))
             self.run(self._astart())
         except BaseException:
             self.stop()
@@ -94,17 +99,22 @@ class Cluster:
         raise TimeoutError(f"CRD {name} not established")
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            self.reset()
-            if self._provisioner:
-                self.run(self._provisioner.stop())
-            if self.rest:
-                self.run(self.rest.close())
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(10)
-        if self.proxy:
-            self.proxy.stop()
-        self.cp.stop()
+        try:
+            if self._thread.is_alive():
+                try:
+                    self.reset()
+                    if self._provisioner:
+                        self.run(self._provisioner.stop())
+                    if self.rest:
+                        self.run(self.rest.close())
+                finally:
+                    self.loop.call_soon_threadsafe(self.loop.stop)
+                    self._thread.join(10)
+            if self.proxy:
+                self.proxy.stop()
+        finally:  # the pod network's address on lo and the DNS server go even when the rest failed
+            self.network.stop()
+            self.cp.stop()
 
     def reset(self) -> None:
         """Between tests: no kubelets, no faults, an empty request log."""
@@ -211,7 +221,8 @@ class KubeletHandle:
 
         async def start():
             rest = Rest(client)
-            k = Kubelet(rest, mode, api_url=cluster.url, ca=cluster.ca, port=port, workdir=self.workdir, **kwargs)
+            k = Kubelet(rest, mode, api_url=cluster.url, ca=cluster.ca, port=port, workdir=self.workdir,
+                        network=cluster.network, **kwargs)
             runner = await serve(k.logs, lambda: k.pods, str(pair.cert), str(pair.key), port)
             await k.start()
             return k, runner, rest

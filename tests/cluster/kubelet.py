@@ -12,7 +12,13 @@ delete with grace 0) and serves container logs on its HTTPS port (`kubelet_serve
   Pulled/Created/Started events) by themselves (``auto_run``) or on `run()`, Succeeded/Failed on
   `finish()`; tests add log lines with `log()`.
 * ``process``: each container's command runs as a local process on a pod IP of its own, with the
-  pod's env and volumes as files (`kubelet_process.py`, `podfiles.py`).
+  pod's env and volumes as files (`kubelet_process.py`, `podfiles.py`) and, where the cluster has
+  DNS, its own /etc/resolv.conf naming the cluster DNS (`network.py`).
+
+Pod IPs come from the cluster's pod network (`network.PodNetwork`: 10.244.B.x on `lo`, so
+EndpointSlices accept them; 127.78.x.y where that is refused). Nodes declare `ephemeral-storage`
+allocatable (100Gi unless given) as real nodes do: pods that request it (Katib's suggestions) are
+otherwise unschedulable.
 
 `start()` returns once the nodes are schedulable (the controller lifted the not-ready taint that
 admission puts on new Nodes).
@@ -36,6 +42,7 @@ import uuid
 
 from .kubelet_process import DEFAULT_IMAGES, ProcessMode, _signal_group
 from .logs import PodLogs
+from .network import PodNetwork
 from .podfiles import PodFiles
 from .rest import STRATEGIC, ApiError, Rest
 
@@ -55,7 +62,7 @@ def _micro_now() -> str:
 
 
 def node_manifest(name: str, allocatable: dict, labels: dict | None = None, taints: list | None = None) -> dict:
-    alloc = {"pods": "110", **allocatable}
+    alloc = {"pods": "110", "ephemeral-storage": "100Gi", **allocatable}
     return {
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
@@ -68,7 +75,8 @@ def node_manifest(name: str, allocatable: dict, labels: dict | None = None, tain
 class Kubelet(ProcessMode):
     def __init__(self, rest: Rest, mode: str = "status", *, api_url: str, ca: pathlib.Path, port: int,
                  auto_run: bool = True, nodes: list[dict] | None = None, workdir: str | os.PathLike | None = None,
-                 env: dict | None = None, max_grace: float = 5.0, images: dict | None = None):
+                 env: dict | None = None, max_grace: float = 5.0, images: dict | None = None,
+                 network: PodNetwork | None = None):
         if mode not in ("status", "process"):
             raise ValueError(f"kubelet mode must be 'status' or 'process', not {mode!r}")
         self.rest, self.mode, self.auto_run = rest, mode, auto_run
@@ -87,7 +95,7 @@ class Kubelet(ProcessMode):
         self._files: dict[tuple[str, str], PodFiles] = {}
         self._ips: dict[tuple[str, str], str] = {}
         self._tasks: set[asyncio.Task] = set()
-        self._ip_counter = 0
+        self.network = network or PodNetwork(self.workdir / "network")  # no block: 127.78.x.y, no DNS
         self._synced = asyncio.Event()
 
     # ---- start and stop ---------------------------------------------------------------------------
@@ -123,6 +131,9 @@ class Kubelet(ProcessMode):
         self.node_names.clear()
         for ns, name in list(self.pods):
             self.logs.drop_pod(ns, name)
+        for ip in self._ips.values():
+            self.network.release(ip)
+        self._ips.clear()
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -249,6 +260,8 @@ class Kubelet(ProcessMode):
             self._started.discard(key)
             self._files.pop(key, None)
             self.logs.drop_pod(*key)
+            if key in self._ips:
+                self.network.release(self._ips.pop(key))
             return
         self.pods[key] = pod
         if pod["metadata"].get("deletionTimestamp"):
@@ -295,9 +308,7 @@ class Kubelet(ProcessMode):
             log.info("event %s for %s/%s not recorded: %s", reason, meta["namespace"], meta["name"], e)
 
     def _pod_ip(self) -> str:
-        self._ip_counter += 1
-        n = self._ip_counter
-        return f"127.{78 + (n // 62500) % 100}.{(n // 250) % 250}.{n % 250 + 1}"
+        return self.network.allocate()
 
     @staticmethod
     def _conditions(pod: dict, ready: bool, ts: str) -> list[dict]:

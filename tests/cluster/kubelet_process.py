@@ -1,7 +1,7 @@
 """Process mode of the tests' kubelet: each container of a bound pod as a local process.
 
 `ProcessMode` is mixed into `Kubelet` (which owns the pod map, status writes and events). A pod's
-containers run on a pod IP of its own in 127.0.0.0/8 with the pod's env (downward API,
+containers run on a pod IP of its own (`network.py`) with the pod's env (downward API,
 Secret/ConfigMap refs, `KUBERNETES_SERVICE_*` naming the API server's address); init containers
 first, each to completion. `0.0.0.0` in args and env becomes the pod IP; `$(VAR)` and `$$` expand
 as Kubernetes expands them; volumes are files (`podfiles.py`) whose directories replace each
@@ -22,6 +22,7 @@ import shutil
 import signal
 import sys
 
+from .network import private_mounts
 from .podfiles import PodFiles
 
 # Kubernetes' expansion of command, args and env values: `$(VAR)` of a defined variable is its value,
@@ -122,11 +123,24 @@ class ProcessMode:
             clog.append(f"test kubelet: executable not found: {argv[:1]}")
             await self.event(pod, "Failed", f"Error: executable not found in $PATH: {argv[:1]}", type="Warning")
             return None
-        proc = await asyncio.create_subprocess_exec(exe, *argv[1:], env=full_env, cwd=cwd,
+        argv = [exe, *argv[1:]]
+        resolv = self._resolv_conf(pod)
+        if resolv is not None:  # the pod's own /etc/resolv.conf, as the kubelet writes for ClusterFirst
+            argv = private_mounts({"/etc/resolv.conf": resolv}, argv)
+        proc = await asyncio.create_subprocess_exec(*argv, env=full_env, cwd=cwd,
                                                     stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         self._spawn(_pump(proc, clog))
         return proc
+
+    def _resolv_conf(self, pod: dict):
+        """The cluster DNS's resolv.conf for a pod whose dnsPolicy uses it (ClusterFirst, the default;
+        ClusterFirstWithHostNet), else None (the host's resolver)."""
+        spec = pod["spec"]
+        policy = spec.get("dnsPolicy") or "ClusterFirst"
+        if policy == "ClusterFirstWithHostNet" or (policy == "ClusterFirst" and not spec.get("hostNetwork")):
+            return self.network.resolv_conf(pod["metadata"]["namespace"])
+        return None
 
     def _argv(self, container: dict) -> list[str]:
         """Kubernetes' rule: `command` replaces ENTRYPOINT (and drops CMD); `args` replaces CMD."""

@@ -176,7 +176,7 @@ async def test_status_mode_runs_pods_with_ip_conditions_and_events(api, kube_clu
     kube_cluster.kubelet()
     await api.call("CoreV1Api", "create_namespaced_pod", api.ns, simple_pod("p"))
     pod = await wait_for(api, "p", phase("Running"))
-    assert pod["spec"]["nodeName"] == "test-node" and pod["status"]["podIP"].startswith("127.")
+    assert pod["spec"]["nodeName"] == "test-node" and pod["status"]["podIP"].startswith(kube_cluster.network.prefix)
     conds = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
     assert conds["Ready"] == "True" and conds["PodScheduled"] == "True"
     (cs,) = pod["status"]["containerStatuses"]
@@ -236,7 +236,7 @@ async def test_process_mode_runs_the_container_command_on_its_own_ip(api, kube_c
     await api.call("CoreV1Api", "create_namespaced_pod", api.ns, pod)
     pod = await wait_for(api, "web", phase("Running"))
     ip = pod["status"]["podIP"]
-    assert ip.startswith("127.") and ip != "127.0.0.1"
+    assert ip.startswith(kube_cluster.network.prefix) and ip != "127.0.0.1"
     body = None
     for _ in range(100):
         try:

@@ -68,7 +68,7 @@ async def test_start_poll_stop_in_process(kube_cluster, hub, name):
     assert await whoami(spawner.api.api_client) == HUB_USER
     url = await spawner.start()
     (pod,) = server_pods(kube_cluster, ns)
-    assert url == f"http://{pod['status']['podIP']}:8888" and pod["status"]["podIP"].startswith("127.")
+    assert url == f"http://{pod['status']['podIP']}:8888" and pod["status"]["podIP"].startswith(kube_cluster.network.prefix)
     assert await spawner.poll() is None
     assert len(pod["metadata"]["name"]) <= 63
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
@@ -121,7 +121,7 @@ async def test_spawner_in_a_separate_process_uses_the_written_kubeconfig(kube_cl
                                    text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["url"].startswith("http://127.") and result["poll"] is None and result["after"] == 1
+    assert result["url"].startswith(f"http://{kube_cluster.network.prefix}") and result["poll"] is None and result["after"] == 1
     assert kube_cluster.requests("POST", f"/api/v1/namespaces/{ns}/pods")
     assert kube_cluster.requests("DELETE", f"/api/v1/namespaces/{ns}/pods/")
 
@@ -152,7 +152,7 @@ def test_real_jupyterhub_spawns_a_real_server_through_kubespawner(kube_cluster, 
     assert status.status_code == 200, status.text
     assert "started" in status.json()
     (pod,) = server_pods(kube_cluster, ns)
-    assert pod["status"]["podIP"].startswith("127.")
+    assert pod["status"]["podIP"].startswith(kube_cluster.network.prefix)
     assert kubelet.processes(ns, pod["metadata"]["name"])  # a real process serves it
     assert hub.api("DELETE", f"/users/{user}/server").status_code in (202, 204)
     for _ in range(120):
