@@ -17,9 +17,16 @@ it is logged first. Every role trains; only the primary (``master``/``chief``, r
 process) writes ``model.json`` under ``--job-dir`` (local paths only). A parameter server does what
 TensorFlow's does: it serves until it is terminated.
 
+With ``--rendezvous=SECONDS`` (0, the default: off) the replicas of a distributed run first meet
+over TCP, as a framework's rendezvous does, and fail if that takes longer: the primary listens on
+its own address (PyTorch: ``MASTER_ADDR:MASTER_PORT``; TensorFlow: the ``chief``/``master``
+address in ``TF_CONFIG``), every other replica resolves that name, connects and says who it is,
+and the primary answers once all ``size - 1`` have. Each side logs what it resolved and who met.
+
 Hyperparameters (``--name=value`` or ``--name value``; unknown ones are logged and ignored):
 ``--learning_rate`` (0.1), ``--epochs`` (10), ``--batch_size`` (16), ``--sleep`` seconds after each
-epoch (0.1), ``--fail_at_epoch`` (exit with status 1 at that epoch; 0 never), ``--job-dir``.
+epoch (0.1), ``--fail_at_epoch`` (exit with status 1 at that epoch; 0 never), ``--job-dir``,
+``--rendezvous``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import json
 import math
 import os
 import random
+import socket
 import sys
 import time
 
@@ -51,6 +59,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--sleep", type=float, default=0.1, help="seconds to wait after each epoch")
     parser.add_argument("--fail_at_epoch", "--fail-at-epoch", type=int, default=0)
     parser.add_argument("--job-dir", "--job_dir", dest="job_dir", default=None)
+    parser.add_argument("--rendezvous", type=float, default=0.0,
+                        help="seconds for the replicas of a distributed run to meet over TCP (0: no rendezvous)")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         log(f"ignoring unknown arguments: {' '.join(unknown)}")
@@ -62,8 +72,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 class Role:
     """Who this process is in the job."""
 
-    def __init__(self, kind: str, index: int, size: int, primary: bool, source: str):
+    def __init__(self, kind: str, index: int, size: int, primary: bool, source: str, primary_address: str = ""):
         self.kind, self.index, self.size, self.primary, self.source = kind, index, size, primary, source
+        self.primary_address = primary_address  # host:port of the primary replica, where one is named
 
     def __str__(self) -> str:
         return f"{self.kind} {self.index} of {self.size} ({self.source})"
@@ -79,12 +90,14 @@ def detect_role(env: dict) -> Role:
         kind = task.get("type") or "master"
         index = int(task.get("index") or 0)
         shape = ", ".join(f"{name}={len(addresses)}" for name, addresses in sorted(cluster.items()))
+        primary = (cluster.get("chief") or cluster.get("master") or [""])[0]
         return Role(kind, index, size, kind in ("master", "chief") and index == 0,
-                    f"TF_CONFIG cluster {shape or 'empty'}")
+                    f"TF_CONFIG cluster {shape or 'empty'}", primary)
     if "RANK" in env and "WORLD_SIZE" in env:
         rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
         master = f"{env.get('MASTER_ADDR', '?')}:{env.get('MASTER_PORT', '?')}"
-        return Role("rank", rank, world, rank == 0, f"torch.distributed WORLD_SIZE={world} MASTER={master}")
+        return Role("rank", rank, world, rank == 0, f"torch.distributed WORLD_SIZE={world} MASTER={master}",
+                    master if "MASTER_ADDR" in env and "MASTER_PORT" in env else "")
     return Role("standalone", 0, 1, True, "no TF_CONFIG or RANK")
 
 
@@ -155,6 +168,53 @@ def write_result(job_dir: str, result: dict) -> None:
     log(f"wrote {path}")
 
 
+def _resolve(host: str, deadline: float) -> str:
+    """The IPv4 address of `host`, asking again until `deadline` (a replica's name resolves only once
+    its pod runs)."""
+    while True:
+        try:
+            return socket.gethostbyname(host)
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rendezvous: {host} did not resolve: {e}") from e
+            time.sleep(0.2)
+
+
+def rendezvous(role: Role, seconds: float) -> None:
+    """Meet the other replicas over TCP (see the module docstring); raises on timeout."""
+    host, _, port = role.primary_address.rpartition(":")
+    deadline = time.monotonic() + seconds
+    ip = _resolve(host, deadline)
+    me = f"{role.kind} {role.index}"
+    if role.primary:
+        with socket.create_server((ip, int(port))) as server:
+            log(f"rendezvous: {me} listening on {host}={ip}:{port} for {role.size - 1} replicas")
+            peers = []
+            while len(peers) < role.size - 1:
+                server.settimeout(max(0.1, deadline - time.monotonic()))
+                try:
+                    conn, addr = server.accept()
+                except socket.timeout as e:
+                    raise TimeoutError(f"rendezvous: only {len(peers)} of {role.size - 1} replicas came") from e
+                with conn:
+                    conn.settimeout(10)
+                    peers.append((conn.makefile().readline().strip(), addr[0]))
+                    conn.sendall(f"ok {role.size}\n".encode())
+        log("rendezvous: met " + ", ".join(f"{who} from {addr}" for who, addr in sorted(peers)))
+        return
+    while True:
+        try:
+            with socket.create_connection((ip, int(port)), timeout=10) as conn:
+                conn.sendall(f"{me}\n".encode())
+                answer = conn.makefile().readline().strip()
+            break
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"rendezvous: could not reach {host}={ip}:{port}: {e}") from e
+            time.sleep(0.2)
+    log(f"rendezvous: {me} met the primary at {host}={ip}:{port} ({answer})")
+
+
 def serve_forever(role: Role) -> None:
     log(f"{role.kind} {role.index}: serving until terminated")
     while True:
@@ -168,6 +228,8 @@ def main(argv: list[str] | None = None, env: dict | None = None) -> int:
     log(f"role: {role}; primary={role.primary}")
     log(f"hyperparameters: learning_rate={args.learning_rate} epochs={args.epochs} "
         f"batch_size={args.batch_size}")
+    if args.rendezvous > 0 and role.size > 1 and role.primary_address:
+        rendezvous(role, args.rendezvous)
     if role.kind == "ps":
         serve_forever(role)
     tag = env.get("CLOUD_ML_HP_METRIC_TAG") or DEFAULT_METRIC_TAG
