@@ -11,7 +11,8 @@
 #                      submit → first log line in the JupyterLab panel beside the widget (P9);
 #                      the operator's webhook latency under 50 concurrent creations beside none;
 #                      dataset loader throughput vs a plain copy (S3, GCS emulators); operator
-#                      memory and API requests at 1000 dataset PVCs
+#                      memory and API requests at 1000 dataset PVCs; 20 pods held for a dataset: Loaded
+#                      to Running, beside pods never held
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x` (`PYTEST_ARGS=-n0`: one
 # process for the tiers that otherwise run on every core, see XDIST below).
@@ -148,3 +149,4 @@ bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium
 	$(PY) -m tests.bench.operator_webhooks --pods 50 --rounds 3
 	$(PY) -m tests.bench.dataset_loader --objects 1000 --mb 100 --rounds 3
 	$(PY) -m tests.bench.operator_datasets --pvcs 1000
+	$(PY) -m tests.bench.held_pods --pods 20
