@@ -150,6 +150,9 @@ export function followLog(
               onEnd(JSON.parse(ev.data).state);
             } else {
               lines.push(JSON.parse(ev.data));
+              if (lines.length >= 5000) {
+                onLines(lines.splice(0)); // bounded: the viewer keeps only its last lines anyway
+              }
             }
           }
           last = parser.lastId ?? last;

@@ -15,15 +15,19 @@ export class SSEParser {
   private event = '';
   private data: string[] = [];
 
-  /** Feed a chunk; returns the events it completed. */
+  /** Feed a chunk; returns the events it completed. Linear in the text fed, however it is split. */
   push(chunk: string): SSEEvent[] {
     this.buffer += chunk;
     const out: SSEEvent[] = [];
-    let nl: number;
-    while ((nl = this.buffer.search(/\r\n|\r|\n/)) >= 0) {
-      const line = this.buffer.slice(0, nl);
-      const width = this.buffer.startsWith('\r\n', nl) ? 2 : 1;
-      this.buffer = this.buffer.slice(nl + width);
+    const eol = /\r\n|\r|\n/g;
+    let pos = 0;
+    let m: RegExpExecArray | null;
+    while ((m = eol.exec(this.buffer)) !== null) {
+      if (m[0] === '\r' && m.index === this.buffer.length - 1) {
+        break; // a lone CR at the end: maybe the first half of a CRLF
+      }
+      const line = this.buffer.slice(pos, m.index);
+      pos = m.index + m[0].length;
       if (line === '') {
         if (this.data.length) {
           out.push({ id: this.id, event: this.event || 'message', data: this.data.join('\n') });
@@ -49,6 +53,7 @@ export class SSEParser {
         this.id = value;
       }
     }
+    this.buffer = this.buffer.slice(pos);
     return out;
   }
 

@@ -108,3 +108,20 @@ describe('SSEParser', () => {
     expect(p.lastId).toBe('2');
   });
 });
+
+describe('SSEParser at scale', () => {
+  it('parses 200,000 events fed at once in linear time', () => {
+    const p = new SSEParser();
+    const one = 'id: 1\ndata: {"seq": 1, "text": "epoch 1/10 loss=0.35"}\n\n';
+    const t0 = Date.now();
+    const events = p.push(one.repeat(200_000));
+    expect(events.length).toBe(200_000);
+    expect(Date.now() - t0).toBeLessThan(5000);
+  });
+
+  it('keeps a CR at the end of a chunk until it knows whether LF follows', () => {
+    const p = new SSEParser();
+    expect(p.push('data: a\r')).toEqual([]);
+    expect(p.push('\n\r\n')).toEqual([{ id: undefined, event: 'message', data: 'a' }]);
+  });
+});
