@@ -556,3 +556,57 @@ async def test_a_job_submitted_with_a_dataset_still_loading_waits_saying_so_then
         assert json.loads(lines[-1]) == {"files": 120, "sha256": digest(objects)}  # the whole of it
     finally:
         await backend.close()
+
+
+async def test_a_pytorchjob_on_a_dataset_still_loading_waits_then_every_replica_reads_it_whole(
+        operator, project, kube_cluster, s3_store, slow_s3, training_operator):  # noqa: F811
+    """The real Training Operator's replicas (master, worker: pods it makes, with its init container)
+    are held like any pod until the dataset is loaded; the job says so; then the master reads it whole."""
+    if training_operator is None or not kube_cluster.network.dns:
+        pytest.skip("needs the real Training Operator and the test cluster's pod network and DNS")
+    admin, ns = operator.kube, project
+    prefix = f"ddp-{uuid.uuid4().hex[:6]}"
+    objects = put_many(s3_store, prefix, 120)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    slow_s3.delay = 0.3
+    await admin.create(dataset(ns, "shards", f"s3://{s3_store.bucket}/{prefix}", "s3-reader"))
+
+    async def files(_project: str) -> Available:
+        return Available(datasets=(dataset_from_pvc(await admin.get(claim_path(ns, "shards")), JOB_SETTINGS.mounts),))
+
+    async def projects(_user: str) -> list[str]:
+        return [ns]
+
+    backend = KubeBackend(admin, JOB_SETTINGS, poll_interval=0.1)
+    service = JobService(backend, PLAN_SETTINGS, projects, files)
+    replica = {"imageUri": "python:3.11-slim", "containerCommand": ["python", "-c", READ_ALL, "/datasets/shards"]}
+    body = {"jobId": "ddp_reads", "trainingInput": {
+        "runtimeVersion": "pytorch-2.5", "scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+        "workerType": "n1-standard-4", "workerCount": 1, "masterConfig": replica, "workerConfig": replica}}
+    try:
+        await service.create("alice", ns, Submission(body, ns, mounts=Mounts(datasets=("shards",))))
+        replicas: list[dict] = []
+
+        async def both_held():
+            replicas[:] = (await admin.list(f"/api/v1/namespaces/{ns}/pods",
+                                            labelSelector="training.kubeflow.org/job-name=ddp-reads"))["items"]
+            return len(replicas) == 2 and all(gates.is_held(p) for p in replicas)
+
+        await until(both_held, "the operator's master and worker pods made and held", timeout=60)
+        assert ds.condition_of(await admin.get(claim_path(ns, "shards")))["status"] == "False"  # still loading
+        held = await service.get("alice", ns, "ddp_reads")
+        assert held["statusMessage"].startswith("waiting for the dataset 'shards'"), held
+
+        async def ended():
+            got = await service.get("alice", ns, "ddp_reads")
+            return got if got["state"] in ("SUCCEEDED", "FAILED") else None
+
+        await until(ended, "the PyTorchJob ran once the dataset was loaded", timeout=180)
+        final = await service.get("alice", ns, "ddp_reads")
+        assert final["state"] == "SUCCEEDED" and "statusMessage" not in final, final
+        # the master read the whole of it (the job ends with the master, so the worker, held the same way
+        # and let go at the same moment, may be cleaned up mid-read: cleanPodPolicy Running)
+        lines = [line.text async for line in backend.logs(ns, "ddp_reads", "master-replica-0")]
+        assert json.loads(lines[-1]) == {"files": 120, "sha256": digest(objects)}, lines[-5:]
+    finally:
+        await backend.close()
