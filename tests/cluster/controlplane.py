@@ -170,10 +170,6 @@ class ControlPlane:
             # the PV controller retries a claim whose status write conflicted (a test or the
             # operator wrote its condition meanwhile) at its periodic sync: 1 s, not 15 s
             "--pvclaimbinder-sync-period", "1s",
-            # no periodic re-queue of every namespace: the tests' eager namespace deletion
-            # (namespaces.py) knows when the namespace controller may act from the namespace's own
-            # events, and a resync is an event it cannot see
-            "--namespace-sync-period", "24h",
             "--concurrent-gc-syncs", "5", "--v", str(self.verbosity)])
         sched = self.dir / "scheduler.kubeconfig"
         write_yaml(sched, kubeconfig(self.url, pki.ca, pair=self.client_pair("scheduler", "system:kube-scheduler")))

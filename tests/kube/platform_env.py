@@ -17,8 +17,8 @@ What it guarantees:
 - `kube_hub_config(...)` is the demo hub's config with PlatformSpawner; the hub process gets the
   hub's kubeconfig through ``KUBECONFIG`` (`hub_kubeconfig`).
 - `delete_projects(cluster)` removes every namespace the platform labelled as its own and waits
-  until they and their claims' volumes are gone (`tests.cluster.namespaces`), so the next test can
-  make a project of the same name.
+  until they are gone (a namespace takes a moment to terminate), so the next test can make a
+  project of the same name.
 - `pvc_dir(cluster, ns, claim)` is the directory that backs a bound claim (its PV's hostPath),
   which the process-mode kubelet mounts into every pod that uses the claim.
 """
@@ -35,7 +35,6 @@ import types
 
 from hub_ext.demo import DEMO_PLATFORM
 from tests.cluster.identities import hub_kubeconfig
-from tests.cluster.namespaces import delete_namespaces
 
 PLATFORM = {k: v for k, v in DEMO_PLATFORM.items() if k != "inventory"}
 NVIDIA_TAINT = [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
@@ -229,11 +228,15 @@ def pod_home(kubelet_workdir, namespace: str, pod: str) -> pathlib.Path:
 
 
 def delete_projects(cluster, timeout: float = 90) -> None:
-    """Delete every namespace labelled as the platform's and wait until all are gone
-    (`tests.cluster.namespaces`: without the namespace controller's 5-second start delay where that
-    is safe)."""
-    delete_namespaces(cluster, [ns["metadata"]["name"] for ns in cluster.items("", "v1", "namespaces",
-                                                                               labelSelector=MANAGED)], timeout)
+    """Delete every namespace labelled as the platform's and wait until all are gone."""
+    for ns in cluster.items("", "v1", "namespaces", labelSelector=MANAGED):
+        cluster.delete("", "v1", "namespaces", None, ns["metadata"]["name"])
+    deadline = time.monotonic() + timeout
+    while cluster.items("", "v1", "namespaces", labelSelector=MANAGED):
+        if time.monotonic() > deadline:
+            left = [n["metadata"]["name"] for n in cluster.items("", "v1", "namespaces", labelSelector=MANAGED)]
+            raise TimeoutError(f"project namespaces still terminating: {left}")
+        time.sleep(0.2)
 
 
 def kube_hub_config(state_dir, demo_secrets, **platform) -> str:
