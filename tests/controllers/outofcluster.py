@@ -3,7 +3,8 @@ cluster against the tests' control plane (`tests.cluster.Cluster`). Nothing here
 the processes are the released binaries, under their released RBAC and webhooks.
 
 What changes against the released install (FINDINGS.md §2, §4) and nothing else:
-- the released kustomize overlay is rendered from the Go module cache (`kubectl kustomize`) and
+- the released kustomize overlay is rendered from the Go module cache (`kustomize build`, kustomize v5.7.1 built from its Go module by build.sh: the
+  same output as `kubectl kustomize`) and
   applied without its Deployment (the controller is a local process) and CRDs (the cluster installs
   its copies, the same commit);
 - the webhook Service becomes `type: ExternalName, externalName: localhost` and each webhook's
@@ -67,7 +68,7 @@ def module_dir(module_root: pathlib.Path, module: str) -> pathlib.Path:
 def render(overlay: pathlib.Path, webhook_ports: dict[str, int],
            drop_kinds: tuple[str, ...] = ("Deployment", "CustomResourceDefinition")) -> list[dict]:
     """The released overlay for an out-of-cluster controller (see the module's docstring)."""
-    rendered = subprocess.run(["kubectl", "kustomize", str(overlay)], check=True, capture_output=True,
+    rendered = subprocess.run([str(BIN / "kustomize"), "build", str(overlay)], check=True, capture_output=True,
                               text=True).stdout
     docs = []
     for doc in yaml.safe_load_all(rendered):
