@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from tests.conftest import ROOT
 from tests.harness.browser import screenshot
@@ -55,8 +56,15 @@ def shoot(page, tmp_path, name: str) -> None:
 def open_panel(page, lab) -> None:
     page.goto(f"{lab.url}lab?token={lab.token}")
     page.locator(".jp-LabShell").wait_for(timeout=120_000)
-    page.keyboard.press("Control+Shift+c")
-    page.locator("#command-palette .lm-CommandPalette-input").fill("Training jobs")
+    palette = page.locator("#command-palette .lm-CommandPalette-input")
+    for _ in range(30):  # the shell shows before its key bindings are in place: press until the palette opens
+        page.keyboard.press("Control+Shift+c")
+        try:
+            palette.wait_for(state="visible", timeout=2000)
+            break
+        except PlaywrightTimeout:
+            continue
+    palette.fill("Training jobs")
     page.keyboard.press("Enter")
     page.locator(PANEL).wait_for(state="visible")
 
