@@ -58,10 +58,7 @@ def panel_rounds(rounds: int) -> list[float]:
 
     with tempfile.TemporaryDirectory(prefix="bench-p9-panel-") as tmp:
         server = NotebookServer(Path(tmp) / "lab", app="lab")
-        pkg = server.root / "pkg" / "p9bench"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "task.py").write_text(TRAINER)
+        submit_first_log.trainer_package(server.root, TRAINER)  # the form names it pkg/p9bench
         times = []
         with server, sync_playwright() as playwright:
             context = launch(playwright, Path(tmp) / "chromium")
@@ -99,10 +96,7 @@ def widget_rounds(rounds: int) -> list[float]:
     times = []
     with tempfile.TemporaryDirectory(prefix="bench-p9-form-") as tmp:
         tmp = Path(tmp)
-        pkg = tmp / "pkg" / "p9bench"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "task.py").write_text(TRAINER)
+        pkg = submit_first_log.trainer_package(tmp, TRAINER)
         proc, url = start_server(tmp)
         try:
             asyncio.run(submit_first_log.wait_server(url, proc))

@@ -62,6 +62,15 @@ def one_round(client, pkg: Path, i: int, timeout: float = 30) -> tuple[float, fl
         detail.close()
 
 
+def trainer_package(root: Path, source: str = TRAINER) -> Path:
+    """A trainer package (`source` as ``p9bench.task``) under `root`: its directory."""
+    pkg = root / "pkg" / "p9bench"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "task.py").write_text(source)
+    return pkg
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10, help="jobs submitted, one after another")
@@ -71,10 +80,7 @@ def main(argv: list[str] | None = None) -> None:
 
     with tempfile.TemporaryDirectory(prefix="bench-p9-") as tmp:
         tmp = Path(tmp)
-        pkg = tmp / "pkg" / "p9bench"
-        pkg.mkdir(parents=True)
-        (pkg / "__init__.py").write_text("")
-        (pkg / "task.py").write_text(TRAINER)
+        pkg = trainer_package(tmp)
         proc, url = start_server(tmp)
         try:
             asyncio.run(wait_server(url, proc))
