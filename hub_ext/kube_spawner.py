@@ -419,6 +419,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         finally:
             if not getattr(self, "_starting", False):  # KubeSpawner stops a leftover pod mid-start (409)
                 await self._delete_token_secret()
+                self._delete_token_secret_later()
 
     async def progress(self):
         sent = stage = None

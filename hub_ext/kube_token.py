@@ -3,18 +3,23 @@
 
 Anyone who may read pods would see a plain env value (kubespawner#398): the token lives in the
 Secret ``<pod>-hub-token`` of the server's namespace, created before the pod (replaced when a
-server that did not stop cleanly left one) and deleted when the server stops; the pod's env
-refers to it (`PlatformSpawner.get_env`). Needs of its host: ``shared.kube``, ``pod_name``,
+server that did not stop cleanly left one) and deleted when the server stops, and once more
+`LATE_CREATE_DELAY` s later unless the server is starting or running again (a dead hub's create may
+land late); the pod's env refers to it (`PlatformSpawner.get_env`). Needs of its host: ``shared.kube``, ``pod_name``,
 ``namespace``, ``api_token``, ``api_token_secret``, ``user``, ``log``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 from .credentials import MANAGED_BY
 from .errors import UpstreamError
 from .kube import Conflict, KubeError, path_of, reason
+
+LATE_CREATE_DELAY = 15.0  # seconds after a stop when the token Secret is deleted once more
+_LATER: set = set()  # the pending follow-up deletes (kept referenced until they finish)
 
 
 class HubTokenSecret:
@@ -44,3 +49,17 @@ class HubTokenSecret:
             await self.shared.kube.delete(path_of("Secret", self.namespace, self.token_secret_name))
         except KubeError as e:
             self.log.warning("could not delete the token Secret of %s: %s", self._log_name, reason(e))
+
+    def _delete_token_secret_later(self, delay: float = LATE_CREATE_DELAY) -> None:
+        """Delete the token Secret once more after `delay` s, unless the server is starting or
+        running again by then. A hub that died while it wrote the Secret may have left the create in
+        flight (through a proxy, a loaded API server): it can land after the restarted hub stopped
+        the server, and nothing would own it (seen in tests/hub/test_kube_restart.py)."""
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            if not (self.pending or self.ready or getattr(self, "_starting", False)):
+                await self._delete_token_secret()
+
+        task = asyncio.ensure_future(later())
+        _LATER.add(task)
+        task.add_done_callback(_LATER.discard)
