@@ -7,7 +7,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { Job } from './format';
-import { SSEParser } from './sse';
+import { SSEEvent, SSEParser } from './sse';
 
 /** Google's error JSON, with the field the server named (e.g. `trainingInput.args`). */
 export class ApiError extends Error {
@@ -97,6 +97,27 @@ export interface LogEvent {
   stream?: string | null;
 }
 
+/** The message of a Google error body (`{"error": {"message"}}`); undefined when `text` is not one. */
+function errorMessage(text: string): string | undefined {
+  try {
+    return JSON.parse(text).error.message;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The events `parser` completes from each chunk of an SSE `body`, one array per chunk as it arrives. */
+async function* sseChunks(body: ReadableStream<Uint8Array>, parser: SSEParser): AsyncGenerator<SSEEvent[]> {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) {
+      return;
+    }
+    yield parser.push(value);
+  }
+}
+
 /**
  * Follow a task's log: `onLines` gets each batch of lines as it arrives, `onEnd` the job's state
  * at the end. Resumes after a dropped connection from the last line seen. Returns a stop function.
@@ -127,23 +148,12 @@ export function followLog(
         );
         if (!response.ok || !response.body) {
           const text = await response.text();
-          let message = text;
-          try {
-            message = JSON.parse(text).error.message;
-          } catch {
-            // not JSON: the text as it is
-          }
-          onError(message || response.statusText);
+          onError(errorMessage(text) ?? (text || response.statusText));
           return;
         }
-        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-        for (;;) {
-          const { value, done } = await reader.read();
-          if (done) {
-            break;
-          }
+        for await (const events of sseChunks(response.body, parser)) {
           const lines: LogEvent[] = [];
-          for (const ev of parser.push(value)) {
+          for (const ev of events) {
             if (ev.event === 'end') {
               ended = true;
               onLines(lines.splice(0));
@@ -225,22 +235,11 @@ export function watchJobs(
         settings()
       );
       if (!response.ok || !response.body) {
-        let message = response.statusText;
-        try {
-          message = JSON.parse(await response.text()).error.message;
-        } catch {
-          // not JSON
-        }
-        onFail(message, response.status);
+        onFail(errorMessage(await response.text()) ?? response.statusText, response.status);
         return;
       }
-      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) {
-          break;
-        }
-        for (const ev of parser.push(value)) {
+      for await (const events of sseChunks(response.body, parser)) {
+        for (const ev of events) {
           if (ev.event === 'jobs') {
             onJobs(JSON.parse(ev.data).jobs ?? []);
           } else if (ev.event === 'error') {
