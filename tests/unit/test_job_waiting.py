@@ -10,7 +10,6 @@ import pytest
 from hub_ext.errors import UserInputError, errors_of
 from hub_ext.operator import gates
 from server_ext.jobs.kube import waiting
-from server_ext.jobs.kube.backend import with_waiting
 from server_ext.jobs.kube.kubeflow import JOB_LABEL
 from server_ext.jobs.model import parse_job
 
@@ -75,11 +74,11 @@ def test_several_datasets_are_told_in_name_order():
 def test_a_shared_view_is_copied_and_only_while_the_job_has_not_ended():
     obj = {"metadata": {"name": "train-1"}}
     view = {"jobId": "train_1", "state": "PREPARING"}
-    out = with_waiting(view, obj, {"train-1": "waiting for the dataset 'x' to finish loading (5%)"})
+    out = waiting.with_message(view, obj, {"train-1": "waiting for the dataset 'x' to finish loading (5%)"})
     assert out[waiting.FIELD].endswith("(5%)") and waiting.FIELD not in view
-    assert with_waiting(view, obj, {"other": "…"}) is view
+    assert waiting.with_message(view, obj, {"other": "…"}) is view
     ended = {"jobId": "train_1", "state": "CANCELLED"}
-    assert with_waiting(ended, obj, {"train-1": "…"}) is ended
+    assert waiting.with_message(ended, obj, {"train-1": "…"}) is ended
 
 
 def test_status_message_is_output_only_and_dropped_when_read_back():

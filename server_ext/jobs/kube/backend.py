@@ -75,7 +75,7 @@ from .kubeflow import CONTAINER, KubeSettings, api_version, cancel_patch, job_ma
 from ..model import JOB_ID_ANNOTATION
 from .native_experiment import native_experiment
 from ..plan import JobPlan, task_name
-from .status import FINAL as FINAL_STATES, job_json
+from .status import job_json
 from . import waiting
 from hub_ext.operator.gates import GATED_LABEL
 
@@ -108,16 +108,7 @@ class _Project:
         """Job object name → its `waiting.status_message`, for the jobs with held pods."""
         if self.held is None or self.datasets is None:
             return {}
-        by_job = waiting.held_by_job(self.held.items())
-        if not by_job:
-            return {}
-        pvcs = {d["metadata"]["name"]: d for d in self.datasets.items()}
-        out = {}
-        for job, pods in by_job.items():
-            message = waiting.status_message(pods, pvcs, self.source_annotation)
-            if message:
-                out[job] = message
-        return out
+        return waiting.messages(self.held.items(), self.datasets.items(), self.source_annotation)
 
     def dataset_changed(self) -> None:
         """A dataset's progress moves every second while it loads: a change for waiters only
@@ -140,31 +131,13 @@ class _Project:
                 uid, rv = meta.get("uid") or f"{meta.get('namespace')}/{meta['name']}", meta.get("resourceVersion", "")
                 hit = self.views.get(uid)
                 fresh[uid] = hit if hit is not None and hit[0] == rv else (rv, job_json(obj))
-                out.append(with_waiting(fresh[uid][1], obj, messages))
+                out.append(waiting.with_message(fresh[uid][1], obj, messages))
         self.views = fresh
         return out + (self.sweeps.sweeps() if self.sweeps else [])
 
     def pulse(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()
-
-
-def with_waiting(view: dict, obj: dict, messages: dict[str, str]) -> dict:
-    """`view` (the job JSON of `obj`), copied with its `waiting.FIELD` when `messages` (job object
-    name → words, `_Project.waiting`) has one for `obj` and it has not ended; views are shared and
-    stay unchanged."""
-    message = messages.get(obj["metadata"]["name"])
-    if not message or view.get("state") in FINAL_STATES:
-        return view
-    return {**view, waiting.FIELD: message}
-
-
-def _slim_pod(pod: dict) -> dict:
-    """What `waiting` reads of a held pod (its metadata and scheduling gates), not its spec."""
-    meta = pod.get("metadata") or {}
-    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
-                         if k in meta},
-            "spec": {"schedulingGates": (pod.get("spec") or {}).get("schedulingGates") or []}}
 
 
 def _typed(kind: str):
@@ -224,7 +197,7 @@ class KubeBackend:
             mounts = self.settings.mounts
             p.source_annotation = mounts.source_annotation
             p.held = WatchCache(self.kube, f"/api/v1/namespaces/{project}/pods", label_selector=f"{GATED_LABEL}=true",
-                                watch_timeout=self.watch_timeout, on_change=p.pulse, transform=_slim_pod).start()
+                                watch_timeout=self.watch_timeout, on_change=p.pulse, transform=waiting.slim_pod).start()
             p.datasets = WatchCache(self.kube, f"/api/v1/namespaces/{project}/persistentvolumeclaims",
                                     label_selector=mounts.dataset_label, watch_timeout=self.watch_timeout,
                                     on_change=p.dataset_changed).start()
@@ -377,7 +350,7 @@ class KubeBackend:
         if experiment is not None:
             return p.sweeps.json_of(experiment)
         p, _, obj = await self._job(project, job_id)
-        return with_waiting(job_json(obj), obj, p.waiting())
+        return waiting.with_message(job_json(obj), obj, p.waiting())
 
     async def list(self, project: str) -> list[dict]:
         return (await self._project(project)).jobs()

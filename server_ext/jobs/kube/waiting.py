@@ -15,7 +15,9 @@ project's dataset PVCs:
 
 Several datasets are told in name order, joined by ``; ``. A job that has ended, or has no held
 pod, has no message. `held_by_job` indexes held pods by the job's object name (the
-``mlplatform.io/job`` label every job pod carries).
+``mlplatform.io/job`` label every job pod carries); `messages` gives every held job's words and
+`with_message` adds them to a job's (shared) view; `slim_pod` is what the backend's watch keeps of
+a held pod.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from hub_ext.kube_mounts import SOURCE, dataset_state
 from hub_ext.operator.gates import WAITING_ANNOTATION, is_held
 
 from .kubeflow import JOB_LABEL
+from .status import FINAL
 
 FIELD = "statusMessage"
 
@@ -72,3 +75,31 @@ def status_message(held: Iterable[Mapping], pvcs: Mapping[str, Mapping],
     if not names:
         return None
     return "; ".join(dataset_words(n, pvcs.get(n), source_annotation) for n in names)
+
+
+def messages(held: Iterable[Mapping], pvcs: Iterable[Mapping], source_annotation: str = SOURCE) -> dict[str, str]:
+    """Job object name → its `status_message`, for the jobs among the `held` pods; `pvcs`: the
+    project's dataset PVCs."""
+    by_job = held_by_job(held)
+    if not by_job:
+        return {}
+    by_name = {d["metadata"]["name"]: d for d in pvcs}
+    found = {job: status_message(pods, by_name, source_annotation) for job, pods in by_job.items()}
+    return {job: words for job, words in found.items() if words}
+
+
+def with_message(view: dict, obj: Mapping, found: Mapping[str, str]) -> dict:
+    """`view` (the job JSON of `obj`), copied with its `FIELD` when `found` (`messages`) has words for
+    `obj` and it has not ended; views are shared and stay unchanged."""
+    words = found.get(obj["metadata"]["name"])
+    if not words or view.get("state") in FINAL:
+        return view
+    return {**view, FIELD: words}
+
+
+def slim_pod(pod: dict) -> dict:
+    """What this module reads of a held pod (its metadata and scheduling gates), not its spec."""
+    meta = pod.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels", "annotations")
+                         if k in meta},
+            "spec": {"schedulingGates": (pod.get("spec") or {}).get("schedulingGates") or []}}
