@@ -14,7 +14,7 @@ The pods of a listing are checked `CONCURRENCY` at a time.
 
 `check` reads each dataset PVC the pod mounts (`hub_ext.kube_mounts.dataset_state`), removes the
 gate when all are ready, and otherwise posts a Warning Event on the pod for each dataset whose load
-failed (`gates.failed_event`: once per dataset and load; a 409 means it is there). A pod being
+failed (`gates.failed_event`: once per dataset and failure; a 409 means it is there). A pod being
 deleted or no longer held is left alone. A Kubernetes error is logged and the next event or load
 end tries again; the election's listing catches what was missed.
 """
@@ -31,7 +31,6 @@ from ..datasets import is_dataset
 from ..kube import STRATEGIC_MERGE, Conflict, KubeError, NotFound, timestamp
 from ..kube_mounts import dataset_state
 from . import admission, gates
-from . import datasets as ds
 from .context import OperatorContext
 
 log = logging.getLogger("mlplatform.operator.gates")
@@ -98,8 +97,7 @@ class GateKeeper:
                 self.ctx.metrics.inc("mlplatform_operator_dataset_gates_total", result="released")
                 return
             for claim in failed:
-                load_id = ((claims[claim]["metadata"].get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION, ""))
-                event = gates.failed_event(pod, claim, load_id, states[claim][1], timestamp())
+                event = gates.failed_event(pod, claim, states[claim][1], timestamp())
                 try:
                     await self.kube.request("POST", f"/api/v1/namespaces/{ns}/events", event)
                     log.info("pod %s/%s: held; the dataset %s failed to load", ns, name, claim)

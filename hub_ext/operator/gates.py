@@ -14,7 +14,8 @@ start later:
 - `verdict`: the leader's gate keeper (`gate_keeper`) lets a held pod go (`release_patch`: the gate
   and the label removed; Kubernetes allows removing a gate, never adding one) once every dataset
   it mounts is ready. A dataset whose load failed keeps it held, and a Warning Event on the pod
-  (`failed_event`, once per dataset and load) says which and why; a later successful load lets it go.
+  (`failed_event`, once per dataset and failure) says which and why; a later successful load lets
+  it go.
 """
 
 from __future__ import annotations
@@ -76,11 +77,14 @@ def release_patch() -> dict:
             "spec": {"schedulingGates": [{"$patch": "delete", "name": GATE}]}}
 
 
-def failed_event(pod: Mapping, dataset: str, load_id: str, message: str, now: str) -> dict:
+def failed_event(pod: Mapping, dataset: str, message: str, now: str) -> dict:
     """The Warning Event on a held pod for a dataset whose load failed; its name is the pod's, the
-    dataset's and the load's, so it is made once."""
+    dataset's and the failure's words, so it is made once however often the pod is looked at. The
+    words come from the claim's ``Loaded`` condition, written in one request; the load id is not
+    used, as the operator writes it in a second request and a check between the two would name
+    one failure twice (seen in CI)."""
     meta = pod["metadata"]
-    digest = hashlib.sha256(f"{dataset}/{load_id}".encode()).hexdigest()[:10]
+    digest = hashlib.sha256(f"{dataset}/{message}".encode()).hexdigest()[:10]
     return {"apiVersion": "v1", "kind": "Event",
             "metadata": {"name": f"{meta['name'][:200]}.{digest}", "namespace": meta["namespace"]},
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": meta["namespace"],

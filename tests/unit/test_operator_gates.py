@@ -49,13 +49,15 @@ def test_the_release_removes_the_gate_by_name_and_the_label():
                                      "spec": {"schedulingGates": [{"$patch": "delete", "name": gates.GATE}]}}
 
 
-def test_the_failure_event_names_the_dataset_and_the_reason_once_per_load():
+def test_the_failure_event_names_the_dataset_and_the_reason_once_per_failure():
     pod = _pod()
-    e = gates.failed_event(pod, "coco", "load-1", "AccessDenied: the credential s3-reader may not read", "T")
+    e = gates.failed_event(pod, "coco", "AccessDenied: the credential s3-reader may not read", "T")
     assert e["type"] == "Warning" and e["reason"] == gates.FAILED_REASON
     assert e["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "vision", "name": "trainer-0",
                                    "uid": "u1"}
     assert e["message"] == ("held until the dataset coco is loaded; its load failed: AccessDenied: the credential "
                             "s3-reader may not read")
-    assert e["metadata"]["name"] == gates.failed_event(pod, "coco", "load-1", "other words", "T2")["metadata"]["name"]
-    assert e["metadata"]["name"] != gates.failed_event(pod, "coco", "load-2", "", "T")["metadata"]["name"]
+    again = gates.failed_event(pod, "coco", "AccessDenied: the credential s3-reader may not read", "T2")
+    assert e["metadata"]["name"] == again["metadata"]["name"]  # looked at again: the same Event (a 409)
+    assert e["metadata"]["name"] != gates.failed_event(pod, "coco", "NoSuchBucket", "T")["metadata"]["name"]
+    assert e["metadata"]["name"] != gates.failed_event(pod, "mnist", "AccessDenied: the credential s3-reader may not read", "T")["metadata"]["name"]
