@@ -75,6 +75,12 @@ export async function getJob(project: string, jobId: string): Promise<Job> {
   return request(URLExt.join(jobsPath(project), jobId));
 }
 
+/** A sweep trial's metric series (`GET …/jobs/{id}/trials/{trial}/metrics`): the server's `metrics` list. */
+export async function trialMetrics(project: string, jobId: string, trialId: string): Promise<unknown[]> {
+  const body = await request(URLExt.join(jobsPath(project), jobId, 'trials', encodeURIComponent(trialId), 'metrics'));
+  return body.metrics ?? [];
+}
+
 export async function cancelJob(project: string, jobId: string): Promise<void> {
   await request(URLExt.join(jobsPath(project), `${jobId}:cancel`), { method: 'POST', body: '{}' });
 }

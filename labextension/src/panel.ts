@@ -24,6 +24,7 @@ import {
   trialProgress
 } from './format';
 import { LogView } from './logview';
+import { TrialSeriesStore } from './series';
 import { JobsStore } from './store';
 
 export interface PanelOptions {
@@ -35,6 +36,7 @@ export interface PanelOptions {
 }
 
 const ALL = '';
+const SERIES_EVERY_MS = 2000;
 
 function el<K extends keyof HTMLElementTagNameMap>(
   tag: K,
@@ -67,6 +69,10 @@ export class JobsPanel extends Widget {
   private stopLog: (() => void) | null = null;
   private logView: LogView | null = null;
   private trialSort = { column: '', descending: false };
+  /** The shown sweep's trials' metric series, read every `SERIES_EVERY_MS` while a trial runs. */
+  private series = new TrialSeriesStore();
+  private seriesTimer: number | null = null;
+  private seriesBusy = false;
 
   constructor(opts: PanelOptions) {
     super();
@@ -277,6 +283,11 @@ export class JobsPanel extends Widget {
     this.stopLog?.();
     this.stopLog = null;
     this.logView = null;
+    if (this.seriesTimer !== null) {
+      window.clearInterval(this.seriesTimer);
+      this.seriesTimer = null;
+    }
+    this.series.clear();
     this.detailKey = '';
     this.detailView.hidden = true;
     this.listView.hidden = false;
@@ -310,6 +321,7 @@ export class JobsPanel extends Widget {
       const spec = el('details', 'mlp-spec');
       spec.append(el('summary', '', trans.__('Specification')), el('pre', 'mlp-spec-json'));
       this.detailView.append(head, summary, trials, spec);
+      this.seriesTimer = window.setInterval(() => void this.readSeries(project, jobId), SERIES_EVERY_MS);
       if (!job || !isSweep(job)) {
         const logHead = el('h3', 'mlp-log-title', trans.__('Log (master-replica-0)'));
         this.logView = new LogView(
@@ -377,7 +389,8 @@ export class JobsPanel extends Widget {
     if (isSweep(job)) {
       const scroll = el('div', 'mlp-trials-scroll');
       scroll.append(this.trialsTable(job));
-      trials.replaceChildren(this.plot(job), scroll);
+      trials.replaceChildren(this.plot(job), this.seriesPlot(job), scroll);
+      void this.readSeries(project, jobId); // a trial that just started or ended: read it now
     }
     void jobId;
   }
@@ -427,6 +440,89 @@ export class JobsPanel extends Widget {
         title.textContent = trans.__('trial %1: %2', p.trial, String(p.value));
         dot.appendChild(title);
         svg.appendChild(dot);
+      }
+    }
+    figure.append(svg);
+    return figure;
+  }
+
+  /**
+   * Read the series of the shown sweep's trials that may have grown (`TrialSeriesStore.due`), one
+   * request at a time, and draw the series plot again if a line changed.
+   */
+  private async readSeries(project: string, jobId: string): Promise<void> {
+    const key = `${project}/${jobId}`;
+    const job = this.store.job(project, jobId);
+    if (this.seriesBusy || !job || !isSweep(job)) {
+      return;
+    }
+    this.seriesBusy = true;
+    let changed = false;
+    try {
+      for (const trialId of this.series.due(job)) {
+        const state = job.trainingOutput?.trials?.find(t => t.trialId === trialId)?.state;
+        try {
+          const metrics = await api.trialMetrics(project, jobId, trialId);
+          if (this.detailKey !== key) {
+            return;
+          }
+          changed = this.series.set(trialId, state, metrics) || changed;
+        } catch {
+          // not readable now (e.g. the trial's pod is gone): tried again on the next round
+        }
+      }
+    } finally {
+      this.seriesBusy = false;
+    }
+    const now = this.store.job(project, jobId);
+    const shown = this.detailView.querySelector('.mlp-series-plot');
+    if (changed && now && shown && this.detailKey === key) {
+      shown.replaceWith(this.seriesPlot(now));
+    }
+  }
+
+  /** Each trial's own metric over its steps, one line per trial, the best trial's drawn thick and last. */
+  private seriesPlot(job: Job): Element {
+    const trans = this.trans;
+    const lines = this.series.lines(job);
+    const best = lines.find(l => l.best);
+    const figure = el('figure', 'mlp-plot mlp-series-plot');
+    const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
+    figure.append(el('figcaption', '', trans.__('%1 by step, each trial (thick line: the best trial)', metric)));
+    const ns = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(ns, 'svg');
+    const W = 240;
+    const H = 100;
+    const pad = 6;
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+    svg.setAttribute('class', 'mlp-series-svg');
+    svg.setAttribute('role', 'img');
+    svg.setAttribute(
+      'aria-label',
+      lines.length
+        ? trans.__('%1 trials reported %2; best trial %3', lines.length, metric, best?.trialId ?? '-')
+        : trans.__('No trial has reported %1 yet', metric)
+    );
+    svg.dataset.lines = String(lines.length);
+    svg.dataset.points = String(lines.reduce((n, l) => n + l.points.length, 0));
+    const all = lines.flatMap(l => l.points);
+    if (all.length) {
+      const [x0, x1] = [Math.min(...all.map(p => p.step)), Math.max(...all.map(p => p.step))];
+      const [y0, y1] = [Math.min(...all.map(p => p.value)), Math.max(...all.map(p => p.value))];
+      const x = (v: number) => pad + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
+      const y = (v: number) => H - pad - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * pad);
+      for (const line of [...lines.filter(l => !l.best), ...lines.filter(l => l.best)]) {
+        const node = document.createElementNS(ns, 'polyline');
+        node.setAttribute('class', line.best ? 'mlp-series mlp-series-best' : 'mlp-series');
+        node.setAttribute('points', line.points.map(p => `${x(p.step)},${y(p.value)}`).join(' '));
+        node.dataset.trialId = line.trialId;
+        node.dataset.points = String(line.points.length);
+        const last = line.points[line.points.length - 1];
+        const title = document.createElementNS(ns, 'title');
+        title.textContent = trans.__('trial %1: %2 at step %3', line.trialId, String(Number(last.value.toPrecision(6))),
+          last.step);
+        node.appendChild(title);
+        svg.appendChild(node);
       }
     }
     figure.append(svg);

@@ -168,7 +168,7 @@ def test_a_sweeps_plot_grows_and_its_trials_sort(lab, browser_page, tmp_path):
     page = browser_page
     body = {"jobId": "panel_sweep", "trainingInput": {
         "scaleTier": "BASIC", "pythonModule": "trainer.task",
-        "packageUris": [(lab.root / "trainer" / "trainer").as_uri()], "args": ["--epochs=3", "--sleep=1"],
+        "packageUris": [(lab.root / "trainer" / "trainer").as_uri()], "args": ["--epochs=4", "--sleep=1"],
         "hyperparameters": {"goal": "MINIMIZE", "hyperparameterMetricTag": "rmse", "maxTrials": 3,
                             "maxParallelTrials": 1, "algorithm": "GRID_SEARCH",
                             "params": [{"parameterName": "learning_rate", "type": "DISCRETE",
@@ -179,16 +179,28 @@ def test_a_sweeps_plot_grows_and_its_trials_sort(lab, browser_page, tmp_path):
     row(page, "panel_sweep").click()
     svg = page.locator(f"{PANEL} .mlp-plot-svg")
     svg.wait_for(timeout=30_000)
+    series = page.locator(f"{PANEL} .mlp-series-svg")
     seen = set()
-    for _ in range(240):  # the plot grows one finished trial at a time
+    grown: dict[str, set[int]] = {}  # each trial's line: the point counts seen
+    for _ in range(240):  # the plot grows one finished trial at a time, each trial's line step by step
         seen.add(int(svg.get_attribute("data-points")))
+        for line in page.locator(f"{PANEL} polyline.mlp-series").all():
+            grown.setdefault(line.get_attribute("data-trial-id"), set()).add(int(line.get_attribute("data-points")))
         if 3 in seen:
             break
         page.wait_for_timeout(500)
     assert {1, 2, 3} <= seen or ({2, 3} <= seen and len(seen) >= 2), seen
+    assert any(len(counts) >= 2 for counts in grown.values()), grown  # a line grew while its trial ran
     page.locator(f"{PANEL} .mlp-detail-view .mlp-badge", has_text="SUCCEEDED").wait_for(timeout=60_000)
     trials = page.locator(f"{PANEL} tr.mlp-trial")
     assert trials.count() == 3
+    # every trial's whole series (its 4 epochs), the best trial's line marked
+    page.wait_for_function("(sel) => document.querySelector(sel).dataset.points === '12'",
+                           arg=f"{PANEL} .mlp-series-svg", timeout=20_000)
+    assert series.get_attribute("data-lines") == "3"
+    best = page.locator(f"{PANEL} polyline.mlp-series-best")
+    assert best.count() == 1
+    assert best.get_attribute("data-trial-id") == trials.first.locator("td").first.inner_text()
     metric = [float(t.locator("td").nth(2).inner_text()) for t in trials.all()]
     assert metric == sorted(metric)  # best first (MINIMIZE)
     page.locator(f'{PANEL} th[data-column="learning_rate"] button').click()
