@@ -1,0 +1,91 @@
+"""The "Training jobs" panel in Notebook 7 (``jupyter notebook``, the ``notebook>=7`` package, 7.6 here),
+where it has a sidebar: Notebook 7's pages have a left side area (the file browser's ``/tree`` page and
+a notebook's page both), shown when a panel in it is activated. A real Notebook 7 server (the
+platform's server extension on the local job backend, `tests.harness.lab`) and Debian's Chromium.
+
+On the ``/tree`` page the panel opens from Notebook 7's command palette (Ctrl+Shift+C) in the left
+side area, lists a job submitted through the REST API, and its detail view follows the job to
+SUCCEEDED with its log; on a notebook's page it opens the same way and lists the job. Notebook 7
+has no status bar, so the running-jobs count is JupyterLab's only. Every request stays on this
+machine. Screenshots: ``artifacts/screenshots/lab_panel-notebook7-tree.png``, ``…-notebook.png``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from tests.harness.browser import screenshot
+from tests.harness.lab import NotebookServer
+from tests.harness.notebook_ui import code_notebook, console_errors, copy_trainer, non_loopback_requests, serving
+
+pytestmark = pytest.mark.browser
+
+PANEL = "#mlplatform-jobs"
+
+
+@pytest.fixture
+def notebook7(tmp_path, request):
+    server = NotebookServer(tmp_path / "nb7", app="notebook")
+    server.root.mkdir(parents=True)
+    copy_trainer(server.root)
+    (server.root / "empty.ipynb").write_text(json.dumps(code_notebook(["1 + 1"])))
+    with serving(server.start(), request):
+        yield server
+
+
+def open_from_palette(page) -> None:
+    palette = page.locator(".lm-CommandPalette-input")
+    for _ in range(30):  # the page shows before its key bindings are in place: press until the palette opens
+        page.keyboard.press("Control+Shift+c")
+        try:
+            palette.wait_for(state="visible", timeout=2000)
+            break
+        except PlaywrightTimeout:
+            continue
+    palette.fill("Training jobs")
+    page.keyboard.press("Enter")
+
+
+def test_the_panel_works_in_notebook7s_sidebar(notebook7, browser_page, tmp_path):
+    page = browser_page
+    offsite = non_loopback_requests(page.context)
+    errors = console_errors(page)
+    body = {"jobId": "nb7_panel", "trainingInput": {
+        "scaleTier": "BASIC", "pythonModule": "trainer.task",
+        "packageUris": [(notebook7.root / "trainer" / "trainer").as_uri()], "args": ["--epochs=3", "--sleep=0.5"]}}
+    r = notebook7.api("POST", f"ml/v1/projects/{notebook7.project}/jobs", json=body)
+    assert r.status_code == 200, r.text
+
+    # the file browser's page
+    page.goto(f"{notebook7.url}tree?token={notebook7.token}")
+    page.locator(".jp-DirListing").first.wait_for(timeout=120_000)
+    assert "/lab" not in page.url  # Notebook 7's own page, not JupyterLab
+    open_from_palette(page)
+    panel = page.locator(f"#jp-left-stack {PANEL}")
+    panel.wait_for(state="visible", timeout=30_000)
+    row = panel.locator('li.mlp-row[data-job-id="nb7_panel"]')
+    row.wait_for(timeout=30_000)
+    row.click()
+    detail = panel.locator(".mlp-detail-view")
+    detail.locator(".mlp-badge", has_text="SUCCEEDED").wait_for(timeout=60_000)
+    detail.locator(".mlp-log-line").first.wait_for(timeout=30_000)
+    page.screenshot(path=str(tmp_path / "notebook7-tree.png"))
+    screenshot(page, "lab_panel-notebook7-tree")
+
+    # a notebook's page
+    page.goto(notebook7.page_url("empty.ipynb"))
+    page.locator(".jp-NotebookPanel").first.wait_for(timeout=120_000)
+    if not page.locator(f"#jp-left-stack {PANEL}").is_visible():  # the selection may be restored, open
+        open_from_palette(page)
+    panel = page.locator(f"#jp-left-stack {PANEL}")
+    panel.wait_for(state="visible", timeout=30_000)
+    if panel.locator(".mlp-back").is_visible():
+        panel.locator(".mlp-back").click()
+    panel.locator('li.mlp-row[data-job-id="nb7_panel"][data-state="SUCCEEDED"]').wait_for(timeout=30_000)
+    page.screenshot(path=str(tmp_path / "notebook7-notebook.png"))
+    screenshot(page, "lab_panel-notebook7-notebook")
+    assert offsite == [], f"requests off this machine: {offsite}"
+    assert not [e for e in errors if "mlplatform" in e.lower()], errors
