@@ -10,6 +10,7 @@
 #                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail);
 #                      submit → first log line in the JupyterLab panel beside the widget (P9); the
 #                      panel with 1,000 jobs and a 40 MB log (render, update, heap, long tasks);
+#                      a 40 MB and a 100 MB log streamed by the server into the panel's viewer;
 #                      the operator's webhook latency under 50 concurrent creations beside none;
 #                      dataset loader throughput vs a plain copy (S3, GCS emulators); operator
 #                      memory and API requests at 1000 dataset PVCs; 20 pods held for a dataset: Loaded
@@ -148,6 +149,7 @@ bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium
 	$(PY) -m tests.bench.submit_first_log --rounds 10
 	$(PY) -m tests.bench.panel_first_log --rounds 10 --skip-directory-uri
 	$(PY) -m tests.bench.panel_load --jobs 1000 --mb 40
+	$(PY) -m tests.bench.panel_log_stream --mb 40 100
 	$(PY) -m tests.bench.operator_webhooks --pods 50 --rounds 3
 	$(PY) -m tests.bench.dataset_loader --objects 1000 --mb 100 --rounds 3
 	$(PY) -m tests.bench.operator_datasets --pvcs 1000
