@@ -32,6 +32,9 @@ XDIST.local := -n auto
 # The hub tier too (each worker starts its own control plane, hub and servers, so at most 4 of them):
 # 532 s in one process on the quiet 2-core machine; 331 s and 459 s in two while helpers ran builds.
 XDIST.hub := -n auto --maxprocesses 4
+# The kube tier too (a control plane, CoreDNS and Training Operator per worker; its tests mostly wait on
+# controllers): 765 s in one process at cfb7698; 541 s under -n 2 while a Go build shared the 2 cores.
+XDIST.kube := -n auto --maxprocesses 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils
@@ -129,7 +132,7 @@ test-local: $(VENV)/.stamp $(LABEXT)
 	$(PY) -m pytest -m local $(XDIST.local) $(PYTEST_ARGS)
 
 test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER) controllers
-	$(PY) -m pytest -m kube $(PYTEST_ARGS)
+	$(PY) -m pytest -m kube $(XDIST.kube) $(PYTEST_ARGS)
 
 test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 	$(PY) -m pytest -m hub $(XDIST.hub) $(PYTEST_ARGS)
