@@ -255,7 +255,7 @@ export function watchJobs(
         }
       }
       if (!abort.signal.aborted) {
-        onFail('the stream ended', 0);
+        onFail('the stream ended', 0); // not translated: status 0 is never shown (the list is read again)
       }
     } catch (e) {
       if (!abort.signal.aborted) {

@@ -1,7 +1,24 @@
 /**
  * Pure formatting of `ml.v1` jobs for the panel: states, times, accelerators, plain-words
- * explanations, trial ordering. No DOM, no JupyterLab: unit tested in test/format.test.ts.
+ * explanations, trial ordering. No DOM, no JupyterLab: unit tested in test/format.test.ts. Words
+ * go through `trans` (the panel passes JupyterLab's translation bundle; `english` by default).
  */
+
+/** What formatting needs of JupyterLab's `TranslationBundle`: `__` and `_n` (`%1`, `%2` replaced by the arguments). */
+export interface Translate {
+  __(msgid: string, ...args: any[]): string;
+  _n(msgid: string, msgidPlural: string, n: number, ...args: any[]): string;
+}
+
+function fill(msg: string, args: unknown[]): string {
+  return msg.replace(/%(\d+)/g, (m, i) => (Number(i) <= args.length ? String(args[Number(i) - 1]) : m));
+}
+
+/** No translation: the message with its arguments in place (as JupyterLab's `nullTranslator`). */
+export const english: Translate = {
+  __: (msgid, ...args) => fill(msgid, args),
+  _n: (msgid, plural, n, ...args) => fill(n === 1 ? msgid : plural, [n, ...args])
+};
 
 export type JobState =
   | 'STATE_UNSPECIFIED'
@@ -97,10 +114,10 @@ export function isActive(job: Job): boolean {
 }
 
 /** "NVIDIA_A100_1G_5GB × 2", "CPU only" when the job asks for no accelerator. */
-export function accelerator(job: Job): string {
+export function accelerator(job: Job, trans: Translate = english): string {
   const cfg = job.trainingInput?.masterConfig?.acceleratorConfig;
   if (!cfg || !cfg.type || String(cfg.type).endsWith('UNSPECIFIED')) {
-    return 'CPU only';
+    return trans.__('CPU only');
   }
   const count = Number(cfg.count ?? 1);
   return count > 1 ? `${cfg.type} × ${count}` : String(cfg.type);
@@ -123,55 +140,55 @@ export function formatTime(rfc3339: string | undefined): string {
 }
 
 /** A span of seconds as "45s", "3m 05s", "2h 03m", "1d 4h". */
-export function formatDuration(seconds: number): string {
+export function formatDuration(seconds: number, trans: Translate = english): string {
   if (!isFinite(seconds) || seconds < 0) {
     return '';
   }
   const s = Math.floor(seconds);
   const p = (n: number) => String(n).padStart(2, '0');
   if (s < 60) {
-    return `${s}s`;
+    return trans.__('%1s', s);
   }
   if (s < 3600) {
-    return `${Math.floor(s / 60)}m ${p(s % 60)}s`;
+    return trans.__('%1m %2s', Math.floor(s / 60), p(s % 60));
   }
   if (s < 86400) {
-    return `${Math.floor(s / 3600)}h ${p(Math.floor((s % 3600) / 60))}m`;
+    return trans.__('%1h %2m', Math.floor(s / 3600), p(Math.floor((s % 3600) / 60)));
   }
-  return `${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+  return trans.__('%1d %2h', Math.floor(s / 86400), Math.floor((s % 86400) / 3600));
 }
 
 /** How long the job ran (until `now` while it runs); "" before it started. */
-export function runTime(job: Job, now: number = Date.now()): string {
+export function runTime(job: Job, now: number = Date.now(), trans: Translate = english): string {
   if (!job.startTime) {
     return '';
   }
   const start = Date.parse(job.startTime);
   const end = job.endTime ? Date.parse(job.endTime) : now;
-  return formatDuration((end - start) / 1000);
+  return formatDuration((end - start) / 1000, trans);
 }
 
 /** The state in plain words, for the detail view and the badge's tooltip. */
-export function explainState(job: Job): string {
+export function explainState(job: Job, trans: Translate = english): string {
   switch (job.state) {
     case 'QUEUED':
-      return 'Waiting for its turn: the job is accepted and waits for capacity in its project.';
+      return trans.__('Waiting for its turn: the job is accepted and waits for capacity in its project.');
     case 'PREPARING':
-      return 'Starting: its pods are being scheduled and its code and data fetched.';
+      return trans.__('Starting: its pods are being scheduled and its code and data fetched.');
     case 'RUNNING':
-      return 'Running: the training code is executing.';
+      return trans.__('Running: the training code is executing.');
     case 'SUCCEEDED':
-      return 'Finished: the training code ended without error.';
+      return trans.__('Finished: the training code ended without error.');
     case 'FAILED':
       return job.errorMessage
-        ? `Failed: ${job.errorMessage}`
-        : 'Failed: the training code or its environment ended with an error.';
+        ? trans.__('Failed: %1', job.errorMessage)
+        : trans.__('Failed: the training code or its environment ended with an error.');
     case 'CANCELLING':
-      return 'Cancelling: its processes are being stopped.';
+      return trans.__('Cancelling: its processes are being stopped.');
     case 'CANCELLED':
-      return 'Cancelled: it was stopped before it finished.';
+      return trans.__('Cancelled: it was stopped before it finished.');
     default:
-      return 'State not known yet.';
+      return trans.__('State not known yet.');
   }
 }
 
@@ -220,10 +237,12 @@ export function trialsBestFirst(job: Job): Trial[] {
 }
 
 /** The sweep's progress, "3 of 8 trials". */
-export function trialProgress(job: Job): string {
+export function trialProgress(job: Job, trans: Translate = english): string {
   const done = Number(job.trainingOutput?.completedTrialCount ?? 0);
   const max = job.trainingInput?.hyperparameters?.maxTrials;
-  return max !== undefined ? `${done} of ${Number(max)} trials` : `${done} trials`;
+  return max !== undefined
+    ? trans._n('%2 of %1 trial', '%2 of %1 trials', Number(max), done)
+    : trans._n('%1 trial', '%1 trials', done);
 }
 
 /** One point of a sweep's plot: a finished trial's objective, and the best so far. */

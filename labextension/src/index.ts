@@ -164,7 +164,7 @@ class RunningStatus extends Widget {
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
-  description: 'Training jobs and sweeps of jupyterhub-mlplatform in a side panel',
+  description: 'Training jobs and sweeps of jupyterhub-mlplatform in a side panel', // not translated: plugin metadata, as JupyterLab's own
   autoStart: true,
   optional: [
     ICommandPalette,

@@ -201,8 +201,8 @@ export class JobsPanel extends Widget {
         el('span', 'mlp-row-kind', isSweep(job) ? trans.__('sweep') : '')
       );
       const meta = el('div', 'mlp-row-meta');
-      const bits = [project, accelerator(job), formatTime(job.createTime)];
-      const ran = runTime(job);
+      const bits = [project, accelerator(job, this.trans), formatTime(job.createTime)];
+      const ran = runTime(job, Date.now(), this.trans);
       if (ran) {
         bits.push(trans.__('ran %1', ran));
       }
@@ -261,7 +261,7 @@ export class JobsPanel extends Widget {
 
   private badge(job: Job): HTMLElement {
     const b = el('span', `mlp-badge mlp-badge-${badgeKind(job.state)}`, job.state ?? '?');
-    b.title = explainState(job);
+    b.title = explainState(job, this.trans);
     return b;
   }
 
@@ -368,16 +368,16 @@ export class JobsPanel extends Widget {
       dl.append(dd);
     };
     const state = el('span');
-    state.append(this.badge(job), ' ', explainState(job));
+    state.append(this.badge(job), ' ', explainState(job, this.trans));
     fact(trans.__('State'), state);
     fact(trans.__('Project'), project);
-    fact(trans.__('Accelerator'), accelerator(job));
+    fact(trans.__('Accelerator'), accelerator(job, this.trans));
     fact(trans.__('Created'), formatTime(job.createTime));
     fact(trans.__('Started'), formatTime(job.startTime));
     fact(trans.__('Ended'), formatTime(job.endTime));
-    fact(trans.__('Ran for'), runTime(job));
+    fact(trans.__('Ran for'), runTime(job, Date.now(), this.trans));
     if (isSweep(job)) {
-      fact(trans.__('Trials'), trialProgress(job));
+      fact(trans.__('Trials'), trialProgress(job, this.trans));
     }
     summary.replaceChildren(dl);
     this.detailView.querySelector('.mlp-spec-json')!.textContent = JSON.stringify(
