@@ -61,7 +61,8 @@ _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "Resour
 _GROUPS = {"Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
            "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
            "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
-           "Job": ("/apis/batch/v1", "jobs")}
+           "Job": ("/apis/batch/v1", "jobs"),
+           "VolumeSnapshot": ("/apis/snapshot.storage.k8s.io/v1", "volumesnapshots")}
 
 
 def path_of(kind: str, namespace: str | None = None, name: str | None = None) -> str:

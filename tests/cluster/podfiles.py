@@ -24,6 +24,7 @@ import time
 
 import yaml
 
+from .provisioner import CSI_DRIVER
 from .rest import ApiError, Rest
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -161,7 +162,10 @@ class PodFiles:
         if not pvc or not volume or (pvc.get("status") or {}).get("phase") != "Bound":
             raise LookupError(f'persistentvolumeclaim "{claim}" is not bound')
         pv = await self.rest.get(f"/api/v1/persistentvolumes/{volume}")
-        path = pathlib.Path(((pv["spec"].get("hostPath") or pv["spec"].get("local") or {}).get("path")) or "")
+        csi = pv["spec"].get("csi") or {}  # the test cluster's CSI class (tests.cluster.provisioner.CSI_DRIVER)
+        path = pathlib.Path(((pv["spec"].get("hostPath") or pv["spec"].get("local") or
+                              (csi.get("volumeAttributes") if csi.get("driver") == CSI_DRIVER else None)
+                              or {}).get("path")) or "")
         if not path.is_absolute():
             raise LookupError(f'persistentvolume "{volume}" has no hostPath or local path')
         path.mkdir(parents=True, exist_ok=True)

@@ -6,7 +6,8 @@
 # katib/go.mod pins github.com/kubeflow/katib v0.19.0 (the commands are `tool` lines in those go.mod
 # files, so `go mod tidy` keeps their requirements), coredns/go.mod pins github.com/coredns/coredns
 # v1.15.0 with our own main.go choosing its plugins, kustomize/go.mod pins sigs.k8s.io/kustomize/kustomize/v5
-# v5.7.1 (renders the controllers' released overlays; no kubectl needed).
+# v5.7.1 (renders the controllers' released overlays; no kubectl needed), snapshot-controller/go.mod pins
+# github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 (Kubernetes' volume snapshot controller).
 # Needs Go >= 1.26.0 (the `go` line of training-operator v1.9.4's own go.mod). Builds run one at a
 # time under `nice -n 19`; a rebuild with warm Go caches only links.
 set -euo pipefail
@@ -22,6 +23,7 @@ build() {  # build MODULE_DIR OUTPUT PACKAGE
 build training-operator training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1
 build kustomize kustomize sigs.k8s.io/kustomize/kustomize/v5
 build coredns coredns .
+build snapshot-controller snapshot-controller github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller
 build katib katib-controller github.com/kubeflow/katib/cmd/katib-controller/v1beta1
 build katib katib-db-manager github.com/kubeflow/katib/cmd/db-manager/v1beta1
 build katib goptuna-suggestion github.com/kubeflow/katib/cmd/suggestion/goptuna/v1beta1

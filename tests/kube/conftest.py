@@ -85,3 +85,18 @@ async def backend(kube, runner, _operator_log):
 async def cluster(kube_cluster, kube_target, kube, runner, _operator_log):
     """The test kubelet (pods run only when told), with the real Training Operator running."""
     return kube_cluster.kubelet(auto_run=False, nodes=NODES)
+
+
+@pytest.fixture(scope="session")
+def snapshots(request, tmp_path_factory):
+    """Volume snapshots on the session's control plane: the real snapshot-controller, the CSI class
+    `csi-hostpath` and its VolumeSnapshotClass (`tests.controllers.snapshots`); started by the first
+    test that asks for it. Skips on a --kube-context cluster (it has its own CSI driver or none)."""
+    if request.config.getoption("--kube-context"):
+        pytest.skip("needs the test cluster's CSI class; not on --kube-context")
+    from tests.controllers.snapshots import SnapshotController
+
+    controller = SnapshotController(request.getfixturevalue("_session_cluster"),
+                                    tmp_path_factory.mktemp("snapshot-controller")).start()
+    yield controller
+    controller.stop()
