@@ -37,7 +37,7 @@ XDIST.hub := -n auto --maxprocesses 4
 XDIST.kube := -n auto --maxprocesses 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils
+.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils postgresql
 
 # The tests' Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd),
 # built from the Go module proxy by tests/cluster/build.sh; rebuilt only when its module changes.
@@ -52,7 +52,7 @@ $(CLUSTER): tests/cluster/go.mod tests/cluster/go.sum tests/cluster/main.go test
 # parts) and the test cluster's DNS server (CoreDNS), built from the Go module proxy by
 # tests/controllers/build.sh (about 10 minutes on 2 cores with cold Go caches, seconds when warm).
 CONTROLLERS := tests/controllers/bin/.stamp
-controllers: $(CONTROLLERS) dnsutils
+controllers: $(CONTROLLERS) dnsutils postgresql
 
 $(CONTROLLERS): tests/controllers/build.sh $(wildcard tests/controllers/*/go.mod tests/controllers/*/go.sum \
                 tests/controllers/*/*.go tests/controllers/*/*/*.go)
@@ -66,6 +66,15 @@ dnsutils:
 	  set -e; \
 	  $(SUDO) apt-get update; \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y bind9-dnsutils; \
+	fi
+
+# Debian's PostgreSQL for Katib's db-manager (tests/controllers/katib_system.py runs it as `nobody`
+# in the session's temporary directory); installed only when no server binary is there.
+postgresql:
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then \
+	  set -e; \
+	  $(SUDO) apt-get update; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y postgresql; \
 	fi
 
 venv: $(VENV)/.stamp

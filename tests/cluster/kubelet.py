@@ -94,6 +94,7 @@ class Kubelet(ProcessMode):
         self._procs: dict[tuple[str, str], list[asyncio.subprocess.Process]] = {}
         self._files: dict[tuple[str, str], PodFiles] = {}
         self._ips: dict[tuple[str, str], str] = {}
+        self._sandboxes: dict = {}  # (ns, name) → kubelet_process.Sandbox of pods with a PID namespace
         self._tasks: set[asyncio.Task] = set()
         self.network = network or PodNetwork(self.workdir / "network")  # no block: 127.78.x.y, no DNS
         self._synced = asyncio.Event()
@@ -120,6 +121,8 @@ class Kubelet(ProcessMode):
             for proc in procs:
                 await proc.wait()
         self._procs.clear()
+        for ns, name in list(self._sandboxes):
+            self._end_sandbox(ns, name)
         for (ns, name), pod in list(self.pods.items()):
             await self._final_delete(ns, name, pod["metadata"]["uid"])
         for node in sorted(self.node_names):
@@ -257,6 +260,7 @@ class Kubelet(ProcessMode):
             self.pods.pop(key, None)
             for proc in self._procs.pop(key, []):  # force-deleted (grace 0) while running
                 _signal_group(proc, signal.SIGKILL)
+            self._end_sandbox(*key)
             self._started.discard(key)
             self._files.pop(key, None)
             self.logs.drop_pod(*key)
@@ -405,6 +409,7 @@ class Kubelet(ProcessMode):
                 for proc in procs:
                     _signal_group(proc, signal.SIGKILL)
                 await asyncio.gather(*(p.wait() for p in procs))
+        self._end_sandbox(ns, name)
         self.logs.drop_pod(ns, name)
         await self._final_delete(ns, name, pod["metadata"]["uid"])
         self._started.discard((ns, name))

@@ -7,8 +7,19 @@ first, each to completion. `0.0.0.0` in args and env becomes the pod IP; `$(VAR)
 as Kubernetes expands them; volumes are files (`podfiles.py`) whose directories replace each
 mount path in args, env and workingDir (where a value starts with it, or has it after `=`, `:` or
 a JSON quote). stdout/stderr become the pod log; the exit codes decide the phase. With no
-`command`, ENTRYPOINT/CMD come from an image table (`images=`). A pod whose Secret/ConfigMap is
-missing waits in CreateContainerConfigError and is retried every `CONFIG_RETRY_SECONDS`.
+`command`, ENTRYPOINT/CMD come from an image table (`images=`; `DEFAULT_IMAGES` maps Katib's goptuna
+suggestion and file-metrics-collector images to the binaries `make controllers` builds). A pod whose
+Secret/ConfigMap is missing waits in CreateContainerConfigError and is retried every
+`CONFIG_RETRY_SECONDS`.
+
+Pods with `shareProcessNamespace: true` (Katib's trial pods: its metrics collector looks for the
+trial's process as a process whose parent is outside the pod, ppid 0, FINDINGS P9) get a pod
+sandbox: a PID and mount namespace whose PID 1 is a pause process (`unshare --pid --mount --fork
+--mount-proc sleep infinity`), each container entered into it (`nsenter -t PAUSE -p -m`) and run in
+its own mount namespace with its volumes bind-mounted at their real mount paths (no rewriting of
+paths in args or env) and its resolv.conf. The sandbox ends with SIGKILL to its PID 1 (a PID
+namespace's init ignores SIGTERM from outside, P11), which ends every process left in it. Other
+pods run as before (host PID namespace, paths rewritten), which is cheaper.
 """
 
 from __future__ import annotations
@@ -28,9 +39,16 @@ from .podfiles import PodFiles
 # Kubernetes' expansion of command, args and env values: `$(VAR)` of a defined variable is its value,
 # `$$` is a `$` (so `$$(VAR)` stays `$(VAR)`), anything else is kept
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+CONTROLLERS_BIN = pathlib.Path(__file__).resolve().parent.parent / "controllers" / "bin"
 DEFAULT_IMAGES = {
     "*singleuser*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
     "*jupyter/*-notebook*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
+    # Katib's Go images (built by `make controllers`). The goptuna service binds its pod IP (P5: Katib's
+    # own binary binds 0.0.0.0:6789, one per host); "0.0.0.0" in args becomes the pod IP.
+    "ghcr.io/kubeflow/katib/suggestion-goptuna:*": {
+        "entrypoint": [str(CONTROLLERS_BIN / "goptuna-suggestion-listen")], "cmd": ["-listen", "0.0.0.0:6789"]},
+    "ghcr.io/kubeflow/katib/file-metrics-collector:*": {
+        "entrypoint": [str(CONTROLLERS_BIN / "file-metricscollector")], "cmd": []},
 }
 CONFIG_RETRY_SECONDS = 1.0  # a pod whose Secret/ConfigMap is missing is retried this often
 
@@ -48,18 +66,24 @@ class ProcessMode:
         procs = []
         try:
             mounts_by_container = await files.materialise(ip)
+            sandbox = None
+            if pod["spec"].get("shareProcessNamespace") and os.geteuid() == 0 and shutil.which("nsenter"):
+                sandbox = self._sandboxes.get((ns, name)) or await Sandbox.start()
+                self._sandboxes[(ns, name)] = sandbox
             for c in pod["spec"].get("initContainers") or []:
-                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
+                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]], sandbox)
                 code = await proc.wait() if proc else 127
                 if code != 0:
+                    self._end_sandbox(ns, name)
                     await self._mark_terminated(ns, name, {x["name"]: 1 for x in pod["spec"]["containers"]},
                                                 "Init:Error")
                     return
             for c in pod["spec"]["containers"]:
-                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]])
+                proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]], sandbox)
                 if proc is None:
                     for _, p in procs:
                         _signal_group(p, signal.SIGKILL)
+                    self._end_sandbox(ns, name)
                     await self._mark_terminated(ns, name, {x["name"]: 127 for x in pod["spec"]["containers"]},
                                                 "StartError")
                     return
@@ -81,6 +105,7 @@ class ProcessMode:
         if (ns, name) in self._stopping:
             return
         self._procs.pop((ns, name), None)
+        self._end_sandbox(ns, name)
         await self._mark_terminated(ns, name, codes)
 
     async def _retry(self, ns: str, name: str, uid: str) -> None:
@@ -93,7 +118,13 @@ class ProcessMode:
         self._started.discard((ns, name))
         self._on_pod("MODIFIED", pod)
 
-    async def _start(self, pod: dict, container: dict, ip: str, files: PodFiles, mounts: dict[str, str]):
+    def _end_sandbox(self, ns: str, name: str) -> None:
+        sandbox = self._sandboxes.pop((ns, name), None)
+        if sandbox is not None:
+            sandbox.kill()
+
+    async def _start(self, pod: dict, container: dict, ip: str, files: PodFiles, mounts: dict[str, str],
+                     sandbox: "Sandbox | None" = None):
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         clog = self.logs.container(ns, name, container["name"])
         env = await files.env_for(container, ip)
@@ -109,6 +140,8 @@ class ProcessMode:
         def subst(text: str) -> str:
             text = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else full_env.get(m.group(1), m.group(0)), text)
             text = text.replace("0.0.0.0", ip)
+            if sandbox is not None:  # volumes are mounted at their paths
+                return text
             for mount_path in sorted(mounts, key=len, reverse=True):
                 if text.startswith(mount_path) or any(f"{sep}{mount_path}" in text for sep in "=:\""):
                     text = text.replace(mount_path, mounts[mount_path])
@@ -125,7 +158,12 @@ class ProcessMode:
             return None
         argv = [exe, *argv[1:]]
         resolv = self._resolv_conf(pod)
-        if resolv is not None:  # the pod's own /etc/resolv.conf, as the kubelet writes for ClusterFirst
+        if sandbox is not None:  # into the pod's PID namespace, its volumes at their mount paths
+            binds = dict(mounts)
+            if resolv is not None:
+                binds["/etc/resolv.conf"] = resolv
+            argv = ["nsenter", "-t", str(sandbox.init_pid), "-p", "-m", "--", *private_mounts(binds, argv)]
+        elif resolv is not None:  # the pod's own /etc/resolv.conf, as the kubelet writes for ClusterFirst
             argv = private_mounts({"/etc/resolv.conf": resolv}, argv)
         proc = await asyncio.create_subprocess_exec(*argv, env=full_env, cwd=cwd,
                                                     stdout=asyncio.subprocess.PIPE,
@@ -149,6 +187,40 @@ class ProcessMode:
         if container.get("command"):
             return list(container["command"]) + list(container.get("args") or [])
         return list(image["entrypoint"]) + list(container.get("args") or image["cmd"])
+
+
+class Sandbox:
+    """A pod's PID + mount namespace whose PID 1 is a pause process (see the module's docstring)."""
+
+    def __init__(self, proc, init_pid: int):
+        self.proc, self.init_pid = proc, init_pid
+
+    @classmethod
+    async def start(cls, timeout: float = 10) -> "Sandbox":
+        proc = await asyncio.create_subprocess_exec(
+            "unshare", "--pid", "--mount", "--fork", "--mount-proc", "--propagation", "private", "sleep", "infinity",
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True)
+        children = pathlib.Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                pid = children.read_text().split()
+            except OSError:
+                pid = []
+            if pid:
+                return cls(proc, int(pid[0]))
+            if proc.returncode is not None or asyncio.get_running_loop().time() > deadline:
+                _signal_group(proc, signal.SIGKILL)
+                raise RuntimeError("the pod sandbox (unshare --pid --mount --fork) did not start")
+            await asyncio.sleep(0.02)
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.init_pid, signal.SIGKILL)  # the namespace's init: everything in it ends
+        except ProcessLookupError:
+            pass
+        _signal_group(self.proc, signal.SIGKILL)
 
 
 async def _pump(proc, clog) -> None:

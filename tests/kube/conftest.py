@@ -12,6 +12,12 @@
   validating webhook: it runs the PyTorchJobs and TFJobs of every test that has `backend` or
   `cluster`; its log (this test's part) is added to the report of a failed test. batch/v1 Jobs are
   run by the control plane's own Job controller.
+- `real_katib`: real Katib v0.19.0 (`tests.controllers.katib_system`: Postgres, katib-db-manager,
+  katib-controller, built by `make controllers`), started lazily by the first module that asks for
+  it (Postgres and db-manager then stay for the session), its controller running for that module
+  only: it is cluster-wide and would otherwise also act on the Experiments of the tests that still
+  use the labelled helper `tests.kube.katib_controller`. Between modules its webhook configurations
+  are deleted (P12). Its log (this test's part) is added to a failed test's report.
 """
 
 from __future__ import annotations
@@ -23,9 +29,11 @@ from hub_ext.kube import Kube
 from server_ext.jobs.kube.backend import KubeBackend
 from tests.kube.job_env import NODES, SETTINGS
 from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixture: mlplatform operator)
+from tests.controllers.katib_system import Katib
 from tests.controllers.outofcluster import TrainingOperator
 
 OPERATOR_LOG = pytest.StashKey[tuple]()
+KATIB_LOG = pytest.StashKey[tuple]()
 
 
 @pytest.fixture(scope="session")
@@ -39,6 +47,43 @@ def training_operator(request, tmp_path_factory):
                           tmp_path_factory.mktemp("training-operator")).start()
     yield op
     op.stop()
+
+
+@pytest.fixture(scope="session")
+def _katib_holder(request, tmp_path_factory):
+    """Holds the session's Katib once a module has started it (see `real_katib`)."""
+    holder: dict = {}
+    yield holder
+    if holder.get("katib"):
+        holder["katib"].stop()
+
+
+@pytest.fixture(scope="module")
+def real_katib(request, _katib_holder, training_operator, tmp_path_factory):
+    """Real Katib on the session's control plane for this module (None on a --kube-context cluster,
+    which has its own)."""
+    if request.config.getoption("--kube-context"):
+        yield None
+        return
+    cluster = request.getfixturevalue("_session_cluster")
+    if not cluster.network.dns:
+        pytest.skip("the test cluster has no pod network/DNS here (`ip addr add` refused, or not root): "
+                    "Katib's suggestion Service has no endpoints")
+    katib = _katib_holder.get("katib")
+    if katib is None:
+        katib = _katib_holder["katib"] = Katib(cluster, tmp_path_factory.mktemp("katib")).start()
+    else:
+        katib.start_controller()
+    yield katib
+    katib.stop_controller()
+
+
+@pytest.fixture
+def katib_log(request, real_katib):
+    """`real_katib`, marking where this test's part of its log starts (see pytest_runtest_makereport)."""
+    if real_katib is not None:
+        request.node.stash[KATIB_LOG] = (real_katib, real_katib.process.size())
+    return real_katib
 
 
 @pytest.fixture
@@ -56,6 +101,10 @@ def pytest_runtest_makereport(item, call):
     if report.failed and OPERATOR_LOG in item.stash:
         op, start = item.stash[OPERATOR_LOG]
         report.sections.append((f"training-operator log ({op.process.log})", op.process.tail(12000, start)))
+    if report.failed and KATIB_LOG in item.stash:
+        katib, start = item.stash[KATIB_LOG]
+        if katib.process is not None:
+            report.sections.append((f"katib-controller log ({katib.process.log})", katib.process.tail(12000, start)))
 
 
 @pytest.fixture

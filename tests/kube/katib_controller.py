@@ -1,6 +1,17 @@
-"""A test helper playing a real component, not product code: Katib v1beta1's Experiment and Trial
-controllers (with a built-in suggestion service) against the real control plane, until the real
-Katib built from its Go module runs there (issue 15; a debt until then). It is an ordinary API
+"""A test helper playing a real component, not product code, and a **debt**: Katib v1beta1's
+Experiment and Trial controllers (with a built-in suggestion service) against the real control plane.
+Real Katib v0.19.0 now runs in the kube tier (`tests.controllers.katib_system`, fixture `real_katib`,
+tests/kube/test_katib_real.py); this helper is kept only where the real one cannot serve:
+
+- sweeps whose algorithm is Python-only in Katib: ``bayesianoptimization`` (skopt; the platform's
+  default for ``ALGORITHM_UNSPECIFIED``) and ``grid`` (optuna) — tests/kube/test_kube_sweeps.py's
+  default-algorithm and grid cases, test_tenancy_doors.py's native Experiments (grid);
+- tests that script a trial's pod by hand on a status-mode kubelet (``run``, ``log``, ``finish``
+  with made-up metric lines: test_kube_sweeps.py): Katib's real collector reads a real process's
+  output in the pod, which such a pod does not have.
+
+The real controller is cluster-wide; it runs only while a module that asks for it runs, so the two
+never act on the same Experiment. It is an ordinary API
 client (`hub_ext.kube.Kube`) of the real Katib CRDs (`tests/cluster/crds`, which carry no schema:
 the API server keeps what it writes as written), and does what Katib does:
 

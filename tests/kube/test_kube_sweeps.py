@@ -1,6 +1,8 @@
 """Sweeps on the Kubernetes backend on the real control plane (Katib's CRDs installed): Katib played
-by `tests.kube.katib_controller` and the Training Operator by `tests.kube.training_operator` (until
-their real controllers run there), batch Job trials run by the control plane's Job controller,
+by the labelled helper `tests.kube.katib_controller` (these tests script each trial's pod by hand,
+with made-up metric lines, which Katib's real collector cannot read; real Katib runs the sweeps of
+tests/kube/test_katib_real.py), PyTorchJobs by the real Training Operator, batch Job trials by the
+control plane's Job controller,
 pods bound by the real scheduler and run by the test kubelet on the test's command (run, log,
 finish). A sweep of 4 trials, 2 in parallel: parallelism, each trial's ``--name=value`` args,
 states, ``trainingOutput``, trial logs and metrics, cancel, a native Experiment, and the created
