@@ -203,7 +203,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: trans.__('Training jobs'),
       caption: trans.__('Show the training jobs and sweeps panel'),
       icon: jobsIcon,
-      execute: () => app.shell.activateById(panel.id)
+      // args {project, jobId} (optional): open that job's detail, e.g. one just created elsewhere
+      execute: args => {
+        app.shell.activateById(panel.id);
+        const { project, jobId } = args as { project?: unknown; jobId?: unknown };
+        if (typeof project === 'string' && typeof jobId === 'string' && project && jobId) {
+          panel.open(project, jobId);
+          if (!store.job(project, jobId)) {
+            void api.getJob(project, jobId).then(job => store.putJob(project, job)).catch(() => undefined);
+          }
+        }
+      }
     });
     palette?.addItem({ command: COMMAND, category: trans.__('Training') });
     restorer?.add(panel, 'mlplatform-jobs');
