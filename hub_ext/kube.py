@@ -5,7 +5,7 @@ the API's failures become the platform's exceptions.
 Guarantees: transient failures (429, 5xx, timeouts, dropped connections) are retried a few times
 with a short backoff, except that a POST is retried only when the server said it did nothing
 (429, 503, or a 403 "status unknown for quota": a new project's quota not yet counted, waited for
-up to 10 s), so a create that timed out is never sent twice. What still fails is raised as a
+up to 30 s), so a create that timed out is never sent twice. What still fails is raised as a
 `KubeError` (an `UpstreamError`: HTTP 502 at a face, its `reason` safe to show), by kind:
 
     KubeError        any other refusal; ``code`` the API's HTTP status, ``body`` its answer (never logged)
@@ -52,7 +52,7 @@ NOT_PROCESSED = {429, 503}
 # controller counts it the API server refuses every create it governs with 403 "status unknown for
 # quota" — nothing was done, so a POST too is sent again, every QUOTA_PENDING_POLL s, a while.
 _QUOTA_PENDING = "status unknown for quota"
-QUOTA_PENDING_POLL, QUOTA_PENDING_TRIES = 0.5, 20
+QUOTA_PENDING_POLL, QUOTA_PENDING_TRIES = 0.5, 60
 _VERBS = {"GET": "read", "POST": "create in", "PUT": "replace", "PATCH": "change", "DELETE": "delete"}
 
 _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ResourceQuota": "resourcequotas",

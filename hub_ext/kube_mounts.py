@@ -12,7 +12,8 @@
   `hub_ext.operator.dataset_controller`): True → ready; False with reason ``Failed`` → failed;
   otherwise → loading. Without the condition: loading when the PVC has a source (the loader has not
   started yet), ready when it has none (a dataset an admin filled). Mounted read-only at
-  ``<datasets_root>/<name>``.
+  ``<datasets_root>/<name>``; a private writable copy (a claim made from the load's snapshot,
+  `dataset_snapshot`) is mounted writable at the same place.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from .mounts import Credential, Dataset
 
 LOADED = "Loaded"
 SOURCE = "mlplatform.io/source"
+LOAD_ID = "mlplatform.io/load-id"  # which load the Loaded condition describes (the operator's)
+SNAPSHOT = "mlplatform.io/snapshot"  # the ready VolumeSnapshot of a load (hub_ext.operator.snapshots)
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,14 @@ def dataset_state(pvc: dict, source_annotation: str = SOURCE) -> tuple[str, str]
     return "ready", ""
 
 
+def dataset_snapshot(pvc: dict) -> str:
+    """The VolumeSnapshot copies of this dataset are made from: the one the operator named once
+    ready, if it is of the load the ``Loaded`` condition describes ("" otherwise)."""
+    annotations = (pvc.get("metadata") or {}).get("annotations") or {}
+    snapshot, load_id = annotations.get(SNAPSHOT, ""), annotations.get(LOAD_ID, "")
+    return snapshot if snapshot and load_id and snapshot.endswith(f"-snap-{load_id}") else ""
+
+
 def dataset_from_pvc(pvc: dict, settings: MountSettings) -> Dataset:
     meta = pvc["metadata"]
     annotations = meta.get("annotations") or {}
@@ -90,7 +101,8 @@ def dataset_from_pvc(pvc: dict, settings: MountSettings) -> Dataset:
     state, message = dataset_state(pvc, settings.source_annotation)
     return Dataset(meta["name"], f"{settings.datasets_root}/{meta['name']}", state, message,
                    annotations.get(settings.source_annotation, ""),
-                   annotations.get(settings.description_annotation, ""), size)
+                   annotations.get(settings.description_annotation, ""), size,
+                   dataset_snapshot(pvc) if state == "ready" else "")
 
 
 def volumes(credentials: Iterable[Credential], datasets: Iterable[Dataset], settings: MountSettings,
@@ -104,8 +116,8 @@ def volumes(credentials: Iterable[Credential], datasets: Iterable[Dataset], sett
         # the directory its paths name (`credential_from_secret` puts them under the root), so a path
         # that came from elsewhere (a hub with another root, through the platform API) is where it says
         mounts.append({"name": vol, "mountPath": posixpath.dirname(c.path), "readOnly": True})
-    for d in datasets:
+    for d in datasets:  # a writable copy (`Dataset.copy`) is its own claim, at the dataset's path
         vol = f"dataset-{safe_slug(d.name, max_length=52)}"
-        vols.append({"name": vol, "persistentVolumeClaim": {"claimName": d.name, "readOnly": True}})
-        mounts.append({"name": vol, "mountPath": d.path, "readOnly": True})
+        vols.append({"name": vol, "persistentVolumeClaim": {"claimName": d.claim or d.name, "readOnly": not d.copy}})
+        mounts.append({"name": vol, "mountPath": d.path, "readOnly": not d.copy})
     return vols, mounts

@@ -15,6 +15,11 @@ Datasets are listed in ``MLPLATFORM_DATASETS`` as a JSON object of name → dire
 that is not ready (still loading, or failed to load) is refused here unless the caller allows
 loading ones (`allow_loading`), in which case the runtime waits for it.
 
+``<name>:copy`` asks for a private writable copy of a loaded dataset instead of the shared read-only
+volume (`COPY_SUFFIX`): offered only where the dataset's load has a snapshot (`Dataset.snapshot`,
+written by the operator where the storage can snapshot), at the same directory; the runtime makes
+the copy (a claim from the snapshot) and removes it with the job.
+
 The spawn form lists every project's credentials and datasets (fields ``credential--<project>``
 and ``dataset--<project>``), and a server mounts only those of its own project: a tick under
 another project than the chosen one is refused by `refuse_other_projects`, naming the item, the
@@ -24,7 +29,7 @@ two projects and what to do, rather than dropped without a word.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from .errors import UserInputError
@@ -50,6 +55,9 @@ class Dataset:
     source: str = ""  # s3://… or gs://…
     description: str = ""
     size: str = ""
+    snapshot: str = ""  # the VolumeSnapshot of its current load, if copies can be made ("": not here)
+    copy: bool = False  # chosen as a private writable copy (``<name>:copy``)
+    claim: str = ""  # the claim to mount, when not the dataset's own (a copy's, named by the runtime)
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,14 @@ def refuse_other_projects(formdata: Mapping[str, list[str]], project: str | None
                                                 f"{FORM_FIELDS[kind]}: untick it or choose the project {owner!r}")
 
 
+COPY_SUFFIX = ":copy"
+
+
+def split_choice(name: str) -> tuple[str, bool]:
+    """A dataset choice → (its name, whether a writable copy is asked for)."""
+    return (name[:-len(COPY_SUFFIX)], True) if name.endswith(COPY_SUFFIX) else (name, False)
+
+
 def _names(value: Any, field_name: str) -> list[str]:
     if value in (None, ""):
         return []
@@ -99,8 +115,9 @@ def _names(value: Any, field_name: str) -> list[str]:
 
 
 def select(available: Available, credentials: Any, datasets: Any, project: str,
-           allow_loading: bool = False) -> dict[str, str]:
-    """The environment for the chosen credentials and datasets of `project`."""
+           allow_loading: bool = False, allow_copies: bool = False) -> dict[str, str]:
+    """The environment for the chosen credentials and datasets of `project` (`allow_copies`: the
+    caller makes ``:copy`` choices into copies; others refuse them)."""
     by_name = {c.name: c for c in available.credentials}
     env: dict[str, str] = {}
     chosen_types: dict[str, str] = {}
@@ -117,14 +134,26 @@ def select(available: Available, credentials: Any, datasets: Any, project: str,
             env["AWS_CONFIG_FILE"] = cred.config_path
     ds_by_name = {d.name: d for d in available.datasets}
     chosen: dict[str, str] = {}
-    for i, name in enumerate(_names(datasets, "datasets")):
+    for i, choice in enumerate(_names(datasets, "datasets")):
+        name, copy = split_choice(choice)
         ds = ds_by_name.get(name)
         if ds is None:
             raise UserInputError(f"datasets[{i}]", f"the project {project!r} has no dataset {name!r}", 403)
-        if ds.state == "failed" or (ds.state == "loading" and not allow_loading):
+        if name in chosen:
+            raise UserInputError(f"datasets[{i}]", f"the dataset {name!r} is chosen twice: mount it once, shared "
+                                                   f"({name}) or as your own writable copy ({name}{COPY_SUFFIX})")
+        if ds.state == "failed" or (ds.state == "loading" and not (allow_loading and not copy)):
             detail = f": {ds.message}" if ds.message else ""
-            raise UserInputError(f"datasets[{i}]", f"the dataset {name!r} is {ds.state}{detail}; "
+            then = "a copy is made from a loaded dataset; " if copy else ""
+            raise UserInputError(f"datasets[{i}]", f"the dataset {name!r} is {ds.state}{detail}; {then}"
                                                    "start without it or try again later", 409)
+        if copy and not allow_copies:
+            raise UserInputError(f"datasets[{i}]", f"writable copies are made for jobs only (a notebook server "
+                                                   f"mounts datasets shared and read-only): choose {name!r}")
+        if copy and not ds.snapshot:
+            raise UserInputError(f"datasets[{i}]", f"no writable copy of the dataset {name!r} can be made here (its "
+                                                   "storage has no volume snapshots, or its snapshot is not ready "
+                                                   f"yet); mount it shared and read-only as {name!r}", 409)
         chosen[name] = ds.path
     if chosen:
         env["MLPLATFORM_DATASETS"] = json.dumps(chosen, sort_keys=True)
@@ -132,17 +161,23 @@ def select(available: Available, credentials: Any, datasets: Any, project: str,
 
 
 def choose_mounts(available: Available, credentials: Any, datasets: Any, project: str,
-           allow_loading: bool = False) -> Mounts:
+           allow_loading: bool = False, allow_copies: bool = False) -> Mounts:
     """The chosen credentials and datasets of `project`, checked (`select`), with their environment."""
-    env = select(available, credentials, datasets, project, allow_loading)
+    env = select(available, credentials, datasets, project, allow_loading, allow_copies)
     return Mounts(tuple(selected(available.credentials, credentials, "credentials")),
                   tuple(selected(available.datasets, datasets, "datasets")), env)
 
 
 def selected(items: Iterable[Credential | Dataset], names: Any, field_name: str) -> list:
-    """The chosen credentials or datasets (after `select` accepted the choice)."""
+    """The chosen credentials or datasets (after `select` accepted the choice); a dataset chosen
+    as ``<name>:copy`` comes with ``copy`` set."""
     by_name = {i.name: i for i in items}
-    return [by_name[n] for n in _names(names, field_name) if n in by_name]
+    out = []
+    for choice in _names(names, field_name):
+        name, copy = split_choice(choice) if field_name == "datasets" else (choice, False)
+        if name in by_name:
+            out.append(replace(by_name[name], copy=True) if copy else by_name[name])
+    return out
 
 
 def metadata(items: Iterable[Credential | Dataset], project: str) -> list[dict[str, str]]:
@@ -159,6 +194,8 @@ def metadata(items: Iterable[Credential | Dataset], project: str) -> list[dict[s
                 entry["config_path"] = item.config_path
         else:
             entry.update(state=item.state, message=item.message, source=item.source, size=item.size)
+            if item.snapshot:
+                entry["snapshot"] = item.snapshot
         out.append(entry)
     return out
 
@@ -171,4 +208,5 @@ def credential_from_metadata(entry: dict) -> Credential:
 
 def dataset_from_metadata(entry: dict) -> Dataset:
     return Dataset(entry["name"], entry["path"], entry.get("state", "ready"), entry.get("message", ""),
-                   entry.get("source", ""), entry.get("description", ""), entry.get("size", ""))
+                   entry.get("source", ""), entry.get("description", ""), entry.get("size", ""),
+                   entry.get("snapshot", ""))

@@ -93,6 +93,9 @@ ROLE_RULES = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": _READ + ["delete"]},
     {"apiGroups": [""], "resources": ["pods/log", "events", "persistentvolumeclaims", "resourcequotas"],
      "verbs": _READ},
+    # a job's private copies of datasets (server_ext.jobs.kube.dataset_copies), only as copies: the
+    # ValidatingAdmissionPolicy mlplatform-dataset-copies; no delete (they go with their jobs)
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["create"]},
 ]
 
 DEFAULT_QUOTA = {

@@ -33,7 +33,9 @@ others are ignored):
    error line (`datasets.failed_message`), decided once: the claim is read again first, as the
    event that brought it may predate the outcome already written (`datasets.decided`); then the
    pods of its namespace held for datasets are looked at (`gate_keeper.GateKeeper.settled`); while
-   it runs, ``Loading``, and a progress task.
+   it runs, ``Loading``, and a progress task;
+7. a loaded dataset: its load's VolumeSnapshot, where the storage allows (`snapshots`: the source
+   of users' writable copies), followed until ready.
 
 Progress: while a loader Job runs, one asyncio task per dataset reads the newest loader pod's last
 log lines every `OperatorSettings.progress_interval` seconds (``pods/<pod>/log?tailLines=3``) and
@@ -71,6 +73,7 @@ from ..kube import MERGE_PATCH, METADATA_ONLY, STRATEGIC_MERGE, Conflict, KubeEr
 from . import datasets as ds
 from .context import OperatorContext
 from .gate_keeper import GateKeeper
+from .snapshots import Snapshots
 
 log = logging.getLogger("mlplatform.operator.datasets")
 TAIL_LINES = 3
@@ -93,6 +96,7 @@ def _key(pvc: Mapping) -> Key:
 class DatasetController:
     def __init__(self, ctx: OperatorContext, gates: GateKeeper | None = None):
         self.ctx, self.settings, self.kube, self.gates = ctx, ctx.settings, ctx.kube, gates
+        self.snapshots = Snapshots(ctx.kube)
         self._locks: dict[Key, asyncio.Lock] = {}
         self._watchers: dict[Key, tuple[str, asyncio.Task]] = {}  # the load id it follows, the task
         self._retries: dict[Key, asyncio.Task] = {}
@@ -218,7 +222,7 @@ class DatasetController:
         current = (meta.get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION) == spec.load_id
         if current and cond and cond.get("status") == "True":
             self._stop_watch(key)
-            return None
+            return await self.snapshots.ensure(pvc, spec)  # the source of writable copies, where possible
         watching = self._watchers.get(key)
         if not job_changed and current and watching and watching[0] == spec.load_id and not watching[1].done():
             return None  # its Job runs and is followed; the Job's own events bring what changes

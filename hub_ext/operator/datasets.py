@@ -60,14 +60,14 @@ from typing import Iterable, Mapping
 
 from ..credentials import AWS, GCP, KIND_LABEL, check_name
 from ..errors import UserInputError, bounded
-from ..kube_mounts import LOADED, MountSettings, credential_of_kind, volumes
+from ..kube_mounts import LOAD_ID, LOADED, MountSettings, credential_of_kind, volumes
 from ..mounts import Available, Credential, select
 from .settings import OperatorSettings
 
 CREDENTIAL_ANNOTATION = "mlplatform.io/credential"
 REFRESH_ANNOTATION = "mlplatform.io/refresh"
 PROGRESS_ANNOTATION = "mlplatform.io/progress"
-LOAD_ID_ANNOTATION = "mlplatform.io/load-id"
+LOAD_ID_ANNOTATION = LOAD_ID
 LOADER_LABEL = "mlplatform.io/dataset-loader"
 LOAD_LABEL = "mlplatform.io/dataset-load"
 CONTAINER = "loader"

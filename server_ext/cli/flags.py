@@ -124,7 +124,9 @@ def _training_flags(p: argparse.ArgumentParser) -> None:
                       help="(DEPRECATED) Return once the job is submitted; the default.")
     sync.add_argument("--stream-logs", action="store_true", help="Block until the job ends, streaming its logs.")
     p.add_argument("--credentials", type=csv_list, metavar="NAME,…", help="Credentials of the project to mount.")
-    p.add_argument("--datasets", type=csv_list, metavar="NAME,…", help="Datasets of the project to mount.")
+    p.add_argument("--datasets", type=csv_list, metavar="NAME[:copy],…",
+                   help="Datasets of the project to mount, shared and read-only; NAME:copy mounts a private writable "
+                        "copy instead (where the cluster can snapshot the dataset).")
     p.add_argument("--dry-run", action="store_true",
                    help="Print the objects that would be created, as YAML, and create nothing.")
 

@@ -97,7 +97,8 @@ class JobService:
             job = problems.check(sub.to_job)
             available = await self.files(project) if mounts else Available()
             chosen = problems.check(_nested, "mounts", choose_mounts, available, list(mounts.credentials),
-                                    list(mounts.datasets), project, getattr(self.backend, "holds_for_datasets", False))
+                                    list(mounts.datasets), project, getattr(self.backend, "holds_for_datasets", False),
+                                    True)  # copies: only where a dataset has a snapshot (Kubernetes)
             if job is not None:
                 settings = await self.settings_for(project, user) if self.settings_for else self.settings
                 plan = problems.check(plan_job, job, settings, project=project, owner=user,

@@ -53,3 +53,40 @@ def test_project_files_reads_names_and_types_only(tmp_path):
          Credential("sa", "gcp-credential", str(tmp_path / "vision/credentials/sa.json"))),
         (Dataset("mnist", str(tmp_path / "vision/datasets/mnist")),))
     assert project_files(tmp_path, "empty") == Available()
+
+
+COPYABLE = Available(datasets=(Dataset("frames", "/datasets/frames", snapshot="frames-snap-abc"),
+                               Dataset("raw", "/datasets/raw"),
+                               Dataset("later", "/datasets/later", "loading", "3 of 9 objects",
+                                       snapshot="later-snap-old")))
+
+
+def test_a_copy_is_chosen_with_its_suffix_and_mounted_writable_from_its_own_claim():
+    from dataclasses import replace
+
+    from hub_ext.kube_mounts import MountSettings, volumes
+    from hub_ext.mounts import choose_mounts
+
+    mounts = choose_mounts(COPYABLE, None, ["frames:copy"], "vision", allow_copies=True)
+    (d,) = mounts.datasets
+    assert (d.name, d.copy, d.path) == ("frames", True, "/datasets/frames")
+    assert json.loads(mounts.env["MLPLATFORM_DATASETS"]) == {"frames": "/datasets/frames"}  # where it always is
+    vols, vol_mounts = volumes([], [replace(d, claim="job-frames-copy")], MountSettings({}))
+    assert vols[0]["persistentVolumeClaim"] == {"claimName": "job-frames-copy", "readOnly": False}
+    assert vol_mounts[0]["readOnly"] is False
+    shared = choose_mounts(COPYABLE, None, ["frames"], "vision", allow_copies=True).datasets[0]
+    assert volumes([], [shared], MountSettings({}))[0][0]["persistentVolumeClaim"] == {"claimName": "frames",
+                                                                                      "readOnly": True}
+
+
+@pytest.mark.parametrize("choice, allow, words", [
+    (["raw:copy"], True, "no writable copy of the dataset 'raw' can be made here"),
+    (["later:copy"], True, "is loading: 3 of 9 objects; a copy is made from a loaded dataset"),
+    (["frames:copy"], False, "writable copies are made for jobs only"),
+    (["frames", "frames:copy"], True, "is chosen twice"),
+    (["nope:copy"], True, "has no dataset 'nope'"),
+])
+def test_a_copy_that_cannot_be_made_is_refused_naming_the_choice(choice, allow, words):
+    with pytest.raises(UserInputError) as e:
+        select(COPYABLE, None, choice, "vision", allow_loading=True, allow_copies=allow)
+    assert e.value.field == f"datasets[{len(choice) - 1}]" and words in e.value.message, e.value.message

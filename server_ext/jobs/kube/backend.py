@@ -22,7 +22,9 @@ Guarantees:
   (``--package-path``) travels as `kube_package` says: staged to its bucket before the object is
   created (a failed upload creates nothing; a staged object outlives a failed create), or in a
   ConfigMap owned by the object, created right after it — if that fails, the object is deleted
-  again and the error raised, so either both exist or neither.
+  again and the error raised, so either both exist or neither. A dataset chosen as a private
+  writable copy (``frames:copy``) becomes a claim made from its snapshot, owned by the job object and
+  made right after it in the same all-or-nothing way (`dataset_copies`; not for sweeps).
 - `cancel` merge-patches `kubeflow.cancel_patch` (the controller suspends the job and deletes its
   pods): the job reads CANCELLING, then CANCELLED; a job that already ended is `JobFinished`.
 - `logs` reads ``pods/<pod>/log`` of the task's main container (``pytorch``, ``tensorflow`` or
@@ -66,6 +68,7 @@ from hub_ext.kube import Conflict, Forbidden, Kube, KubeError, NotFound, Unavail
 from hub_ext.watchcache import WatchCache
 
 from ...errors import JobExists, JobFinished, JobNotFound
+from . import dataset_copies
 from . import katib as katib
 from . import package as kube_package
 from . import pods as kube_pods
@@ -256,7 +259,11 @@ class KubeBackend:
         p = await self._project(project)
         if self._taken(p, job_id):
             raise JobExists(project, job_id)
+        plan = dataset_copies.with_copy_claims(plan)
         if plan.sweep is not None:
+            if any(d.copy for d in plan.datasets):
+                raise UserInputError(dataset_copies.FIELD, "a sweep's trials cannot share one writable copy of a "
+                                                           "dataset: mount it shared (without ':copy')")
             sweeps = kube_sweeps.required(p.sweeps, project, "trainingInput.hyperparameters")
             obj = await self._create_shipped(plan, kube_sweeps.katib_path("experiments", project),
                                              katib.experiment_manifest(plan, self.settings),
@@ -269,6 +276,7 @@ class KubeBackend:
 
         obj = await self._create_shipped(plan, resource_path(plan.kind, project), job_manifest(plan, self.settings),
                                          forget)
+        await dataset_copies.make(self.kube, plan, obj)
         cache.put(obj)
         log.info("job %s in %s: created %s %s for %s", job_id, project, plan.kind, plan.name, plan.owner)
         return job_json(obj)

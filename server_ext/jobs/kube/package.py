@@ -105,9 +105,9 @@ async def remove_job(kube: Kube, plan: JobPlan, obj: dict) -> str | None:
     except KubeError as e:
         why = reason(e)
     else:
-        log.info("job %s in %s: removed %s %s (its package could not be shipped)", plan.job.job_id, plan.project,
+        log.info("job %s in %s: removed %s %s (what it needs could not be made)", plan.job.job_id, plan.project,
                  plan.kind, meta["name"])
         return None
-    log.error("job %s in %s: %s %s is left without its package: %s", plan.job.job_id, plan.project, plan.kind,
+    log.error("job %s in %s: %s %s is left without what it needs: %s", plan.job.job_id, plan.project, plan.kind,
               meta["name"], why)
     return why

@@ -1,0 +1,94 @@
+"""A job's private writable copies of datasets (``mounts.datasets: ["frames:copy"]``,
+``--datasets frames:copy``) on Kubernetes.
+
+A copy is a PersistentVolumeClaim made from the dataset load's VolumeSnapshot (`Dataset.snapshot`,
+which the operator makes where the storage can snapshot: `hub_ext.operator.snapshots`), in the
+dataset's StorageClass and at least its size, named ``<job>-<dataset>-copy`` (`claim_name`) and
+mounted writable at the dataset's usual directory; no other job or server sees what the job writes.
+
+- `with_copy_claims`: the plan's copies name their claims before the job's manifest is made;
+- `make`: after the job object is created, each copy's claim is created owned by it (deleting the
+  job garbage-collects its copies); the pods wait for their claims. If one cannot be made (the
+  project's quota on claims or storage, the dataset gone), the job object is deleted again and the
+  error raised naming ``mounts.datasets``: either the job and all its copies exist, or nothing.
+
+The quota counts copies like any claim (``count/persistentvolumeclaims``, ``requests.storage``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from hub_ext.credentials import MANAGED_BY
+from hub_ext.errors import UpstreamError, UserInputError
+from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
+
+from ..plan import JobPlan
+from .kubeflow import api_version
+from .package import remove_job
+
+log = logging.getLogger("mlplatform.jobs.kube")
+FIELD = "mounts.datasets"
+COPY_OF_LABEL = "mlplatform.io/dataset-copy-of"
+MAX_NAME = 253
+
+
+def claim_name(job_name: str, dataset: str) -> str:
+    return f"{job_name}-{dataset}"[:MAX_NAME - len("-copy")].rstrip("-.") + "-copy"
+
+
+def with_copy_claims(plan: JobPlan) -> JobPlan:
+    if not any(d.copy for d in plan.datasets):
+        return plan
+    return dataclasses.replace(plan, datasets=tuple(dataclasses.replace(d, claim=claim_name(plan.name, d.name))
+                                                    if d.copy else d for d in plan.datasets))
+
+
+def copy_manifest(plan: JobPlan, dataset, source: dict, owner: dict) -> dict:
+    spec = source.get("spec") or {}
+    size = (((source.get("status") or {}).get("capacity") or {}).get("storage")
+            or ((spec.get("resources") or {}).get("requests") or {}).get("storage"))
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": dataset.claim, "namespace": plan.project,
+                         "labels": {**MANAGED_BY, COPY_OF_LABEL: dataset.name},
+                         "ownerReferences": [owner]},
+            "spec": {"accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
+                     "storageClassName": spec.get("storageClassName"),
+                     "resources": {"requests": {"storage": size}},
+                     "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
+                                    "name": dataset.snapshot}}}
+
+
+async def make(kube: Kube, plan: JobPlan, obj: dict) -> None:
+    """Create the copies of `plan` owned by `obj` (the created job object); on any failure delete
+    `obj` and raise."""
+    copies = [d for d in plan.datasets if d.copy]
+    if not copies:
+        return
+    meta = obj["metadata"]
+    owner = {"apiVersion": obj.get("apiVersion") or api_version(plan.kind), "kind": obj.get("kind") or plan.kind,
+             "name": meta["name"], "uid": meta["uid"]}
+    project = plan.project
+    try:
+        for d in copies:
+            claims = f"/api/v1/namespaces/{project}/persistentvolumeclaims"
+            try:
+                source = await kube.request("GET", f"{claims}/{d.name}")
+                await kube.request("POST", claims, copy_manifest(plan, d, source, owner))
+            except NotFound:
+                raise UserInputError(FIELD, f"the dataset {d.name!r} is gone from the project {project}", 409) from None
+            except KubeError as e:
+                why = reason(e)
+                log.warning("job %s in %s: the copy of the dataset %s was refused: %s", plan.job.job_id, project,
+                            d.name, why)
+                if isinstance(e, Forbidden):
+                    what = "the quota of" if "quota" in why else "the permissions in"
+                    raise UserInputError(FIELD, f"{what} project {project} do not allow a copy of the dataset "
+                                                f"{d.name!r} ({why})", 403) from None
+                raise UpstreamError(f"copy the dataset {d.name} for job {plan.job.job_id}", why) from None
+            log.info("job %s in %s: copy %s of the dataset %s made from %s", plan.job.job_id, project, d.claim,
+                     d.name, d.snapshot)
+    except BaseException:  # the job must not run without its copies (they go with it: owner references)
+        await remove_job(kube, plan, obj)
+        raise

@@ -1,0 +1,180 @@
+"""Private writable copies of a dataset (issue 21.2), on the real control plane with Kubernetes'
+real snapshot-controller: the operator snapshots a loaded dataset once per load; two jobs asking for
+``frames:copy`` each get a claim made from that snapshot, read the whole dataset there, write, and
+never see each other's writes; the dataset itself is unchanged; the project's quota counts the
+copies (a copy over quota refuses the job and leaves nothing); a copy goes with its job; a member's
+token may make a claim only as such a copy (the ValidatingAdmissionPolicy mlplatform-dataset-copies).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from hub_ext.errors import UserInputError
+from hub_ext.kube import Kube
+from hub_ext.kube_mounts import dataset_from_pvc
+from hub_ext.mounts import Available
+from hub_ext.operator import datasets as ds
+from hub_ext.tenancy import Project, project_objects
+from server_ext.jobs.kube.backend import KubeBackend
+from server_ext.jobs.service import JobService
+from server_ext.jobs.submission import Mounts, Submission
+from tests.cluster.identities import service_account_kubeconfig
+from tests.cluster.rest import ApiError, Rest
+from tests.kube.dataset_env import aws_secret, dataset, put_many
+from tests.kube.job_env import PLAN_SETTINGS, SETTINGS as JOB_SETTINGS
+from tests.kube.platform_env import until
+from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator, project and stores)
+    MOUNTS, READ_ALL, claim_path, digest, gcs_store, operator, project, s3_store, slow_s3)
+
+pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
+
+# what a job does with its copy: read it whole, then write its own file, then list what is there
+READ_WRITE = """
+import hashlib, json, pathlib, sys
+root, me = pathlib.Path(sys.argv[1]), sys.argv[2]
+files = sorted(root.rglob("*.bin"))  # the objects (the loader keeps its own state file beside them)
+h = hashlib.sha256()
+for p in files:
+    h.update(p.relative_to(root).as_posix().encode() + p.read_bytes())
+print(json.dumps({"files": len(files), "sha256": h.hexdigest()}), flush=True)
+(root / f"written-by-{me}").write_text(me)
+print(json.dumps(sorted(p.name for p in root.iterdir() if p.name.startswith("written-by-"))), flush=True)
+"""
+
+
+def job_body(job_id: str) -> dict:
+    return {"jobId": job_id, "trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-4",
+        "masterConfig": {"imageUri": "python:3.11-slim",
+                         "containerCommand": ["python", "-c", READ_WRITE, "/datasets/frames", job_id]}}}
+
+
+async def test_jobs_get_their_own_writable_copies_from_the_loads_snapshot(operator, project, s3_store, snapshots):  # noqa: F811
+    admin, ns = operator.kube, project
+    prefix = f"copies-{uuid.uuid4().hex[:6]}"
+    objects = put_many(s3_store, prefix, 30)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    claim = dataset(ns, "frames", f"s3://{s3_store.bucket}/{prefix}", "s3-reader")
+    claim["spec"]["storageClassName"] = "csi-hostpath"  # the test cluster's class that can snapshot
+    await admin.create(claim)
+
+    async def copies_offered():
+        return dataset_from_pvc(await admin.get(claim_path(ns, "frames")), MOUNTS).snapshot
+
+    await until(copies_offered, "the operator snapshotted the loaded dataset and offers copies", timeout=60)
+    pvc = await admin.get(claim_path(ns, "frames"))
+    load_id = pvc["metadata"]["annotations"][ds.LOAD_ID_ANNOTATION]
+    assert dataset_from_pvc(pvc, MOUNTS).snapshot == f"frames-snap-{load_id}"
+    snap = await admin.get(f"/apis/snapshot.storage.k8s.io/v1/namespaces/{ns}/volumesnapshots/frames-snap-{load_id}")
+    assert snap["metadata"]["ownerReferences"][0]["uid"] == pvc["metadata"]["uid"]  # it goes with the dataset
+
+    async def files(_project: str) -> Available:
+        return Available(datasets=(dataset_from_pvc(await admin.get(claim_path(ns, "frames")), MOUNTS),))
+
+    async def projects(_user: str) -> list[str]:
+        return [ns]
+
+    backend = KubeBackend(admin, JOB_SETTINGS, poll_interval=0.1)
+    service = JobService(backend, PLAN_SETTINGS, projects, files)
+    try:
+        for job_id in ("copy_a", "copy_b"):
+            await service.create("alice", ns, Submission(job_body(job_id), ns, mounts=Mounts(datasets=("frames:copy",))))
+        for job_id in ("copy_a", "copy_b"):
+            async def ended(job_id=job_id):
+                got = await service.get("alice", ns, job_id)
+                return got if got["state"] in ("SUCCEEDED", "FAILED") else None
+
+            await until(ended, f"{job_id} ran", timeout=120)
+            assert (await service.get("alice", ns, job_id))["state"] == "SUCCEEDED"
+            lines = [line.text async for line in backend.logs(ns, job_id)]
+            assert json.loads(lines[0]) == {"files": 30, "sha256": digest(objects)}  # the whole dataset
+            assert json.loads(lines[1]) == [f"written-by-{job_id}"]  # its own write, not the other job's
+        copies = (await admin.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                                   labelSelector="mlplatform.io/dataset-copy-of=frames"))["items"]
+        assert sorted(c["metadata"]["name"] for c in copies) == ["copy-a-frames-copy", "copy-b-frames-copy"]
+        assert {c["metadata"]["ownerReferences"][0]["name"] for c in copies} == {"copy-a", "copy-b"}
+
+        # the dataset itself is as loaded: a shared (read-only) mount reads it unchanged
+        shared = job_body("shared")
+        shared["trainingInput"]["masterConfig"]["containerCommand"] = ["python", "-c", READ_ALL, "/datasets/frames"]
+        await service.create("alice", ns, Submission(shared, ns, mounts=Mounts(datasets=("frames",))))
+
+        async def shared_ended():
+            got = await service.get("alice", ns, "shared")
+            return got if got["state"] in ("SUCCEEDED", "FAILED") else None
+
+        await until(shared_ended, "the shared reader ran", timeout=120)
+        lines = [line.text async for line in backend.logs(ns, "shared")]
+        assert json.loads(lines[-1]) == {"files": 30, "sha256": digest(objects)}
+        job = await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/shared")
+        (volume,) = [v for v in job["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert volume["persistentVolumeClaim"] == {"claimName": "frames", "readOnly": True}
+        copy_job = await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/copy-b")
+        (volume,) = [v for v in copy_job["spec"]["template"]["spec"]["volumes"] if "persistentVolumeClaim" in v]
+        assert volume["persistentVolumeClaim"] == {"claimName": "copy-b-frames-copy"}  # writable (false: left out)
+
+        # the quota counts copies: with no claim left, a job asking for a copy is refused, nothing made
+        used = len((await admin.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims"))["items"])
+        await admin.create({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "claims", "namespace": ns},
+                            "spec": {"hard": {"count/persistentvolumeclaims": str(used)}}})
+
+        async def quota_counted():
+            quota = await admin.get(f"/api/v1/namespaces/{ns}/resourcequotas/claims")
+            return ((quota.get("status") or {}).get("used") or {}).get("count/persistentvolumeclaims") == str(used)
+
+        await until(quota_counted, "the quota counted the claims")
+        with pytest.raises(UserInputError) as refused:
+            await service.create("alice", ns, Submission(job_body("copy_c"), ns, mounts=Mounts(datasets=("frames:copy",))))
+        assert refused.value.field == "mounts.datasets" and "quota" in refused.value.message, refused.value.message
+        left = await admin.get(f"/apis/batch/v1/namespaces/{ns}/jobs/copy-c")
+        assert left is None or left["metadata"].get("deletionTimestamp"), left  # the job object went again
+
+        # a copy goes with its job (owner reference, the garbage collector)
+        await admin.delete(f"/apis/batch/v1/namespaces/{ns}/jobs/copy-a")
+
+        async def copy_gone():
+            return await admin.get(claim_path(ns, "copy-a-frames-copy")) is None
+
+        await until(copy_gone, "the job's copy deleted with it", timeout=60)
+    finally:
+        await backend.close()
+
+
+async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, project, kube_cluster, tmp_path):  # noqa: F811
+    """Plain Kubernetes calls with the project's runner token (what a notebook or a job holds)."""
+    admin, ns = operator.kube, project
+    objects = project_objects(Project(ns, ns, False, frozenset(), {}), {}, [])
+    for obj in objects:
+        if obj["kind"] in ("Role", "RoleBinding") and obj["metadata"]["name"] == "mlplatform-project":
+            await admin.create(obj)
+    rest = Rest(service_account_kubeconfig(kube_cluster, tmp_path / "runner.kubeconfig", ns, "mlplatform-runner"))
+    claims = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
+    spec = {"accessModes": ["ReadWriteOnce"], "storageClassName": "csi-hostpath",
+            "resources": {"requests": {"storage": "1Gi"}}}
+    copy = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "mine", "labels": {"mlplatform.io/dataset-copy-of": "frames"}},
+            "spec": {**spec, "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
+                                            "name": "frames-snap-x"}}}
+    escapes = {
+        "a plain claim": {"metadata": {"name": "plain"}, "spec": spec},
+        "a claim of a chosen volume": {**copy, "metadata": {**copy["metadata"], "name": "bound"},
+                                       "spec": {**copy["spec"], "volumeName": "pvc-someone-elses"}},
+        "a claim posing as a dataset": {**copy, "metadata": {"name": "fake", "labels": {
+            "mlplatform.io/dataset-copy-of": "frames", "mlplatform.io/dataset": "true"}}},
+        "a copy without its label": {**copy, "metadata": {"name": "unlabelled"}},
+    }
+    try:
+        for what, body in escapes.items():
+            with pytest.raises(ApiError) as e:
+                await rest.post(claims, {"apiVersion": "v1", "kind": "PersistentVolumeClaim", **body})
+            assert e.value.status == 403 and "private copies of a dataset" in str(e.value), (what, e.value)
+        await rest.post(claims, copy)  # the shape the jobs service makes
+        with pytest.raises(ApiError) as e:
+            await rest.delete(f"{claims}/mine")
+        assert e.value.status == 403  # copies go with their jobs; members delete no claims
+    finally:
+        await rest.close()
