@@ -18,12 +18,12 @@ import {
   formatTime,
   isActive,
   isSweep,
-  plotPoints,
   runTime,
   sortTrials,
   trialProgress
 } from './format';
 import { LogView } from './logview';
+import { objectivePlot, seriesPlot } from './plots';
 import { TrialSeriesStore } from './series';
 import { JobsStore } from './store';
 
@@ -389,61 +389,10 @@ export class JobsPanel extends Widget {
     if (isSweep(job)) {
       const scroll = el('div', 'mlp-trials-scroll');
       scroll.append(this.trialsTable(job));
-      trials.replaceChildren(this.plot(job), this.seriesPlot(job), scroll);
+      trials.replaceChildren(objectivePlot(job, this.trans), seriesPlot(job, this.series.lines(job), this.trans), scroll);
       void this.readSeries(project, jobId); // a trial that just started or ended: read it now
     }
     void jobId;
-  }
-
-  /** Each finished trial's objective in trial order, and the best so far: an SVG that grows. */
-  private plot(job: Job): Element {
-    const trans = this.trans;
-    const points = plotPoints(job);
-    const figure = el('figure', 'mlp-plot');
-    const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
-    const caption = el('figcaption', '', trans.__('%1 by trial (line: best so far)', metric));
-    figure.append(caption);
-    const ns = 'http://www.w3.org/2000/svg';
-    const svg = document.createElementNS(ns, 'svg');
-    const W = 240;
-    const H = 100;
-    const pad = 6;
-    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-    svg.setAttribute('class', 'mlp-plot-svg');
-    svg.setAttribute('role', 'img');
-    svg.setAttribute(
-      'aria-label',
-      points.length
-        ? trans.__('%1 of %2 trials finished; best %3', points.length, job.trainingOutput?.trials?.length ?? 0,
-          String(Number(points[points.length - 1].best.toPrecision(6))))
-        : trans.__('No trial has finished yet')
-    );
-    svg.dataset.points = String(points.length);
-    if (points.length) {
-      const xs = points.map(p => p.trial);
-      const ys = points.map(p => p.value);
-      const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-      const [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-      const x = (v: number) => pad + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
-      const y = (v: number) => H - pad - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * pad);
-      const line = document.createElementNS(ns, 'polyline');
-      line.setAttribute('class', 'mlp-plot-best');
-      line.setAttribute('points', points.map(p => `${x(p.trial)},${y(p.best)}`).join(' '));
-      svg.appendChild(line);
-      for (const p of points) {
-        const dot = document.createElementNS(ns, 'circle');
-        dot.setAttribute('class', 'mlp-plot-point');
-        dot.setAttribute('cx', String(x(p.trial)));
-        dot.setAttribute('cy', String(y(p.value)));
-        dot.setAttribute('r', '3');
-        const title = document.createElementNS(ns, 'title');
-        title.textContent = trans.__('trial %1: %2', p.trial, String(p.value));
-        dot.appendChild(title);
-        svg.appendChild(dot);
-      }
-    }
-    figure.append(svg);
-    return figure;
   }
 
   /**
@@ -477,56 +426,8 @@ export class JobsPanel extends Widget {
     const now = this.store.job(project, jobId);
     const shown = this.detailView.querySelector('.mlp-series-plot');
     if (changed && now && shown && this.detailKey === key) {
-      shown.replaceWith(this.seriesPlot(now));
+      shown.replaceWith(seriesPlot(now, this.series.lines(now), this.trans));
     }
-  }
-
-  /** Each trial's own metric over its steps, one line per trial, the best trial's drawn thick and last. */
-  private seriesPlot(job: Job): Element {
-    const trans = this.trans;
-    const lines = this.series.lines(job);
-    const best = lines.find(l => l.best);
-    const figure = el('figure', 'mlp-plot mlp-series-plot');
-    const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
-    figure.append(el('figcaption', '', trans.__('%1 by step, each trial (thick line: the best trial)', metric)));
-    const ns = 'http://www.w3.org/2000/svg';
-    const svg = document.createElementNS(ns, 'svg');
-    const W = 240;
-    const H = 100;
-    const pad = 6;
-    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-    svg.setAttribute('class', 'mlp-series-svg');
-    svg.setAttribute('role', 'img');
-    svg.setAttribute(
-      'aria-label',
-      lines.length
-        ? trans.__('%1 trials reported %2; best trial %3', lines.length, metric, best?.trialId ?? '-')
-        : trans.__('No trial has reported %1 yet', metric)
-    );
-    svg.dataset.lines = String(lines.length);
-    svg.dataset.points = String(lines.reduce((n, l) => n + l.points.length, 0));
-    const all = lines.flatMap(l => l.points);
-    if (all.length) {
-      const [x0, x1] = [Math.min(...all.map(p => p.step)), Math.max(...all.map(p => p.step))];
-      const [y0, y1] = [Math.min(...all.map(p => p.value)), Math.max(...all.map(p => p.value))];
-      const x = (v: number) => pad + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
-      const y = (v: number) => H - pad - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * pad);
-      for (const line of [...lines.filter(l => !l.best), ...lines.filter(l => l.best)]) {
-        const node = document.createElementNS(ns, 'polyline');
-        node.setAttribute('class', line.best ? 'mlp-series mlp-series-best' : 'mlp-series');
-        node.setAttribute('points', line.points.map(p => `${x(p.step)},${y(p.value)}`).join(' '));
-        node.dataset.trialId = line.trialId;
-        node.dataset.points = String(line.points.length);
-        const last = line.points[line.points.length - 1];
-        const title = document.createElementNS(ns, 'title');
-        title.textContent = trans.__('trial %1: %2 at step %3', line.trialId, String(Number(last.value.toPrecision(6))),
-          last.step);
-        node.appendChild(title);
-        svg.appendChild(node);
-      }
-    }
-    figure.append(svg);
-    return figure;
   }
 
   private trialsTable(job: Job): HTMLElement {

@@ -57,15 +57,18 @@ def open_panel(page, lab) -> None:
     page.goto(f"{lab.url}lab?token={lab.token}")
     page.locator(".jp-LabShell").wait_for(timeout=120_000)
     palette = page.locator("#command-palette .lm-CommandPalette-input")
-    for _ in range(30):  # the shell shows before its key bindings are in place: press until the palette opens
+    item = page.locator("#command-palette .lm-CommandPalette-item", has_text="Training jobs").first
+    for _ in range(30):  # the shell shows before its key bindings (and the panel's command) are in place: try again
         page.keyboard.press("Control+Shift+c")
         try:
             palette.wait_for(state="visible", timeout=2000)
-            break
+            palette.fill("Training jobs")
+            item.wait_for(state="visible", timeout=2000)
         except PlaywrightTimeout:
+            page.keyboard.press("Escape")
             continue
-    palette.fill("Training jobs")
-    page.keyboard.press("Enter")
+        page.keyboard.press("Enter")
+        break
     page.locator(PANEL).wait_for(state="visible")
 
 
