@@ -191,6 +191,39 @@ def processes(*words: str) -> list[int]:
     return found
 
 
+async def test_a_log_scale_is_sampled_in_log_space_by_goptuna(kube, backend, kube_cluster, sweeps_ns):
+    """Item 4: goptuna ignores ``distribution: logUniform`` (it samples linearly), so the platform
+    searches a UNIT_LOG_SCALE parameter as its logarithm and the trial program passes exp of it.
+    The platform's own Experiment for a RANDOM_SEARCH sweep, its algorithm swapped for goptuna's
+    deterministic ``sobol``: the first three points are the 1/4, 1/2 and 3/4 points of the searched
+    interval, which must be log-space points of [1e-4, 0.1] (0.000562, 0.00316, 0.0178), not the
+    linear ones (0.025, 0.05, 0.075) that ``logUniform`` got from goptuna."""
+    from server_ext.jobs.kube import katib as mapping
+    from tests.kube.job_env import SETTINGS, plan
+
+    ns = sweeps_ns
+    low, high = 0.0001, 0.1
+    doc = {"jobId": "log_sobol", "trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "n1-standard-4", "args": ["--epochs=1", "--sleep=0"],
+        "masterConfig": {"imageUri": "python:3.11-slim", "containerCommand": [
+            "env", f"PYTHONPATH={ROOT / 'examples' / 'trainer'}", "python", "-m", "trainer.task"]},
+        "hyperparameters": {"goal": "MINIMIZE", "hyperparameterMetricTag": "rmse", "maxTrials": 3,
+                            "maxParallelTrials": 2, "algorithm": "RANDOM_SEARCH", "params": [
+                                {"parameterName": "learning_rate", "type": "DOUBLE", "minValue": low,
+                                 "maxValue": high, "scaleType": "UNIT_LOG_SCALE"}]}}}
+    manifest = mapping.experiment_manifest(plan(doc, ns), SETTINGS)
+    manifest["spec"]["algorithm"] = {"algorithmName": "sobol"}
+    await kube.request("POST", f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments", manifest)
+    job = await state(backend, ns, "log_sobol", "SUCCEEDED", timeout=150)
+    given = sorted(float(t["hyperparameters"]["learning_rate"]) for t in job["trainingOutput"]["trials"])
+    want = [math.exp(math.log(low) + u * (math.log(high) - math.log(low))) for u in (0.25, 0.5, 0.75)]
+    assert given == pytest.approx(want, rel=1e-9), given
+    for t in job["trainingOutput"]["trials"]:  # what the trainer itself was given
+        lines = [x.text async for x in backend.logs(ns, "log_sobol", f"trial-{t['trialId']}")]
+        assert any(line.startswith(f"hyperparameters: learning_rate={t['hyperparameters']['learning_rate']} ")
+                   for line in lines), lines
+
+
 async def test_with_katib_down_its_webhooks_refuse_experiments_and_pods_of_labelled_namespaces(
         kube, kube_cluster, kube_target, sweeps_ns, real_katib):
     """P12, released behaviour (``failurePolicy: Fail``): while katib-controller is down, every

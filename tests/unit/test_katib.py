@@ -6,6 +6,7 @@ files with ``UPDATE_GOLDEN=1``."""
 
 import copy
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -203,8 +204,9 @@ def test_metadata_is_the_jobs():
                     "metricStrategies": [{"name": katib.metric_name("val/loss"), "value": "latest"}]}}),
     ({"params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 1, "maxValue": 2.5,
                   "scaleType": "UNIT_LOG_SCALE"}]},
-     {"parameters": [{"name": "lr", "parameterType": "double",
-                      "feasibleSpace": {"min": "1", "max": "2.5", "distribution": "logUniform"}}]}),
+     # searched as ln(lr), uniformly (some suggestion services ignore logUniform: goptuna)
+     {"parameters": [{"name": "lr-log", "parameterType": "double",
+                      "feasibleSpace": {"min": "0.0", "max": "0.9162907318741551"}}]}),
     ({"params": [{"parameterName": "m", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.99,
                   "scaleType": "UNIT_REVERSE_LOG_SCALE"}]},
      {"parameters": [{"name": "m-reversed", "parameterType": "double",
@@ -350,6 +352,40 @@ def test_the_trial_gets_its_hyperparameters_and_its_metrics_are_collected(tmp_pa
     if wrap:
         (marker,) = (tmp_path / "katib").glob("*.pid")
         assert marker.read_text().strip() == "completed"
+
+
+LOG_HYPER = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "algorithm": "RANDOM_SEARCH", "params": [
+    {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.0001, "maxValue": 0.1, "scaleType": "UNIT_LOG_SCALE"},
+    {"parameterName": "units", "type": "INTEGER", "minValue": 4, "maxValue": 1024, "scaleType": "UNIT_LOG_SCALE"}]}
+
+
+@pytest.mark.parametrize("searched, given", [
+    ({"lr": repr(math.log(0.001)), "units": repr(math.log(64))},
+     {"lr": repr(math.exp(math.log(0.001))), "units": "64"}),
+    ({"lr": "-20", "units": "9"}, {"lr": "0.0001", "units": "1024"}),  # clamped to [min, max]
+    ({"lr": repr((math.log(0.0001) + math.log(0.1)) / 2), "units": "4.2"},  # the log-space midpoint
+     {"lr": repr(math.exp((math.log(0.0001) + math.log(0.1)) / 2)), "units": "67"}),
+])
+def test_a_log_scale_is_searched_as_its_logarithm_and_the_trainer_gets_exp(tmp_path, searched, given):
+    plan = _custom(tmp_path, LOG_HYPER)
+    manifest = katib.experiment_manifest(plan, SETTINGS)
+    assert [(p["name"], p["feasibleSpace"]) for p in manifest["spec"]["parameters"]] == [
+        ("lr-log", {"min": repr(math.log(0.0001)), "max": repr(math.log(0.1))}),
+        ("units-log", {"min": repr(math.log(4)), "max": repr(math.log(1024))})]
+    (main,) = _main_containers(manifest)
+    done = _run(main, searched, tmp_path)
+    assert done.returncode == 0, done.stderr
+    trial = {"spec": {"parameterAssignments": [{"name": f"{k}-log", "value": v} for k, v in searched.items()]}}
+    assert katib.trial_hyperparameters(plan.sweep, trial) == given
+    assert json.loads(done.stdout.splitlines()[0])[3:] == [f"--{k}={v}" for k, v in given.items()]
+
+
+
+def test_an_experiment_made_before_log_space_search_still_shows_its_values():
+    """Experiments made with ``distribution: logUniform`` (parameter ``lr``, the value as the trainer got it)."""
+    plan = make_plan("grid-batch-job", {"hyperparameters": LOG_HYPER})
+    trial = {"spec": {"parameterAssignments": [{"name": "lr", "value": "0.0123"}, {"name": "units", "value": "77"}]}}
+    assert katib.trial_hyperparameters(plan.sweep, trial) == {"lr": "0.0123", "units": "77"}
 
 
 @pytest.mark.parametrize("wrap", [False, True])

@@ -14,7 +14,7 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
   strategy ``latest``: AI Platform's finalMetric is the last value reported); ``algorithm`` (`ALGORITHMS`);
   ``earlyStopping`` ``medianstop`` when enabled; ``maxTrialCount``, ``parallelTrialCount``,
   ``maxFailedTrialCount`` (unset: `default_max_failed`); one parameter per AI Platform parameter
-  (`katib_parameters`), a log scale as ``feasibleSpace.distribution: logUniform``;
+  (`katib_parameters`); a log scale is searched in log space (below);
 - ``trialTemplate.trialSpec`` is `kubeflow.job_manifest` of the plan (the job kind the plan would
   run: ``PyTorchJob``, ``TFJob`` or ``Job``) without its object metadata (Katib names each trial's
   job after the Trial, and a trial's job must not look like a platform job), with every replica's
@@ -34,6 +34,12 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
   file is `HYPERTUNE_FILE` and the trial program appends every report of the tag (from that file
   or the output) to `METRICS_FILE` under the mapped name: Katib reads only the mapped name, the log
   only the user's tag;
+- ``UNIT_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``y`` uniformly in ``[ln min, ln max]``
+  (a double, no ``distribution``) as parameter ``<name>-log``; the trial passes ``x = exp(y)``
+  (INTEGER: rounded), clamped to ``[min, max]``, computed by the trainer image's Python exactly as
+  `log_value` computes it. Not ``distribution: logUniform``, which some of Katib's suggestion
+  services ignore (goptuna: random, tpe, cmaes, sobol search it linearly); uniform in log space is
+  log-uniform whichever service samples it;
 - ``UNIT_REVERSE_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``y`` log-uniformly in
   ``[min, max]`` as parameter ``<name>-reversed``; the trial passes ``x = min + (max − y)`` (exactly
   ``max`` at ``y = min``, ``min`` at ``y = max``, clamped to ``[min, max]``), computed by the trainer image's Python exactly as `reverse_value` computes it,
@@ -82,6 +88,7 @@ METRIC_NAME_ENV = "MLPLATFORM_HP_METRIC_NAME"
 KATIB_FILE_ENV = "MLPLATFORM_KATIB_METRICS_FILE"
 METRIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what Katib's File (JSON) and StdOut collectors both read
 REVERSED_SUFFIX = "-reversed"
+LOG_SUFFIX = "-log"
 MAX_NAME = 40
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "bayesianoptimization", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
 EARLY_STOPPING = "medianstop"
@@ -95,6 +102,12 @@ _UNSAFE = re.compile(r'["\\$\x00-\x1f\x7f]')
 REVERSE_PY = ('import sys; k, a, b, y = sys.argv[1:]; a, b, y = (int(a), int(b), int(float(y))) if k == "INTEGER" '
               'else (float(a), float(b), float(y)); x = b if y <= a else min(max(a + (b - y), a), b); '
               'print(x if k == "INTEGER" else repr(x))')
+
+# x = exp(y) for a log-scale parameter searched as y = ln x (INTEGER: rounded), clamped to [min, max];
+# the same arithmetic as `log_value`.
+LOG_PY = ('import math, sys; k, a, b, y = sys.argv[1:]; a, b = (int(a), int(b)) if k == "INTEGER" else '
+          '(float(a), float(b)); x = math.exp(float(y)); x = round(x) if k == "INTEGER" else x; '
+          'x = min(max(x, a), b); print(x if k == "INTEGER" else repr(x))')
 
 # Runs the trainer (argv[1:]) and passes its output (stderr merged) through unchanged, plus:
 # - for every "<tag>=<number>" in it, appends one JSON line {"<name>": "<value>", "timestamp": <seconds>}
@@ -215,9 +228,35 @@ def reversed_params(spec: Spec) -> tuple[Param, ...]:
     return tuple(p for p in spec.params if p.type in ("DOUBLE", "INTEGER") and p.scale == "UNIT_REVERSE_LOG_SCALE")
 
 
+def log_params(spec: Spec) -> tuple[Param, ...]:
+    """The parameters searched in log space (UNIT_LOG_SCALE, not under grid)."""
+    if spec.algorithm == "GRID_SEARCH":
+        return ()
+    return tuple(p for p in spec.params if p.type in ("DOUBLE", "INTEGER") and p.scale == "UNIT_LOG_SCALE")
+
+
 def search_name(spec: Spec, param: Param) -> str:
-    """The Katib parameter a trial parameter references (``lr`` or ``lr-reversed``)."""
-    return param.name + REVERSED_SUFFIX if param in reversed_params(spec) else param.name
+    """The Katib parameter a trial parameter references (``lr``, ``lr-log`` or ``lr-reversed``)."""
+    if param in reversed_params(spec):
+        return param.name + REVERSED_SUFFIX
+    return param.name + LOG_SUFFIX if param in log_params(spec) else param.name
+
+
+def log_bounds(param: Param) -> tuple[str, str]:
+    """``[ln min, ln max]``: the searched interval of a log-scale parameter."""
+    integer = param.type == "INTEGER"
+    low, high = float(number_text(param.min, integer)), float(number_text(param.max, integer))
+    return repr(math.log(low)), repr(math.log(high))
+
+
+def log_value(param: Param, searched: str) -> str:
+    """The value the trainer gets for the searched ``y = ln x`` (see `LOG_PY`)."""
+    integer = param.type == "INTEGER"
+    low, high = number_text(param.min, integer), number_text(param.max, integer)
+    a, b = (int(low), int(high)) if integer else (float(low), float(high))
+    x = math.exp(float(searched))
+    x = min(max(round(x) if integer else x, a), b)
+    return str(x) if integer else repr(x)
 
 
 def reverse_value(param: Param, searched: str) -> str:
@@ -243,7 +282,12 @@ def katib_parameters(spec: Spec) -> list[dict]:
         if p.type in ("DOUBLE", "INTEGER"):
             integer = p.type == "INTEGER"
             space = {"min": number_text(p.min, integer), "max": number_text(p.max, integer)}
-            if log_space and p.scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"):
+            if p in log_params(spec):
+                low, high = log_bounds(p)
+                out.append({"name": search_name(spec, p), "parameterType": "double",
+                            "feasibleSpace": {"min": low, "max": high}})
+                continue
+            if log_space and p.scale == "UNIT_REVERSE_LOG_SCALE":
                 space["distribution"] = "logUniform"
         elif p.type == "DISCRETE":
             space = {"list": [number_text(v) for v in p.values]}
@@ -263,9 +307,9 @@ def _check(plan: JobPlan, spec: Spec) -> None:
                                       f"characters ({plan.name!r} has {len(plan.name)}): Katib names trials after it")
     names = {p.name for p in spec.params}
     for i, p in enumerate(spec.params):
-        if p in reversed_params(spec) and p.name + REVERSED_SUFFIX in names:
+        if search_name(spec, p) != p.name and search_name(spec, p) in names:
             raise UserInputError(f"{FIELD}.params[{i}].parameterName",
-                                 f"{p.name + REVERSED_SUFFIX!r} is also a parameter; rename one")
+                                 f"{search_name(spec, p)!r} is also a parameter; rename one")
         if p.type == "CATEGORICAL":
             for j, v in enumerate(p.values):
                 if _UNSAFE.search(v):
@@ -295,16 +339,19 @@ def trial_program(spec: Spec, argv: list[str]) -> str:
     Katib's webhook may append ``&& echo completed > …`` to it and get the trainer's status."""
     lines = ["(", "set -eu", "py=", "for c in python3 python; do",
              '  if command -v "$c" >/dev/null 2>&1; then py=$c; break; fi', "done"]
-    reversed_ = reversed_params(spec)
+    reversed_, logs = reversed_params(spec), log_params(spec)
     if reversed_:
         lines.append('[ -n "$py" ] || { echo "mlplatform: UNIT_REVERSE_LOG_SCALE needs python in the trainer '
                      'image" >&2; exit 2; }')
+    if logs and not reversed_:  # (the check above stops a reverse-log sweep without python already)
+        lines.append('[ -n "$py" ] || { echo "mlplatform: UNIT_LOG_SCALE needs python in the trainer '
+                     'image" >&2; exit 2; }')
     for i, p in enumerate(spec.params):
-        if p in reversed_:
+        if p in reversed_ or p in logs:
             integer = p.type == "INTEGER"
             var = f"{HP_ENV}{i}"
-            lines.append(f'{var}=$("$py" -c {_q(REVERSE_PY)} {p.type} {number_text(p.min, integer)} '
-                         f'{number_text(p.max, integer)} "${var}")')
+            lines.append(f'{var}=$("$py" -c {_q(REVERSE_PY if p in reversed_ else LOG_PY)} {p.type} '
+                         f'{number_text(p.min, integer)} {number_text(p.max, integer)} "${var}")')
     lines.append("set -- " + " ".join(_q(w) for w in argv))
     if spec.params:
         lines.append('set -- "$@" ' + " ".join(f'{_q("--" + p.name + "=")}"${HP_ENV}{i}"'
@@ -429,12 +476,15 @@ def trial_hyperparameters(spec: Spec | None, trial: Mapping) -> dict[str, str]:
     out = {}
     for p in spec.params:
         value = given.get(search_name(spec, p))
+        if value is None and p in log_params(spec) and p.name in given:
+            out[p.name] = given[p.name]  # an Experiment made before log scales were searched as ln x
+            continue
         if value is None:
             continue
-        if p in reversed_params(spec):
+        if p in reversed_params(spec) or p in log_params(spec):
             try:
-                value = reverse_value(p, value)
-            except ValueError:
+                value = (reverse_value if p in reversed_params(spec) else log_value)(p, value)
+            except (ValueError, OverflowError):
                 pass
         elif p.type == "INTEGER":
             try:
