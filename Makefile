@@ -14,7 +14,7 @@
 #                      the operator's webhook latency under 50 concurrent creations beside none;
 #                      dataset loader throughput vs a plain copy (S3, GCS emulators); operator
 #                      memory and API requests at 1000 dataset PVCs; 20 pods held for a dataset: Loaded
-#                      to Running, beside pods never held
+#                      to Running, beside pods never held; 10 writable copies of a dataset beside 10 loads
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x` (`PYTEST_ARGS=-n0`: one
 # process for the tiers that otherwise run on every core, see XDIST below).
@@ -149,7 +149,7 @@ test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER)
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
-bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium
+bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium controllers
 	$(PY) -m tests.bench.spawn --spawns 64
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
 	$(PY) -m tests.bench.sweep_status --trials 1000 --calls 200 --changes 50
@@ -166,3 +166,4 @@ bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium
 	$(PY) -m tests.bench.dataset_loader --objects 1000 --mb 100 --rounds 3
 	$(PY) -m tests.bench.operator_datasets --pvcs 1000
 	$(PY) -m tests.bench.held_pods --pods 20
+	$(PY) -m tests.bench.dataset_copies --copies 10

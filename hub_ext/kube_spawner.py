@@ -62,6 +62,7 @@ from .platform import Plan, PlatformConfig
 from .profile_resolve import apply_override, called
 from .progress_text import assigned, describe, free_text, scheduled_node, wanting
 from .provision import Provisioner
+from .server_copies import ServerCopies
 from .spawn_experience import SpawnExperience
 from .tenancy import PROJECT_LABEL, QUOTA, SERVICE_ACCOUNT, member_binding_name, project_objects
 from .tenancy_config import TenancyConfig
@@ -87,9 +88,10 @@ class KubeParts:
         await asyncio.gather(self.view.stop(), self.resources.stop())
 
 
-class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
+class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
                       KubeSpawner):
     platform_kind = "kubernetes"
+    makes_copies = True  # hub_ext.server_copies
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
         (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's
@@ -232,8 +234,9 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         try:
             plan = await self.spawn_plan(self.user_options, allow_loading=self.when_dataset_loading == "wait")
             await self._check_accelerator(plan)
-            plan = await self._wait_for_datasets(plan)
+            plan = self._with_copy_claims(await self._wait_for_datasets(plan))
             self._apply(plan)
+            await self._make_copies(plan)
             if self.api_token_secret:
                 try:
                     await self._write_token_secret()
@@ -371,6 +374,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         except Exception as e:
             if getattr(self, "_plan", None) is not None:
                 await self._delete_token_secret()
+                await self._delete_copies()
             self.forget_if_refused(e.status_code if isinstance(e, web.HTTPError) else 500)
             raise
         finally:
@@ -419,6 +423,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, PlatformConfig, MountConf
         finally:
             if not getattr(self, "_starting", False):  # KubeSpawner stops a leftover pod mid-start (409)
                 await self._delete_token_secret()
+                await self._delete_copies()
                 self._delete_token_secret_later()
 
     async def progress(self):

@@ -147,10 +147,7 @@ def select(available: Available, credentials: Any, datasets: Any, project: str,
             then = "a copy is made from a loaded dataset; " if copy else ""
             raise UserInputError(f"datasets[{i}]", f"the dataset {name!r} is {ds.state}{detail}; {then}"
                                                    "start without it or try again later", 409)
-        if copy and not allow_copies:
-            raise UserInputError(f"datasets[{i}]", f"writable copies are made for jobs only (a notebook server "
-                                                   f"mounts datasets shared and read-only): choose {name!r}")
-        if copy and not ds.snapshot:
+        if copy and not (allow_copies and ds.snapshot):
             raise UserInputError(f"datasets[{i}]", f"no writable copy of the dataset {name!r} can be made here (its "
                                                    "storage has no volume snapshots, or its snapshot is not ready "
                                                    f"yet); mount it shared and read-only as {name!r}", 409)

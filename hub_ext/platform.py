@@ -177,6 +177,8 @@ class PlatformConfig(Configurable):
         return self.runtime.plan(self.user.name, [g.name for g in getattr(self.user, "groups", [])],
                                  self.user.admin, user_options)
 
+    makes_copies = False  # a spawner that makes ``<dataset>:copy`` choices into writable copies
+
     async def spawn_plan(self, user_options: Mapping[str, Any], allow_loading: bool = False) -> "Plan":
         """`user_plan` with the chosen credentials and datasets (``user_options["credentials"]``,
         ``["datasets"]``) of the plan's project, checked and made into their mounts once
@@ -186,7 +188,7 @@ class PlatformConfig(Configurable):
         plan = self.user_plan(options)
         available = await self.project_files(plan.project.name)
         return dataclasses.replace(plan, mounts=choose_mounts(available, credentials, datasets, plan.project.name,
-                                                       allow_loading))
+                                                       allow_loading, allow_copies=self.makes_copies))
 
     def options_from_form(self, formdata):
         return options_from_form(formdata)

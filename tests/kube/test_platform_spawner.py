@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import pathlib
 
 import kubernetes_validate
 import pytest
@@ -19,7 +20,7 @@ from tornado import web
 from tests.cluster.identities import HUB_USER
 from tests.kube.platform_env import (CANARY, GCP_KEY, IMAGE, create, dataset_pvc, delete_projects, make_spawner,
                                      make_user, platform_cluster, restart_hub, secret_body, set_loaded, until,
-                                     wait_default_service_account, watch_progress, whoami)
+                                     wait_bound, wait_default_service_account, watch_progress, whoami)
 
 pytestmark = pytest.mark.kube
 
@@ -435,3 +436,54 @@ async def test_user_options_are_the_platforms_to_apply_so_jupyterhub_does_not_wa
     await sp.load_user_options()
     assert sp.namespace == "vision" and sp.extra_resource_limits == {"nvidia.com/mig-1g.5gb": "1"}
 
+
+
+async def test_a_server_gets_its_own_writable_copy_made_at_start_and_deleted_at_stop(cluster, snapshots):
+    """The spawn form offers a copy of a dataset whose load has a snapshot; the server's copy is a
+    claim from it with the dataset's files, mounted writable where the dataset would be, and goes
+    when the server stops. (The operator's part, the snapshot of the load and the annotation naming
+    it, is played here as `set_loaded` plays its condition; `test_dataset_copies` runs the operator.)"""
+    alice = make_user(ALICE, ["vision"])
+    hub = await provisioned(alice)
+    pvc = dataset_pvc("vision", "coco", "s3://vision/coco")
+    pvc["spec"]["storageClassName"] = "csi-hostpath"
+    create(cluster, pvc)
+    claim = wait_bound(cluster, "vision", "coco")
+    volume = cluster.get("", "v1", "persistentvolumes", None, claim["spec"]["volumeName"])
+    (pathlib.Path(volume["spec"]["csi"]["volumeAttributes"]["path"]) / "train.csv").write_text("a,b\n")  # loaded
+    set_loaded(cluster, "vision", "coco", "True", "Loaded")
+    cluster.create("snapshot.storage.k8s.io", "v1", "volumesnapshots", "vision", {
+        "apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot", "metadata": {"name": "coco-snap-l1"},
+        "spec": {"source": {"persistentVolumeClaimName": "coco"}}})
+
+    async def snapshot_ready():
+        snap = cluster.get("snapshot.storage.k8s.io", "v1", "volumesnapshots", "vision", "coco-snap-l1")
+        return (snap.get("status") or {}).get("readyToUse")
+
+    await until(snapshot_ready, "the snapshot is ready")
+    cluster.patch("", "v1", "persistentvolumeclaims", "vision", "coco", {"metadata": {"annotations": {
+        "mlplatform.io/load-id": "l1", "mlplatform.io/snapshot": "coco-snap-l1"}}})
+
+    async def offered():
+        return [d.snapshot for d in (await hub.project_files("vision")).datasets] == ["coco-snap-l1"]
+
+    await until(offered, "the hub lists the dataset's snapshot")
+    sp = make_spawner(alice, {"project": "vision", "profile": "cpu", "datasets": ["coco:copy"]})
+    assert 'value="coco:copy"' in await sp.get_options_form()
+    await sp.start()
+    copy_name = f"{sp.pod_name}-coco-copy"
+    pod = cluster.get("", "v1", "pods", "vision", sp.pod_name)
+    (vol,) = [v for v in pod["spec"]["volumes"] if v.get("persistentVolumeClaim")]
+    assert vol["persistentVolumeClaim"] == {"claimName": copy_name}  # writable (false is left out)
+    (mount,) = [m for c in pod["spec"]["containers"] for m in c.get("volumeMounts") or [] if m["name"] == vol["name"]]
+    assert mount["mountPath"] == "/datasets/coco" and not mount.get("readOnly")
+    copy = wait_bound(cluster, "vision", copy_name)
+    assert copy["metadata"]["labels"]["mlplatform.io/dataset-copy-of"] == "coco"
+    copied = cluster.get("", "v1", "persistentvolumes", None, copy["spec"]["volumeName"])
+    assert (pathlib.Path(copied["spec"]["csi"]["volumeAttributes"]["path"]) / "train.csv").read_text() == "a,b\n"
+    await sp.stop()
+
+    async def copy_gone():
+        return cluster.get("", "v1", "persistentvolumeclaims", "vision", copy_name) is None
+
+    await until(copy_gone, "the copy deleted with the server")

@@ -82,7 +82,7 @@ def test_a_copy_is_chosen_with_its_suffix_and_mounted_writable_from_its_own_clai
 @pytest.mark.parametrize("choice, allow, words", [
     (["raw:copy"], True, "no writable copy of the dataset 'raw' can be made here"),
     (["later:copy"], True, "is loading: 3 of 9 objects; a copy is made from a loaded dataset"),
-    (["frames:copy"], False, "writable copies are made for jobs only"),
+    (["frames:copy"], False, "no writable copy of the dataset 'frames' can be made here"),  # the local runtime
     (["frames", "frames:copy"], True, "is chosen twice"),
     (["nope:copy"], True, "has no dataset 'nope'"),
 ])

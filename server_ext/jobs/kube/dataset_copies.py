@@ -3,8 +3,8 @@
 
 A copy is a PersistentVolumeClaim made from the dataset load's VolumeSnapshot (`Dataset.snapshot`,
 which the operator makes where the storage can snapshot: `hub_ext.operator.snapshots`), in the
-dataset's StorageClass and at least its size, named ``<job>-<dataset>-copy`` (`claim_name`) and
-mounted writable at the dataset's usual directory; no other job or server sees what the job writes.
+dataset's StorageClass and at least its size, named ``<job>-<dataset>-copy``
+(`hub_ext.dataset_copies`, shared with the spawner) and mounted writable at the dataset's usual directory; no other job or server sees what the job writes.
 
 - `with_copy_claims`: the plan's copies name their claims before the job's manifest is made;
 - `make`: after the job object is created, each copy's claim is created owned by it (deleting the
@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from hub_ext.credentials import MANAGED_BY
+from hub_ext.dataset_copies import claim_name, copy_manifest
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
 
@@ -30,12 +30,6 @@ from .package import remove_job
 
 log = logging.getLogger("mlplatform.jobs.kube")
 FIELD = "mounts.datasets"
-COPY_OF_LABEL = "mlplatform.io/dataset-copy-of"
-MAX_NAME = 253
-
-
-def claim_name(job_name: str, dataset: str) -> str:
-    return f"{job_name}-{dataset}"[:MAX_NAME - len("-copy")].rstrip("-.") + "-copy"
 
 
 def with_copy_claims(plan: JobPlan) -> JobPlan:
@@ -43,21 +37,6 @@ def with_copy_claims(plan: JobPlan) -> JobPlan:
         return plan
     return dataclasses.replace(plan, datasets=tuple(dataclasses.replace(d, claim=claim_name(plan.name, d.name))
                                                     if d.copy else d for d in plan.datasets))
-
-
-def copy_manifest(plan: JobPlan, dataset, source: dict, owner: dict) -> dict:
-    spec = source.get("spec") or {}
-    size = (((source.get("status") or {}).get("capacity") or {}).get("storage")
-            or ((spec.get("resources") or {}).get("requests") or {}).get("storage"))
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": dataset.claim, "namespace": plan.project,
-                         "labels": {**MANAGED_BY, COPY_OF_LABEL: dataset.name},
-                         "ownerReferences": [owner]},
-            "spec": {"accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
-                     "storageClassName": spec.get("storageClassName"),
-                     "resources": {"requests": {"storage": size}},
-                     "dataSource": {"apiGroup": "snapshot.storage.k8s.io", "kind": "VolumeSnapshot",
-                                    "name": dataset.snapshot}}}
 
 
 async def make(kube: Kube, plan: JobPlan, obj: dict) -> None:
@@ -75,7 +54,8 @@ async def make(kube: Kube, plan: JobPlan, obj: dict) -> None:
             claims = f"/api/v1/namespaces/{project}/persistentvolumeclaims"
             try:
                 source = await kube.request("GET", f"{claims}/{d.name}")
-                await kube.request("POST", claims, copy_manifest(plan, d, source, owner))
+                await kube.request("POST", claims, copy_manifest(d.claim, project, d.name, d.snapshot, source,
+                                                                 owner=owner))
             except NotFound:
                 raise UserInputError(FIELD, f"the dataset {d.name!r} is gone from the project {project}", 409) from None
             except KubeError as e:
