@@ -9,6 +9,7 @@ import { TranslationBundle } from '@jupyterlab/translation';
 import { Widget } from '@lumino/widgets';
 
 import * as api from './api';
+import { el } from './dom';
 import {
   Job,
   STATES,
@@ -38,20 +39,6 @@ export interface PanelOptions {
 const ALL = '';
 const SERIES_EVERY_MS = 2000;
 
-function el<K extends keyof HTMLElementTagNameMap>(
-  tag: K,
-  cls = '',
-  text = ''
-): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (cls) {
-    node.className = cls;
-  }
-  if (text) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 export class JobsPanel extends Widget {
   private store: JobsStore;

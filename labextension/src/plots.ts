@@ -7,21 +7,12 @@
 
 import { TranslationBundle } from '@jupyterlab/translation';
 
+import { el } from './dom';
 import { Job, plotPoints } from './format';
 import { SeriesLine } from './series';
 
 const SVG = 'http://www.w3.org/2000/svg';
 
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, cls = '', text = ''): HTMLElementTagNameMap[K] {
-  const node = document.createElement(tag);
-  if (cls) {
-    node.className = cls;
-  }
-  if (text) {
-    node.textContent = text;
-  }
-  return node;
-}
 
 /** Each finished trial's objective in trial order, and the best so far: an SVG that grows. */
 export function objectivePlot(job: Job, trans: TranslationBundle): Element {
