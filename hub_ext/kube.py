@@ -230,7 +230,7 @@ class Kube:
     async def stream(self, path: str, query: list[tuple[str, str]], accept: str,
                      timeout: aiohttp.ClientTimeout) -> AsyncIterator[bytes]:
         """The raw lines of one streaming GET, each with its newline but perhaps the last (a line may
-        be any length). A refusal raises `error_of` its answer; a connection that cannot be made or
+        be any length); none for a 204 No Content. A refusal raises `error_of` its answer; a connection that cannot be made or
         breaks raises `Unavailable`."""
         action = f"read {path}"
         try:
@@ -240,6 +240,8 @@ class Kube:
         except (asyncio.TimeoutError, aiohttp.ClientError) as e:
             raise unreachable(e, action) from None
         try:
+            if resp.status == 204:  # nothing to read now (seen from pods/log under load): an empty stream
+                return
             if resp.status != 200:
                 raise error_of(resp.status, resp.reason, await resp.text(), action)
             pending = b""

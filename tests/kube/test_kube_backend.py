@@ -266,7 +266,10 @@ async def test_cancel_goes_cancelling_then_cancelled(backend, cluster, kube_clus
     cluster.run(ns, first["metadata"]["name"])
     await state(backend, ns, "to_cancel", "RUNNING")
     assert (await backend.cancel(ns, "to_cancel"))["state"] == "CANCELLING"
-    assert (await backend.cancel(ns, "to_cancel"))["state"] == "CANCELLING"  # asking twice is fine
+    try:  # asking twice is fine while it is cancelling
+        assert (await backend.cancel(ns, "to_cancel"))["state"] == "CANCELLING"
+    except JobFinished as e:  # the Job controller was quicker than the second ask (seen under load)
+        assert "is CANCELLED" in str(e), e
     job = await state(backend, ns, "to_cancel", "CANCELLED")
     assert job["endTime"]
     for _ in range(100):

@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from hub_ext.errors import UserInputError
 from hub_ext.kube import Forbidden
 from server_ext.jobs.kube.kubeflow import job_manifest, resource_path
 from tests.kube.job_env import NODES, SETTINGS, plan, pods, pytorch_doc, state, until
@@ -134,3 +135,11 @@ async def test_an_invalid_pytorchjob_is_refused_by_the_operators_webhook(backend
     assert 'admission webhook "validator.pytorchjob.training-operator.kubeflow.org" denied the request' in text, text
     assert re.search(r"spec\.pytorchReplicaSpecs\[Master\]\.replicas: Forbidden: must be 1", text), text
     assert kube_cluster.items("kubeflow.org", "v1", "pytorchjobs", ns) == []
+    # through the jobs backend: the refusal named as the cluster's admission control, not the project's RBAC
+    with pytest.raises(UserInputError) as refused:
+        await backend._create(resource_path("PyTorchJob", ns), manifest, ns, "twomasters")
+    assert refused.value.field == "trainingInput" and refused.value.status == 403
+    assert refused.value.message.startswith("the cluster's admission control refused this job (Kubernetes answered 403 "
+                                            'Forbidden: admission webhook "validator.pytorchjob.training-operator.'
+                                            'kubeflow.org" denied the request: spec.pytorchReplicaSpecs[Master]'), \
+        refused.value.message

@@ -17,7 +17,7 @@ Guarantees:
   the same instant are not guarded); a create that got no answer in time is looked for by name a
   few times (a slow server may have made it: then it is the submit's result, not a failure with
   the job left behind); a 403 is `UserInputError(…, 403)` (naming the quota when a quota
-  refused it); any other failure is `UpstreamError` with the API's reason. The created object is
+  refused it, the cluster's admission control when a webhook or policy denied it); any other failure is `UpstreamError` with the API's reason. The created object is
   put into the cache at once, so a `get` right after `submit` sees it. A shipped package
   (``--package-path``) travels as `kube_package` says: staged to its bucket before the object is
   created (a failed upload creates nothing; a staged object outlives a failed create), or in a
@@ -320,6 +320,9 @@ class KubeBackend:
             if "quota" in why:
                 raise UserInputError("trainingInput", f"the quota of project {project} does not allow this "
                                                       f"job ({why})", 403) from None
+            if "denied the request" in why or "denied request" in why:  # a webhook's or an admission policy's
+                raise UserInputError("trainingInput", f"the cluster's admission control refused this job ({why})",
+                                     403) from None
             raise UserInputError("project", f"jobs may not be created in project {project} ({why})", 403) from None
         except Unavailable as e:
             if e.code == 0:  # no answer in time: the server may have made it all the same
