@@ -43,12 +43,10 @@ def form_choices(info: dict, project: str, env) -> dict:
     """The form's choices for `project` from `info` (`form.platform_info`'s answer). Pure."""
     from ..jobs.model import MAX_ACCELERATORS
     from ..widgets.form import _FIELDS, SCALE_TIERS
-    from ..widgets.form_choices import accelerator_offers, is_local, runtime_note
+    from ..widgets.form_choices import accelerator_offers, is_local, mount_choices, runtime_note
 
     offers, note = accelerator_offers(info, project, is_local(env))
-    names = {kind: sorted({c.get("name") for c in (info.get(kind) or {}).get(kind, [])
-                           if c.get("name") and c.get("project", project) == project})
-             for kind in ("credentials", "datasets")}
+    names = {kind: mount_choices(info, project, kind) for kind in ("credentials", "datasets")}
     projects = [p.get("name") for p in (info.get("projects") or {}).get("projects", []) if p.get("name")]
     return {"scaleTiers": list(SCALE_TIERS), "maxAccelerators": MAX_ACCELERATORS,
             "accelerators": [{"value": o.value, "label": o.label, "most": o.most} for o in offers],

@@ -42,7 +42,7 @@ import ipywidgets as w
 
 from ..errors import PlatformError, UserInputError
 from ..jobs.model import MAX_ACCELERATORS
-from .form_choices import CPU_ONLY, NO_ACCELERATOR, accelerator_offers, is_local, runtime_note
+from .form_choices import CPU_ONLY, NO_ACCELERATOR, accelerator_offers, is_local, mount_choices, runtime_note
 
 SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1", "CUSTOM")
 _FIELDS = {  # error field (server or flag spelling) → form field
@@ -300,8 +300,7 @@ class SubmitForm(w.VBox):
         self._accelerator_set({"new": kept})
         lines = [runtime_note(self._info, self._env)] + ([note] if note else [])
         for kind in ("credentials", "datasets"):  # the chosen project's (a job mounts its project's only)
-            names = sorted({c.get("name") for c in (self._info.get(kind) or {}).get(kind, [])
-                            if c.get("name") and c.get("project", project) == project})
+            names = mount_choices(self._info, project, kind)
             box = self.fields[kind]
             if box.value:  # another project's, even where a name is the same: never carried over silently
                 lines.append(f"Unticked {kind} of the previous project: {', '.join(box.value)}.")

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from hub_ext.mounts import COPY_SUFFIX
+
 from ..errors import PlatformError
 from ..jobs.model import MAX_ACCELERATORS
 
@@ -137,3 +139,14 @@ def own_devices(info: Mapping, env: Mapping[str, str]) -> str:
             return "which are none: this server has no GPU (CPU only)"
         return f"this server's {len(devices)} GPU device{'s' if len(devices) != 1 else ''} (CUDA_VISIBLE_DEVICES)"
     return "whatever GPUs this server's machine has"
+
+
+def mount_choices(info: Mapping, project: str, kind: str) -> list[str]:
+    """The names the forms offer for `kind` (``credentials``, ``datasets``) of `project`, from the
+    platform's listing in `info`; a dataset whose load has a snapshot is offered a second time as
+    ``<name>:copy`` (a private writable copy for the job, `hub_ext.mounts.COPY_SUFFIX`)."""
+    entries = [c for c in (info.get(kind) or {}).get(kind, []) if c.get("name") and c.get("project", project) == project]
+    names = {c["name"] for c in entries}
+    if kind == "datasets":
+        names |= {f"{c['name']}{COPY_SUFFIX}" for c in entries if c.get("snapshot")}
+    return sorted(names)

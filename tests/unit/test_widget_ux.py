@@ -38,7 +38,8 @@ INFO = {
     "capacity": {"accelerators": {"1g.5gb": {"free": 3, "total": 7}, "a100": {"free": 0, "total": 1}}},
     "credentials": {"credentials": [{"project": "alice", "name": "gcs", "type": "gcp-credential"},
                                     {"project": "vision", "name": "team-s3", "type": "aws-credential"}]},
-    "datasets": {"datasets": [{"project": "alice", "name": "mnist"}, {"project": "vision", "name": "imagenet"},
+    "datasets": {"datasets": [{"project": "alice", "name": "mnist"}, {"project": "vision", "name": "imagenet",
+                                                                      "snapshot": "imagenet-snap-a1"},
                               {"project": "vision", "name": "mnist"}]},
 }
 LOCAL = {"MLPLATFORM_PROFILE": "mig-small", "CUDA_VISIBLE_DEVICES": "MIG-1234"}
@@ -213,7 +214,8 @@ def test_credentials_and_datasets_offered_are_the_chosen_projects():
         assert (creds.options, data.options) == (("gcs",), ("mnist",))
         data.value = ("mnist",)
         f.fields["project"].value = "vision"  # a job mounts its own project's only
-        assert (creds.options, data.options) == (("team-s3",), ("imagenet", "mnist"))
+        # a dataset whose load has a snapshot is offered as a private writable copy too
+        assert (creds.options, data.options) == (("team-s3",), ("imagenet", "imagenet:copy", "mnist"))
         assert data.value == ()  # vision's mnist is another dataset: unticked, and said
         assert "Unticked datasets of the previous project: mnist." in f.accelerator_note.value
         f.fields["project"].value = "ops"
