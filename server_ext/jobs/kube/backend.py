@@ -10,39 +10,30 @@ Guarantees:
   API request once a project's caches are loaded.
 - A job is found by its jobId annotation (`model.JOB_ID_ANNOTATION`), never by name alone, and only
   in its own project's namespace: another project's job is `JobNotFound`.
-- `submit` creates the job object (nothing half-made): a jobId already in the cache, or a 409
-  from the API, is `JobExists`; submits of one jobId in a project run one at a time in this backend
-  (a second waits for the first, then finds its object or, if the first failed, makes its own), so
-  concurrent submits of one jobId as two kinds never make two objects (two backends doing that at
-  the same instant are not guarded); a create that got no answer in time is looked for by name a
-  few times (a slow server may have made it: then it is the submit's result, not a failure with
-  the job left behind); a 403 is `UserInputError(…, 403)` (naming the quota when a quota
-  refused it, the cluster's admission control when a webhook or policy denied it); any other failure is `UpstreamError` with the API's reason. The created object is
-  put into the cache at once, so a `get` right after `submit` sees it. A shipped package
-  (``--package-path``) travels as `kube_package` says: staged to its bucket before the object is
-  created (a failed upload creates nothing; a staged object outlives a failed create), or in a
-  ConfigMap owned by the object, created right after it — if that fails, the object is deleted
-  again and the error raised, so either both exist or neither. A dataset chosen as a private
-  writable copy (``frames:copy``) becomes a claim made from its snapshot, owned by the job object and
-  made right after it in the same all-or-nothing way (`dataset_copies`; not for sweeps).
+- `submit` creates the job object (nothing half-made): a jobId already in the cache, or a 409, is
+  `JobExists`; submits of one jobId in a project run one at a time here (two backends at the same
+  instant are not guarded); a create that got no answer in time is looked for by name a few times (a
+  slow server may have made it); a 403 is `UserInputError(…, 403)` naming the quota, or the cluster's
+  admission control (a webhook's or policy's denial), or the project; any other failure is
+  `UpstreamError` with the API's reason. The created object is put into the cache at once. A shipped
+  package travels as `kube_package` says (staged before the create, or in a ConfigMap owned by the
+  object right after it), and a dataset chosen as a private writable copy (``frames:copy``) becomes a
+  claim from its snapshot owned by the object (`dataset_copies`; not for sweeps): if either fails the
+  object is deleted again and the error raised, so all exist or none.
 - `cancel` merge-patches `kubeflow.cancel_patch` (the controller suspends the job and deletes its
   pods): the job reads CANCELLING, then CANCELLED; a job that already ended is `JobFinished`.
 - `logs` reads ``pods/<pod>/log`` of the task's main container (``pytorch``, ``tensorflow`` or
   ``trainer``): lines numbered from 1 per task, the first `after` skipped. With ``follow`` it
   waits for the pod to exist and its container to start (ending if the job ends first), streams,
   reconnects after a dropped stream without repeating a line, and ends when the container has
-  terminated and every line was sent (a pod its controller replaced meanwhile continues the
-  numbering). Without ``follow`` it ends at the current end of the log. The log is read with
-  ``timestamps=true``: each line's ``time`` is the kubelet's (RFC 3339 UTC, as given, often with
-  nanoseconds), its text without it. Its ``stream`` is None: the pod log's ``stream=Stdout|Stderr``
-  query is alpha (``PodLogsQuerySplitStreams``, off by default in Kubernetes 1.37), so stdout and
-  stderr come merged. A task the job does not have is `UserInputError("task", …)`.
-- Sweeps: a plan with ``sweep``, or a user's own Katib Experiment
-  (`submit_experiment`), is a Katib ``Experiment``; this class only dispatches to `kube_sweeps`,
-  which says how they are created, cached, read, cancelled, logged (``trial-<id>``) and how
-  `trial_metrics` reads a trial's series. A jobId is unique across jobs and sweeps of a project.
-  The jobs a sweep's Trials own are not jobs of their own (they are read as that sweep's trials).
-  Pods and their logs are read through `kube_pods`.
+  terminated and every line was sent (a replaced pod continues the numbering). Without ``follow``
+  it ends at the current end of the log. Each line's ``time`` is the kubelet's (``timestamps=true``,
+  RFC 3339 UTC as given); its ``stream`` is None (``stream=Stdout|Stderr`` is alpha in Kubernetes
+  1.37: stdout and stderr come merged). A task the job does not have is `UserInputError("task", …)`.
+- Sweeps (a plan with ``sweep``, or a user's own Katib Experiment: `submit_experiment`) are Katib
+  ``Experiment``s, dispatched to `kube_sweeps`, which says how they are made, read, cancelled and
+  logged (``trial-<id>``). A jobId is unique across jobs and sweeps of a project; the jobs a sweep's
+  Trials own are read as its trials. Pods and their logs are read through `kube_pods`.
 - A job whose pods are held for datasets still loading (the operator's scheduling gate) carries
   ``statusMessage`` (`waiting`: "waiting for the dataset 'x' to finish loading (42%)") in `get` and
   `list`, from two more label-filtered watches per project: its held pods and its dataset PVCs.
