@@ -1,0 +1,132 @@
+"""A Katib sweep on a dataset still loading (issue 21.3), with real Katib v0.19.0 and the platform's
+operator: the trials' pods (made by the batch Job controller for Katib's Trials, given Katib's metrics
+collector by its pod mutator) are held by the operator's pod webhook until the dataset is loaded, then
+run, each reading the whole dataset (a trial whose digest differs fails, and fails the Experiment).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from hub_ext.kube_mounts import dataset_from_pvc, volumes
+from hub_ext.operator import datasets as ds
+from hub_ext.operator import gates
+from tests.kube.dataset_env import aws_secret, dataset, put_many
+from tests.kube.platform_env import until
+from tests.kube.test_katib_real import INJECTION, condition
+from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator, project and stores)
+    MOUNTS, RUNNER, claim_path, digest, gcs_store, operator, project, s3_store, slow_s3)
+
+pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
+
+# Katib's StdOut collector re-runs the command through `sh -c` unquoted: a script file, plain words only
+CHECK = """import hashlib, pathlib, sys
+root, want = pathlib.Path(sys.argv[1]), sys.argv[2]
+h = hashlib.sha256()
+files = sorted(root.rglob("*.bin"))
+for p in files:
+    h.update(p.relative_to(root).as_posix().encode() + p.read_bytes())
+print(f"read {len(files)} files", flush=True)
+if h.hexdigest() != want:
+    sys.exit(f"the dataset read is not the dataset loaded ({len(files)} files)")
+print(f"rmse={float(sys.argv[3]):.4f}", flush=True)
+"""
+
+
+def experiment(name: str, pvc: dict, script: str, want: str) -> dict:
+    vols, mounts = volumes([], [dataset_from_pvc(pvc, MOUNTS)], MOUNTS)
+    return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment", "metadata": {"name": name},
+            "spec": {"objective": {"type": "minimize", "objectiveMetricName": "rmse"},
+                     "algorithm": {"algorithmName": "random"},
+                     "parallelTrialCount": 2, "maxTrialCount": 2, "maxFailedTrialCount": 0,
+                     "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
+                     "parameters": [{"name": "lr", "parameterType": "double",
+                                     "feasibleSpace": {"min": "0.01", "max": "0.2"}}],
+                     "trialTemplate": {
+                         "primaryContainerName": "training-container",
+                         "trialParameters": [{"name": "learningRate", "reference": "lr"}],
+                         "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
+                             "backoffLimit": 0, "template": {"spec": {
+                                 "restartPolicy": "Never", "serviceAccountName": RUNNER, "volumes": vols,
+                                 "containers": [{"name": "training-container", "image": "python:3.11-slim",
+                                                 "command": ["python", script, "/datasets/shards", want,
+                                                             "${trialParameters.learningRate}"],
+                                                 "volumeMounts": mounts,
+                                                 "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}}}}}}
+
+
+async def test_a_katib_sweeps_trials_wait_for_a_loading_dataset_then_read_it_whole(
+        operator, project, real_katib, kube_cluster, s3_store, slow_s3, tmp_path):  # noqa: F811
+    if real_katib is None:
+        pytest.skip("needs the test cluster's real Katib")
+    admin, ns = operator.kube, project
+    await admin.request("PATCH", f"/api/v1/namespaces/{ns}", {"metadata": {"labels": INJECTION}},
+                        content_type="application/merge-patch+json")
+    prefix = f"sweep-{uuid.uuid4().hex[:6]}"
+    objects = put_many(s3_store, prefix, 120)
+    await admin.create(aws_secret(ns, "s3-reader", s3_store.key_id, s3_store.secret))
+    slow_s3.delay = 2.0  # 120 objects, 8 at a time: 30 s of loading, longer than Katib takes to make trials;
+    # sped up once the trials' pods are seen held
+    pvc = await admin.create(dataset(ns, "shards", f"s3://{s3_store.bucket}/{prefix}", "s3-reader"))
+    script = tmp_path / "check_dataset.py"
+    script.write_text(CHECK)
+    await admin.request("POST", f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments",
+                        experiment("on-shards", pvc, str(script), digest(objects)))
+
+    held: list[dict] = []
+
+    async def trial_pods_held():
+        pods = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector="job-name"))["items"]
+        trials = [p for p in pods if p["metadata"]["labels"]["job-name"].startswith("on-shards-")]  # trials' Jobs
+        held[:] = [p for p in trials if gates.is_held(p)]
+        return len(held) == 2
+
+    try:
+        await until(trial_pods_held, "both trials' pods made and held while the dataset loads", timeout=90)
+    except AssertionError as e:
+        raise AssertionError(f"{e}; {await what_there_is(admin, ns)}") from None
+    assert (ds.condition_of(await admin.get(claim_path(ns, "shards"))) or {}).get("status") != "True"
+    for pod in held:  # Katib's collector was injected and the operator's gate added: both webhooks acted
+        assert [c["name"] for c in pod["spec"]["containers"]][-1] == "metrics-logger-and-collector"
+        assert pod["metadata"]["annotations"][gates.WAITING_ANNOTATION] == "shards"
+        assert not pod["spec"].get("nodeName")
+    slow_s3.delay = 0.0
+
+    async def finished():
+        exp = await admin.get(f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments/on-shards")
+        return exp if condition(exp, "Succeeded") or condition(exp, "Failed") else None
+
+    exp = await until_value(finished, "the Experiment finished", timeout=180)
+    assert condition(exp, "Succeeded"), exp["status"]
+    assert exp["status"]["trialsSucceeded"] == 2, exp["status"]  # each trial read the whole dataset
+
+
+async def what_there_is(admin, ns: str) -> str:
+    """The sweep's objects and the namespace's events, for a failure's message."""
+    katib = f"/apis/kubeflow.org/v1beta1/namespaces/{ns}"
+    parts = []
+    for path in (f"{katib}/experiments", f"{katib}/suggestions", f"{katib}/trials", f"/apis/batch/v1/namespaces/{ns}/jobs",
+                 f"/api/v1/namespaces/{ns}/pods"):
+        items = (await admin.list(path))["items"]
+        parts.append(f"{path.rsplit('/', 1)[-1]}: " + "; ".join(
+            f"{i['metadata']['name']} {((i.get('status') or {}).get('conditions') or [])[-1:]}"
+            f" {(i.get('status') or {}).get('phase', '')}" for i in items))
+    events = (await admin.list(f"/api/v1/namespaces/{ns}/events"))["items"]
+    parts.append("events: " + "; ".join(f"{e['involvedObject']['name']}: {e.get('reason')}: {e.get('message', '')[:300]}"
+                                        for e in events[-15:]))
+    return "\n".join(parts)
+
+
+async def until_value(check, what: str, timeout: float):
+    box: list = []
+
+    async def holds():
+        value = await check()
+        if value:
+            box.append(value)
+        return bool(value)
+
+    await until(holds, what, timeout=timeout)
+    return box[-1]
