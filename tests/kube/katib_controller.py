@@ -1,11 +1,12 @@
 """A test helper playing a real component, not product code, and a **debt**: Katib v1beta1's
 Experiment and Trial controllers (with a built-in suggestion service) against the real control plane.
 Real Katib v0.19.0 now runs in the kube tier (`tests.controllers.katib_system`, fixture `real_katib`,
-tests/kube/test_katib_real.py); this helper is kept only where the real one cannot serve:
+tests/kube/test_katib_real.py, test_tenancy_doors.py's native Experiments); this helper is kept only
+where the real one cannot serve:
 
 - sweeps whose algorithm is Python-only in Katib: ``bayesianoptimization`` (skopt; the platform's
   default for ``ALGORITHM_UNSPECIFIED``) and ``grid`` (optuna) — tests/kube/test_kube_sweeps.py's
-  default-algorithm and grid cases, test_tenancy_doors.py's native Experiments (grid);
+  default-algorithm and grid cases;
 - tests that script a trial's pod by hand on a status-mode kubelet (``run``, ``log``, ``finish``
   with made-up metric lines: test_kube_sweeps.py): Katib's real collector reads a real process's
   output in the pod, which such a pod does not have.
