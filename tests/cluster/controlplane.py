@@ -101,20 +101,22 @@ class ControlPlane:
                                            namespace=namespace))
 
     # ---- lifecycle ------------------------------------------------------------------------------
-    def start(self, timeout: float = 120) -> "ControlPlane":
+    def start(self, timeout: float = 120, before_controllers=None) -> "ControlPlane":
+        """`before_controllers()`: called once the API server is ready, before the controller-manager
+        starts (what its controllers must find at their first discovery: the CRDs)."""
         missing = binaries_missing()
         if missing:
             raise RuntimeError(f"control plane binaries missing in {BIN}: {', '.join(missing)}; "
                                "run `make cluster` (needs Go, see README)")
         self.pki = PKI(self.dir / "pki")
         try:
-            self._start(timeout)
+            self._start(timeout, before_controllers)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _start(self, timeout: float) -> None:
+    def _start(self, timeout: float, before_controllers=None) -> None:
         pki = self.pki
         deadline = time.monotonic() + timeout
         etcd_port, peer_port = free_port(), free_port()
@@ -156,6 +158,8 @@ class ControlPlane:
         self.write_kubeconfig(self.admin_kubeconfig)
         admin = self.client_pair("user-admin", "admin", ("system:masters",))
         self._wait(lambda: self._readyz(admin), "kube-apiserver", deadline)
+        if before_controllers is not None:
+            before_controllers()
 
         cm = self.dir / "controller-manager.kubeconfig"
         write_yaml(cm, kubeconfig(self.url, pki.ca, pair=self.client_pair(
