@@ -15,7 +15,7 @@ from hub_ext.operator import datasets as ds
 from hub_ext.operator import gates
 from tests.kube.dataset_env import aws_secret, dataset, put_many
 from tests.kube.platform_env import until
-from tests.kube.test_katib_real import INJECTION, condition
+from tests.kube.test_katib_real import INJECTION, condition, native_experiment
 from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator, project and stores)
     MOUNTS, RUNNER, claim_path, digest, gcs_store, operator, project, s3_store, slow_s3)
 
@@ -36,25 +36,21 @@ print(f"rmse={float(sys.argv[3]):.4f}", flush=True)
 
 
 def experiment(name: str, pvc: dict, script: str, want: str) -> dict:
+    """`native_experiment`'s two trials (batch Jobs) as the project's runner, mounting the dataset and
+    running `script`; one failed trial fails the Experiment."""
     vols, mounts = volumes([], [dataset_from_pvc(pvc, MOUNTS)], MOUNTS)
-    return {"apiVersion": "kubeflow.org/v1beta1", "kind": "Experiment", "metadata": {"name": name},
-            "spec": {"objective": {"type": "minimize", "objectiveMetricName": "rmse"},
-                     "algorithm": {"algorithmName": "random"},
-                     "parallelTrialCount": 2, "maxTrialCount": 2, "maxFailedTrialCount": 0,
-                     "metricsCollectorSpec": {"collector": {"kind": "StdOut"}},
-                     "parameters": [{"name": "lr", "parameterType": "double",
-                                     "feasibleSpace": {"min": "0.01", "max": "0.2"}}],
-                     "trialTemplate": {
-                         "primaryContainerName": "training-container",
-                         "trialParameters": [{"name": "learningRate", "reference": "lr"}],
-                         "trialSpec": {"apiVersion": "batch/v1", "kind": "Job", "spec": {
-                             "backoffLimit": 0, "template": {"spec": {
-                                 "restartPolicy": "Never", "serviceAccountName": RUNNER, "volumes": vols,
-                                 "containers": [{"name": "training-container", "image": "python:3.11-slim",
-                                                 "command": ["python", script, "/datasets/shards", want,
-                                                             "${trialParameters.learningRate}"],
-                                                 "volumeMounts": mounts,
-                                                 "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}]}}}}}}}
+    doc = native_experiment(name, trials=2, parallel=2)
+    spec = doc["spec"]
+    spec.update(maxFailedTrialCount=0, objective={"type": "minimize", "objectiveMetricName": "rmse"})
+    job = spec["trialTemplate"]["trialSpec"]["spec"]
+    job["backoffLimit"] = 0
+    pod = job["template"]["spec"]
+    pod.update(serviceAccountName=RUNNER, volumes=vols)
+    (container,) = pod["containers"]
+    container.pop("env")
+    container.update(volumeMounts=mounts, command=["python", script, "/datasets/shards", want,
+                                                   "${trialParameters.learningRate}"])
+    return doc
 
 
 async def test_a_katib_sweeps_trials_wait_for_a_loading_dataset_then_read_it_whole(
