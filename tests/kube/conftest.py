@@ -31,6 +31,9 @@ from tests.kube.job_env import NODES, SETTINGS
 from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixture: mlplatform operator)
 from tests.controllers.katib_system import Katib
 from tests.controllers.outofcluster import TrainingOperator
+# the real object stores, registered once for the tier: moto's state is per process, so a second S3
+# server (a second registration of the session fixture, e.g. by a module importing it) finds IAM auth on
+from tests.local.object_stores import gcs_store, s3_store  # noqa: F401
 
 OPERATOR_LOG = pytest.StashKey[tuple]()
 KATIB_LOG = pytest.StashKey[tuple]()

@@ -27,8 +27,8 @@ from tests.cluster.rest import ApiError, Rest
 from tests.kube.dataset_env import aws_secret, dataset, put_many
 from tests.kube.job_env import PLAN_SETTINGS, SETTINGS as JOB_SETTINGS
 from tests.kube.platform_env import until
-from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator, project and stores)
-    MOUNTS, READ_ALL, claim_path, digest, gcs_store, operator, project, s3_store, slow_s3)
+from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator and project)
+    MOUNTS, READ_ALL, claim_path, digest, operator, project, slow_s3)
 
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
 

@@ -26,8 +26,6 @@ from server_ext.jobs.kube.backend import KubeBackend
 from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Package, Submission
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, state
-from tests.local.object_stores import gcs_store  # noqa: F401  (fixture; its own process, unlike moto's
-# in-process server, whose global auth switch a second instance in one session would trip)
 
 pytestmark = pytest.mark.kube
 

@@ -35,7 +35,6 @@ from tests.cluster.identities import service_account_kubeconfig
 from tests.cluster.rest import ApiError, Rest
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, pods, state
 from tests.kube.test_widget_watches import KubeNotebookServer
-from tests.local.object_stores import gcs_store  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.kube
 

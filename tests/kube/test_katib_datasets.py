@@ -16,8 +16,8 @@ from hub_ext.operator import gates
 from tests.kube.dataset_env import aws_secret, dataset, put_many
 from tests.kube.platform_env import until
 from tests.kube.test_katib_real import INJECTION, condition, native_experiment
-from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator, project and stores)
-    MOUNTS, RUNNER, claim_path, digest, gcs_store, operator, project, s3_store, slow_s3)
+from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator and project)
+    MOUNTS, RUNNER, claim_path, digest, operator, project, slow_s3)
 
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
 

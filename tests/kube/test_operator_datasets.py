@@ -50,7 +50,6 @@ from tests.kube.dataset_env import SlowS3, aws_secret, dataset, put_many
 from tests.kube.job_env import PLAN_SETTINGS, SETTINGS as JOB_SETTINGS
 from tests.kube.operator_env import OperatorProcess, make_project, running_operator
 from tests.kube.platform_env import until
-from tests.local.object_stores import gcs_store, s3_store  # noqa: F401  (session fixtures: the real stores)
 
 # one operator for the module (each start costs seconds): the tests share its event loop
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
