@@ -8,6 +8,7 @@ jobs service; cancel removes pods and Services; the operator's webhook refuses a
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -56,10 +57,18 @@ async def logs(backend, ns: str, job_id: str, task: str) -> list[str]:
     return [line.text async for line in backend.logs(ns, job_id, task)]
 
 
+async def following(backend, ns: str, job_id: str, task: str) -> list[str]:
+    """A task's log followed until its container ends (or its pod goes): what was streamed."""
+    return [line.text async for line in backend.logs(ns, job_id, task, follow=True)]
+
+
 async def test_a_pytorchjob_of_three_meets_at_master_addr_and_succeeds(backend, network, kube_cluster, kube_target):
     ns = kube_target.namespace
     jobs = service(backend, ns)
     await jobs.create(USER, ns, shipped(pytorch_body("ddp"), TRAINER))
+    # the workers' logs followed from the start: the job succeeds with its master, and the operator
+    # (cleanPodPolicy Running) deletes a worker still running then, and its log with it (seen in CI)
+    followed = {i: asyncio.ensure_future(following(backend, ns, "ddp", f"worker-replica-{i}")) for i in (0, 1)}
     kube_cluster.kubelet(mode="process", nodes=NODES)
     job = await state(backend, ns, "ddp", "SUCCEEDED", timeout=120)
     name = job_name(kube_cluster, ns)
@@ -73,7 +82,7 @@ async def test_a_pytorchjob_of_three_meets_at_master_addr_and_succeeds(backend, 
     assert any(re.fullmatch(rf"rendezvous: met rank 1 from {IP}, rank 2 from {IP}", t) for t in master), master
     assert master[-1].startswith("done: rmse="), master
     for i in (0, 1):
-        worker = await logs(backend, ns, "ddp", f"worker-replica-{i}")
+        worker = await asyncio.wait_for(followed[i], 60)
         assert f"rendezvous: rank {i + 1} met the primary at {name}-master-0={master_ip}:23456 (ok 3)" in worker, worker
     # the operator's init container (released template: `nslookup <master>` until it answers) ran
     pod = kube_cluster.get("", "v1", "pods", ns, f"{name}-worker-0")
@@ -93,6 +102,10 @@ async def test_a_tfjob_chief_workers_and_ps_meet_at_the_chief_of_tf_config(backe
     ns = kube_target.namespace
     jobs = service(backend, ns)
     await jobs.create(USER, ns, shipped(tf_body("tfd"), TRAINER))
+    # followed from the start, as in the PyTorchJob test: the job succeeds with its chief, and a worker
+    # still running then is deleted with its log (cleanPodPolicy Running; seen under load)
+    followed = {t: asyncio.ensure_future(following(backend, ns, "tfd", t))
+                for t in ("worker-replica-0", "worker-replica-1")}
     kube_cluster.kubelet(mode="process", nodes=NODES)
     await state(backend, ns, "tfd", "SUCCEEDED", timeout=120)
     name = job_name(kube_cluster, ns)
@@ -104,7 +117,7 @@ async def test_a_tfjob_chief_workers_and_ps_meet_at_the_chief_of_tf_config(backe
     assert any(re.fullmatch(rf"rendezvous: met ps 0 from {IP}, worker 0 from {IP}, worker 1 from {IP}", t)
                for t in chief), chief
     for task, who in (("worker-replica-0", "worker 0"), ("worker-replica-1", "worker 1")):  # (ps-0: deleted at the end)
-        lines = await logs(backend, ns, "tfd", task)
+        lines = await asyncio.wait_for(followed[task], 60)
         assert f"rendezvous: {who} met the primary at {host}={chief_ip}:2222 (ok 4)" in lines, lines
 
 
