@@ -84,7 +84,7 @@ async def test_a_native_experiment_runs_to_succeeded_on_real_katib(kube, kube_cl
     def finished():
         exp = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, "native-random")
         return exp if condition(exp, "Succeeded") or condition(exp, "Failed") else None
-    exp = await until(finished, timeout=150, what="the Experiment to finish")
+    exp = await until(finished, timeout=300, what="the Experiment to finish")
     assert condition(exp, "Succeeded"), exp["status"]
     status = exp["status"]
     assert status["trialsSucceeded"] == 3 and status["currentOptimalTrial"]["bestTrialName"], status
@@ -175,7 +175,7 @@ async def test_cancel_stops_a_running_sweep_on_real_katib(backend, kube_cluster,
     # and the processes are gone: the trainers, their collectors (each pod's PID namespace ended) and goptuna
     await until(lambda: not processes("--epochs=200", "--sleep=0.5") and not processes(f"-t {name}-")
                 and not processes("goptuna-suggestion-listen", f"-listen {kube_cluster.network.prefix}"),
-                timeout=15, what="no trainer, collector or suggestion process left")
+                timeout=60, what="no trainer, collector or suggestion process left")
 
 
 def processes(*words: str) -> list[int]:
