@@ -7,9 +7,11 @@ and deletes it is the jobs service's (`server_ext.jobs.kube.dataset_copies`) or 
 
 from __future__ import annotations
 
-from typing import Mapping
+import dataclasses
+from typing import Iterable, Mapping
 
 from .credentials import MANAGED_BY
+from .mounts import Dataset
 
 COPY_OF_LABEL = "mlplatform.io/dataset-copy-of"
 MAX_NAME = 253
@@ -18,6 +20,11 @@ MAX_NAME = 253
 def claim_name(owner: str, dataset: str) -> str:
     """``<owner>-<dataset>-copy`` (a job's or a server pod's name), cut to a claim name's length."""
     return f"{owner}-{dataset}"[:MAX_NAME - len("-copy")].rstrip("-.") + "-copy"
+
+
+def with_claims(datasets: Iterable[Dataset], owner: str) -> tuple[Dataset, ...]:
+    """`datasets` with each copy's claim named for `owner` (before the pod's volumes are made)."""
+    return tuple(dataclasses.replace(d, claim=claim_name(owner, d.name)) if d.copy else d for d in datasets)
 
 
 def copy_manifest(name: str, namespace: str, dataset: str, snapshot: str, source: Mapping,

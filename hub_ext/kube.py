@@ -230,8 +230,8 @@ class Kube:
     async def stream(self, path: str, query: list[tuple[str, str]], accept: str,
                      timeout: aiohttp.ClientTimeout) -> AsyncIterator[bytes]:
         """The raw lines of one streaming GET, each with its newline but perhaps the last (a line may
-        be any length); none for a 204 No Content. A refusal raises `error_of` its answer; a connection that cannot be made or
-        breaks raises `Unavailable`."""
+        be any length); none for a 204 No Content. A refusal raises `error_of` its answer; a connection
+        that cannot be made or breaks raises `Unavailable`."""
         action = f"read {path}"
         try:
             resp = await self.api_client.call_api(

@@ -85,12 +85,17 @@ def dataset_state(pvc: dict, source_annotation: str = SOURCE) -> tuple[str, str]
     return "ready", ""
 
 
+def snapshot_suffix(load_id: str) -> str:
+    """How the name of a load's snapshot ends (`hub_ext.operator.snapshots.snapshot_name`)."""
+    return f"-snap-{load_id}"
+
+
 def dataset_snapshot(pvc: dict) -> str:
     """The VolumeSnapshot copies of this dataset are made from: the one the operator named once
     ready, if it is of the load the ``Loaded`` condition describes ("" otherwise)."""
     annotations = (pvc.get("metadata") or {}).get("annotations") or {}
     snapshot, load_id = annotations.get(SNAPSHOT, ""), annotations.get(LOAD_ID, "")
-    return snapshot if snapshot and load_id and snapshot.endswith(f"-snap-{load_id}") else ""
+    return snapshot if snapshot and load_id and snapshot.endswith(snapshot_suffix(load_id)) else ""
 
 
 def dataset_from_pvc(pvc: dict, settings: MountSettings) -> Dataset:

@@ -88,10 +88,9 @@ class KubeParts:
         await asyncio.gather(self.view.stop(), self.resources.stop())
 
 
-class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
-                      KubeSpawner):
+class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformConfig, MountConfig, DatasetConfig,
+                      TenancyConfig, KubeSpawner):
     platform_kind = "kubernetes"
-    makes_copies = True  # hub_ext.server_copies
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
         (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from .dataset_copies import claim_name, copy_manifest
+from .dataset_copies import copy_manifest, with_claims
 from .errors import UpstreamError, UserInputError
 from .kube import Conflict, Forbidden, KubeError, NotFound, path_of, reason
 
@@ -21,14 +21,11 @@ SERVER_LABEL = "mlplatform.io/server-pod"
 
 
 class ServerCopies:
+    makes_copies = True  # `PlatformConfig.spawn_plan` accepts ``:copy`` choices
     def _with_copy_claims(self, plan):
         """`plan` with its copies' claim names (before its volumes are made)."""
-        mounts = plan.mounts
-        if not any(d.copy for d in mounts.datasets):
-            return plan
-        datasets = tuple(dataclasses.replace(d, claim=claim_name(self.pod_name, d.name)) if d.copy else d
-                         for d in mounts.datasets)
-        return dataclasses.replace(plan, mounts=dataclasses.replace(mounts, datasets=datasets))
+        datasets = with_claims(plan.mounts.datasets, self.pod_name)
+        return dataclasses.replace(plan, mounts=dataclasses.replace(plan.mounts, datasets=datasets))
 
     async def _make_copies(self, plan) -> None:
         ns = plan.project.name

@@ -23,7 +23,7 @@ import time
 from typing import Mapping
 
 from ..kube import Conflict, Forbidden, Kube, KubeError, MERGE_PATCH, NotFound
-from ..kube_mounts import SNAPSHOT
+from ..kube_mounts import SNAPSHOT, snapshot_suffix
 from . import datasets as ds
 
 log = logging.getLogger("mlplatform.operator")
@@ -37,8 +37,8 @@ FAILED_POLL_S = 30.0
 
 
 def snapshot_name(spec: ds.DatasetSpec) -> str:
-    base = spec.name.replace(".", "-")[:ds.MAX_NAME - len("-snap-") - 10].rstrip("-")
-    return f"{base}-snap-{spec.load_id}"
+    suffix = snapshot_suffix(spec.load_id)
+    return spec.name.replace(".", "-")[:ds.MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
 def snapshot_manifest(pvc: Mapping, spec: ds.DatasetSpec, snapshot_class: str) -> dict:

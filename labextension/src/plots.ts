@@ -12,6 +12,35 @@ import { Job, plotPoints } from './format';
 import { SeriesLine } from './series';
 
 const SVG = 'http://www.w3.org/2000/svg';
+const W = 240;
+const H = 100;
+const PAD = 6;
+
+/** An empty plot of the panel's size, an image for assistive technology with `label`. */
+function plotSvg(cls: string, label: string): SVGSVGElement {
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
+  svg.setAttribute('class', cls);
+  svg.setAttribute('role', 'img');
+  svg.setAttribute('aria-label', label);
+  return svg;
+}
+
+/** The lowest and highest of `values` (by reduce, not Math.min(...): a big sweep's points would
+ * pass too many arguments). */
+function bounds(values: number[]): [number, number] {
+  return values.reduce(([lo, hi], v) => [Math.min(lo, v), Math.max(hi, v)], [Infinity, -Infinity]);
+}
+
+/** Where a point's x and y are drawn: the values' bounds spread over the plot, inside its padding. */
+function scales(xs: number[], ys: number[]): { x: (v: number) => number; y: (v: number) => number } {
+  const [x0, x1] = bounds(xs);
+  const [y0, y1] = bounds(ys);
+  return {
+    x: v => PAD + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * PAD),
+    y: v => H - PAD - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * PAD)
+  };
+}
 
 
 /** Each finished trial's objective in trial order, and the best so far: an SVG that grows. */
@@ -21,15 +50,8 @@ export function objectivePlot(job: Job, trans: TranslationBundle): Element {
   const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
   const caption = el('figcaption', '', trans.__('%1 by trial (line: best so far)', metric));
   figure.append(caption);
-  const svg = document.createElementNS(SVG, 'svg');
-  const W = 240;
-  const H = 100;
-  const pad = 6;
-  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-  svg.setAttribute('class', 'mlp-plot-svg');
-  svg.setAttribute('role', 'img');
-  svg.setAttribute(
-    'aria-label',
+  const svg = plotSvg(
+    'mlp-plot-svg',
     points.length
       ? trans.__('%1 of %2 trials finished; best %3', points.length, job.trainingOutput?.trials?.length ?? 0,
         String(Number(points[points.length - 1].best.toPrecision(6))))
@@ -37,12 +59,7 @@ export function objectivePlot(job: Job, trans: TranslationBundle): Element {
   );
   svg.dataset.points = String(points.length);
   if (points.length) {
-    const xs = points.map(p => p.trial);
-    const ys = points.map(p => p.value);
-    const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
-    const [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-    const x = (v: number) => pad + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
-    const y = (v: number) => H - pad - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * pad);
+    const { x, y } = scales(points.map(p => p.trial), points.map(p => p.value));
     const line = document.createElementNS(SVG, 'polyline');
     line.setAttribute('class', 'mlp-plot-best');
     line.setAttribute('points', points.map(p => `${x(p.trial)},${y(p.best)}`).join(' '));
@@ -69,15 +86,8 @@ export function seriesPlot(job: Job, lines: SeriesLine[], trans: TranslationBund
   const figure = el('figure', 'mlp-plot mlp-series-plot');
   const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
   figure.append(el('figcaption', '', trans.__('%1 by step, each trial (thick line: the best trial)', metric)));
-  const svg = document.createElementNS(SVG, 'svg');
-  const W = 240;
-  const H = 100;
-  const pad = 6;
-  svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
-  svg.setAttribute('class', 'mlp-series-svg');
-  svg.setAttribute('role', 'img');
-  svg.setAttribute(
-    'aria-label',
+  const svg = plotSvg(
+    'mlp-series-svg',
     lines.length
       ? trans.__('%1 trials reported %2; best trial %3', lines.length, metric, best?.trialId ?? '-')
       : trans.__('No trial has reported %1 yet', metric)
@@ -86,11 +96,7 @@ export function seriesPlot(job: Job, lines: SeriesLine[], trans: TranslationBund
   svg.dataset.points = String(lines.reduce((n, l) => n + l.points.length, 0));
   const all = lines.flatMap(l => l.points);
   if (all.length) {
-    // by reduce, not Math.min(...): a big sweep's points would pass too many arguments
-    const [x0, x1] = all.reduce(([lo, hi], p) => [Math.min(lo, p.step), Math.max(hi, p.step)], [Infinity, -Infinity]);
-    const [y0, y1] = all.reduce(([lo, hi], p) => [Math.min(lo, p.value), Math.max(hi, p.value)], [Infinity, -Infinity]);
-    const x = (v: number) => pad + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * pad);
-    const y = (v: number) => H - pad - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * pad);
+    const { x, y } = scales(all.map(p => p.step), all.map(p => p.value));
     for (const line of [...lines.filter(l => !l.best), ...lines.filter(l => l.best)]) {
       const node = document.createElementNS(SVG, 'polyline');
       node.setAttribute('class', line.best ? 'mlp-series mlp-series-best' : 'mlp-series');

@@ -145,7 +145,8 @@ def mount_choices(info: Mapping, project: str, kind: str) -> list[str]:
     """The names the forms offer for `kind` (``credentials``, ``datasets``) of `project`, from the
     platform's listing in `info`; a dataset whose load has a snapshot is offered a second time as
     ``<name>:copy`` (a private writable copy for the job, `hub_ext.mounts.COPY_SUFFIX`)."""
-    entries = [c for c in (info.get(kind) or {}).get(kind, []) if c.get("name") and c.get("project", project) == project]
+    entries = [c for c in (info.get(kind) or {}).get(kind, [])
+               if c.get("name") and c.get("project", project) == project]
     names = {c["name"] for c in entries}
     if kind == "datasets":
         names |= {f"{c['name']}{COPY_SUFFIX}" for c in entries if c.get("snapshot")}

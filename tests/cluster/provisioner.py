@@ -57,35 +57,13 @@ class Provisioner:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._loop("/api/v1/persistentvolumeclaims", self._claim)),
-                       loop.create_task(self._loop("/api/v1/persistentvolumes", self._volume))]
+        self._tasks = [loop.create_task(self.rest.follow("/api/v1/persistentvolumeclaims", self._claim, "provisioner")),
+                       loop.create_task(self.rest.follow("/api/v1/persistentvolumes", self._volume, "provisioner"))]
 
     async def stop(self) -> None:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _loop(self, path: str, handle) -> None:
-        rv = None
-        while True:
-            try:
-                if rv is None:
-                    listing = await self.rest.get(path)
-                    rv = listing["metadata"]["resourceVersion"]
-                    for obj in listing["items"]:
-                        await handle(obj)
-                async for ev in self.rest.watch(path, rv, timeoutSeconds="60"):
-                    if ev["type"] == "ERROR":
-                        rv = None
-                        break
-                    rv = ev["object"]["metadata"]["resourceVersion"]
-                    if ev["type"] in ("ADDED", "MODIFIED"):
-                        await handle(ev["object"])
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # a cut watch, a 5xx: resume after a pause
-                log.info("provisioner watch of %s ended (%s); resuming", path, e)
-                await asyncio.sleep(0.5)
 
     async def _claim(self, pvc: dict) -> None:
         meta, spec = pvc["metadata"], pvc["spec"]

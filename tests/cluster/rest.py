@@ -8,7 +8,9 @@ writes cost what the wire costs.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import pathlib
 import ssl
 from typing import AsyncIterator
@@ -18,6 +20,9 @@ import yaml
 
 MERGE = "application/merge-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
+
+
+log = logging.getLogger("tests.cluster.rest")
 
 
 class ApiError(Exception):
@@ -100,3 +105,30 @@ class Rest:
             async for line in r.content:
                 if line.strip():
                     yield json.loads(line)
+
+    async def follow(self, path: str, handle, who: str) -> None:
+        """Call `handle(obj)` for each object at `path` and each one added or changed since, for
+        ever (a controller's list-then-watch): after a watch error event, a cut watch, a 5xx or a
+        failed `handle`, list again after a pause, so nothing missed stays missed. `who` names the
+        loop in the log."""
+        rv = None
+        while True:
+            try:
+                if rv is None:
+                    listing = await self.get(path)
+                    rv = listing["metadata"]["resourceVersion"]
+                    for obj in listing["items"]:
+                        await handle(obj)
+                async for ev in self.watch(path, rv, timeoutSeconds="60"):
+                    if ev["type"] == "ERROR":
+                        rv = None
+                        break
+                    rv = ev["object"]["metadata"]["resourceVersion"]
+                    if ev["type"] in ("ADDED", "MODIFIED"):
+                        await handle(ev["object"])
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.info("%s: watch of %s ended (%s); listing again", who, path, e)
+                rv = None
+                await asyncio.sleep(0.5)

@@ -20,7 +20,6 @@ Restoring (a claim with a VolumeSnapshot ``dataSource``) is the provisioner's pa
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import pathlib
 import shutil
@@ -29,7 +28,6 @@ import time
 from .provisioner import CSI_DRIVER, snapshot_dir
 from .rest import ApiError, Rest
 
-log = logging.getLogger("tests.cluster.snapshots")
 CONTENTS = "/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents"
 BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"
 BEING_DELETED = "snapshot.storage.kubernetes.io/volumesnapshot-being-deleted"
@@ -58,35 +56,13 @@ class SnapshotDriver:
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._loop())
+        self._task = asyncio.get_running_loop().create_task(self.rest.follow(CONTENTS, self._content,
+                                                                             "snapshot driver"))
 
     async def stop(self) -> None:
         if self._task:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-
-    async def _loop(self) -> None:
-        rv = None
-        while True:
-            try:
-                if rv is None:
-                    listing = await self.rest.get(CONTENTS)
-                    rv = listing["metadata"]["resourceVersion"]
-                    for obj in listing["items"]:
-                        await self._content(obj)
-                async for ev in self.rest.watch(CONTENTS, rv, timeoutSeconds="60"):
-                    if ev["type"] == "ERROR":
-                        rv = None
-                        break
-                    rv = ev["object"]["metadata"]["resourceVersion"]
-                    if ev["type"] in ("ADDED", "MODIFIED"):
-                        await self._content(ev["object"])
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # a cut watch, a 5xx, a conflict: look again after a pause
-                log.info("snapshot driver: %s; resuming", e)
-                rv = None
-                await asyncio.sleep(0.5)
 
     async def _content(self, content: dict) -> None:
         meta, spec, status = content["metadata"], content["spec"], content.get("status")

@@ -4,7 +4,8 @@
 A copy is a PersistentVolumeClaim made from the dataset load's VolumeSnapshot (`Dataset.snapshot`,
 which the operator makes where the storage can snapshot: `hub_ext.operator.snapshots`), in the
 dataset's StorageClass and at least its size, named ``<job>-<dataset>-copy``
-(`hub_ext.dataset_copies`, shared with the spawner) and mounted writable at the dataset's usual directory; no other job or server sees what the job writes.
+(`hub_ext.dataset_copies`, shared with the spawner) and mounted writable at the dataset's usual
+directory; no other job or server sees what the job writes.
 
 - `with_copy_claims`: the plan's copies name their claims before the job's manifest is made;
 - `make`: after the job object is created, each copy's claim is created owned by it (deleting the
@@ -20,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from hub_ext.dataset_copies import claim_name, copy_manifest
+from hub_ext.dataset_copies import copy_manifest, with_claims
 from hub_ext.errors import UpstreamError, UserInputError
 from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
 
 from ..plan import JobPlan
-from .kubeflow import api_version
+from .kubeflow import owner_reference
 from .package import remove_job
 
 log = logging.getLogger("mlplatform.jobs.kube")
@@ -33,10 +34,7 @@ FIELD = "mounts.datasets"
 
 
 def with_copy_claims(plan: JobPlan) -> JobPlan:
-    if not any(d.copy for d in plan.datasets):
-        return plan
-    return dataclasses.replace(plan, datasets=tuple(dataclasses.replace(d, claim=claim_name(plan.name, d.name))
-                                                    if d.copy else d for d in plan.datasets))
+    return dataclasses.replace(plan, datasets=with_claims(plan.datasets, plan.name))
 
 
 async def make(kube: Kube, plan: JobPlan, obj: dict) -> None:
@@ -45,10 +43,7 @@ async def make(kube: Kube, plan: JobPlan, obj: dict) -> None:
     copies = [d for d in plan.datasets if d.copy]
     if not copies:
         return
-    meta = obj["metadata"]
-    owner = {"apiVersion": obj.get("apiVersion") or api_version(plan.kind), "kind": obj.get("kind") or plan.kind,
-             "name": meta["name"], "uid": meta["uid"]}
-    project = plan.project
+    owner, project = owner_reference(plan.kind, obj), plan.project
     try:
         for d in copies:
             claims = f"/api/v1/namespaces/{project}/persistentvolumeclaims"

@@ -120,6 +120,14 @@ def api_version(kind: str) -> str:
     return f"{group}/{version}"
 
 
+def owner_reference(kind: str, obj: dict) -> dict:
+    """The ownerReference to the created job object `obj` of `kind` (what goes with it: its package
+    ConfigMap, its dataset copies)."""
+    meta = obj["metadata"]
+    return {"apiVersion": obj.get("apiVersion") or api_version(kind), "kind": obj.get("kind") or kind,
+            "name": meta["name"], "uid": meta["uid"]}
+
+
 def resource_path(kind: str, namespace: str, name: str | None = None) -> str:
     """``/apis/kubeflow.org/v1/namespaces/<ns>/pytorchjobs[/<name>]``, ``/apis/batch/v1/…/jobs``."""
     group, version, plural = API[kind]

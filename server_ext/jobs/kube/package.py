@@ -32,7 +32,7 @@ from hub_ext.kube import Forbidden, Kube, KubeError, NotFound, reason
 
 from ..package_delivery import BUCKET_FIELD, FIELD, package_configmap
 from ..fetch import put_object
-from .kubeflow import api_version, resource_path
+from .kubeflow import owner_reference, resource_path
 from ..plan import JobPlan, ShippedPackage
 
 log = logging.getLogger("mlplatform.jobs.kube")
@@ -66,10 +66,7 @@ async def ship_in_configmap(kube: Kube, plan: JobPlan, obj: dict) -> dict:
     job_id, project = plan.job.job_id, plan.project
     try:
         data = await _read(pkg)
-        meta = obj["metadata"]
-        owner = {"apiVersion": obj.get("apiVersion") or api_version(plan.kind), "kind": obj.get("kind") or plan.kind,
-                 "name": meta["name"], "uid": meta["uid"]}
-        manifest = package_configmap(plan.name, project, data, pkg.filename, owner)
+        manifest = package_configmap(plan.name, project, data, pkg.filename, owner_reference(plan.kind, obj))
         try:
             created = await kube.request("POST", f"/api/v1/namespaces/{project}/configmaps", manifest)
         except KubeError as e:
