@@ -1,6 +1,9 @@
 # Entry points of jupyterhub-mlplatform. `make demo` and `make test` work on a fresh clone.
 #
 #   make demo          local JupyterHub on http://127.0.0.1:$(DEMO_PORT) (prints the password)
+#   make demo-kube     the Kubernetes runtime on one machine (a demonstration, not a cluster): the tests'
+#                      control plane and process-mode kubelet with declared GPU/MIG nodes, CoreDNS, the real
+#                      Training Operator and Katib, JupyterHub with PlatformSpawner on the same port (as root)
 #   make test          all tiers (unit, local, kube, hub, browser), one after another, timed (the first
 #                      run builds the Kubernetes control plane from Go modules: make cluster);
 #                      fails if any tier fails or collects no tests
@@ -124,6 +127,11 @@ chromium:
 demo: $(VENV)/.stamp node_modules/.stamp $(LABEXT)
 	DEMO_PORT=$(DEMO_PORT) exec $(VENV)/bin/mlplatform demo
 
+# tests/harness/demo_kube.py: built from the tests' infrastructure; Ctrl-C stops every part of it.
+.PHONY: demo-kube
+demo-kube: $(VENV)/.stamp node_modules/.stamp $(LABEXT) $(CLUSTER) controllers
+	exec $(PY) -m tests.harness.demo_kube --port $(DEMO_PORT)
+
 test: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER) controllers
 	@failed=""; $(foreach t,$(TIERS),xdist_$(t)='$(XDIST.$(t))';) \
 	for tier in $(TIERS); do \
@@ -146,7 +154,7 @@ test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER) controllers
 test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 	$(PY) -m pytest -m hub $(XDIST.hub) $(PYTEST_ARGS)
 
-test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER)
+test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER) controllers
 	$(PY) -m pytest -m browser $(PYTEST_ARGS)
 
 bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium controllers
