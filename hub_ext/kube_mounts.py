@@ -11,7 +11,10 @@
   the ``Loaded`` condition in ``.status.conditions`` (written by the operator's dataset loader,
   `hub_ext.operator.dataset_controller`): True → ready; False with reason ``Failed`` → failed;
   otherwise → loading. Without the condition: loading when the PVC has a source (the loader has not
-  started yet), ready when it has none (a dataset an admin filled). Mounted read-only at
+  started yet), ready when it has none (a dataset an admin filled). A load that has begun but not
+  yet ended is not ready even while the condition still says the previous one's True: the operator
+  writes ``mlplatform.io/loaded`` (`LOADED_LOAD`, the load the data is of) and ``mlplatform.io/load-id``
+  (the load under way) in one request, before the condition. Mounted read-only at
   ``<datasets_root>/<name>``; a private writable copy (a claim made from the load's snapshot,
   `dataset_snapshot`) is mounted writable at the same place.
 """
@@ -32,6 +35,7 @@ LOADED = "Loaded"
 SOURCE = "mlplatform.io/source"
 LOAD_ID = "mlplatform.io/load-id"  # which load the Loaded condition describes (the operator's)
 SNAPSHOT = "mlplatform.io/snapshot"  # the ready VolumeSnapshot of a load (hub_ext.operator.snapshots)
+LOADED_LOAD = "mlplatform.io/loaded"  # the load whose data the dataset holds (the operator's, once loaded)
 
 
 @dataclass(frozen=True)
@@ -74,13 +78,16 @@ def credential_of_kind(name: str, kind: str, settings: MountSettings, has_config
 
 def dataset_state(pvc: dict, source_annotation: str = SOURCE) -> tuple[str, str]:
     """(state, message) of a dataset PVC: see the module docstring."""
+    annotations = (pvc.get("metadata") or {}).get("annotations") or {}
     for cond in (pvc.get("status") or {}).get("conditions") or []:
         if cond.get("type") == LOADED:
             if cond.get("status") == "True":
+                if LOADED_LOAD in annotations and annotations[LOADED_LOAD] != annotations.get(LOAD_ID):
+                    return "loading", "a new load is starting"
                 return "ready", ""
             state = "failed" if cond.get("reason") == "Failed" else "loading"
             return state, cond.get("message") or ""
-    if ((pvc.get("metadata") or {}).get("annotations") or {}).get(source_annotation):
+    if annotations.get(source_annotation):
         return "loading", "waiting for the loader to start"
     return "ready", ""
 

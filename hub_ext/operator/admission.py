@@ -51,6 +51,9 @@ label anyone could copy: its controller is a Job (`loader_claim`: the Job's name
 label names) that carries ``mlplatform.io/dataset-loader: <claim>`` and is owned by that claim
 (the webhook reads the Job; the ValidatingAdmissionPolicy ``mlplatform-dataset-loaders`` lets only
 the operator make Jobs with that label, and a Job controller's pod names its own Job as owner).
+A dataset's data may live on another claim than the dataset's own (a reload while pods read it:
+`volumes`); every mount of any of its volumes is pointed at the current one (`volumes.rewrite_ops`)
+and made read-only the same way.
 """
 
 from __future__ import annotations
@@ -253,13 +256,14 @@ def claims(pod: Mapping) -> set[str]:
 
 
 def loader_claim(pod: Mapping, loader_label: str) -> tuple[str, str, str] | None:
-    """(Job name, Job uid, claim) when the pod says it is a dataset loader: labelled `loader_label`
-    with a claim it mounts, and controlled by a batch/v1 Job; else None. Whether that Job is the
-    claim's loader is for the caller to read."""
+    """(Job name, Job uid, dataset claim) when the pod says it is a dataset loader: labelled
+    `loader_label` (the dataset's name; it mounts that claim or one of its volumes, `volumes`) and
+    controlled by a batch/v1 Job; else None. Whether that Job is the dataset's loader is for the
+    caller to read."""
     meta = pod.get("metadata") or {}
     claim = (meta.get("labels") or {}).get(loader_label)
     owner = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
-    if not claim or claim not in claims(pod) or not owner or owner.get("kind") != "Job" or \
+    if not claim or not owner or owner.get("kind") != "Job" or \
             owner.get("apiVersion") != "batch/v1":
         return None
     return owner.get("name", ""), owner.get("uid", ""), claim

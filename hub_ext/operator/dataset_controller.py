@@ -19,9 +19,11 @@ others are ignored):
    the pvc-protection finalizer holds while a pod uses it); a PVC that is gone takes its Jobs with
    it anyway (owner references, the garbage collector);
 2. a bad annotation: ``Failed`` naming it; no source: nothing (an admin's dataset);
-3. Jobs of an older load (another `DatasetSpec.load_id`: the source, credential or refresh
-   changed): deleted in the foreground, and the new Job waits until their pods are gone, so two
-   loaders never write one PVC;
+3. a new load (another `DatasetSpec.load_id`: the source, credential or refresh changed; the
+   claim is read afresh first): the volume it goes to is chosen (`volumes`: in place unless pods
+   read there; a new volume claim of the dataset's otherwise) and named with the load id in one
+   request, then ``Loading`` (`_begin`); Jobs of an older load are deleted in the foreground, and
+   the new Job waits until their pods are gone, so two loaders never write one volume;
 4. the credential Secret is read as metadata only (never its data), and a missing or wrong one is
    ``Failed`` naming ``mlplatform.io/credential``; it is looked for again after 10 s, doubling to
    5 min (Secrets are not watched), so creating it starts the load;
@@ -31,7 +33,8 @@ others are ignored):
    run again for the same load: changing ``mlplatform.io/refresh`` (or deleting the Job) retries;
 6. the Job's end: ``Loaded`` True with the loader's totals, or ``Failed`` with the loader's own
    error line (`datasets.failed_message`), decided once: the claim is read again first, as the
-   event that brought it may predate the outcome already written (`datasets.decided`); then the
+   event that brought it may predate the outcome already written (`datasets.decided`); once
+   loaded, the dataset's other volumes are deleted (pvc-protection keeps each while pods use it); then the
    pods of its namespace held for datasets are looked at (`gate_keeper.GateKeeper.settled`); while
    it runs, ``Loading``, and a progress task;
 7. a loaded dataset: its load's VolumeSnapshot, where the storage allows (`snapshots`: the source
@@ -69,8 +72,10 @@ from aiolimiter import AsyncLimiter
 
 from ..datasets import dataset_label, is_dataset
 from ..errors import UserInputError
-from ..kube import MERGE_PATCH, METADATA_ONLY, STRATEGIC_MERGE, Conflict, KubeError, NotFound, timestamp
+from ..kube import MERGE_PATCH, METADATA_ONLY, STRATEGIC_MERGE, Conflict, Forbidden, KubeError, NotFound, timestamp
+from ..kube_mounts import LOADED_LOAD
 from . import datasets as ds
+from . import volumes
 from .context import OperatorContext
 from .gate_keeper import GateKeeper
 from .snapshots import Snapshots
@@ -79,6 +84,7 @@ log = logging.getLogger("mlplatform.operator.datasets")
 TAIL_LINES = 3
 MAX_BACKOFF_S = 300.0
 CREDENTIAL_RETRY_S = 10.0
+RELOAD_RETRY_S = 30.0  # a new volume for a reload the quota refused
 Key = tuple[str, str]
 
 
@@ -218,13 +224,22 @@ class DatasetController:
         if spec is None:
             self._stop_watch(key)
             return None
+        if (meta.get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION) != spec.load_id:
+            # a new load, or an event's copy older than our own write of its start: read afresh
+            pvc = await self.kube.get(self._claim_path(ns, name))
+            if pvc is None or pvc["metadata"]["uid"] != uid or self._spec(pvc) != spec:
+                return None  # gone, or changed again: its own event follows
+            meta = pvc["metadata"]
+            if (meta.get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION) != spec.load_id:
+                self._stop_watch(key)
+                return await self._begin(pvc, spec)  # its volume chosen and named first; its event brings us back
         cond = ds.condition_of(pvc)
-        current = (meta.get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION) == spec.load_id
-        if current and cond and cond.get("status") == "True":
+        if cond and cond.get("status") == "True" and \
+                (meta.get("annotations") or {}).get(LOADED_LOAD) in (None, spec.load_id):
             self._stop_watch(key)
             return await self.snapshots.ensure(pvc, spec)  # the source of writable copies, where possible
         watching = self._watchers.get(key)
-        if not job_changed and current and watching and watching[0] == spec.load_id and not watching[1].done():
+        if not job_changed and watching and watching[0] == spec.load_id and not watching[1].done():
             return None  # its Job runs and is followed; the Job's own events bring what changes
         jobs = await self._jobs(ns, name, uid)
         older = [j for j in jobs if (j["metadata"].get("labels") or {}).get(ds.LOAD_LABEL) != spec.load_id]
@@ -236,7 +251,7 @@ class DatasetController:
         # the Job of this load's own name; a loader-labelled Job is the operator's alone (the
         # ValidatingAdmissionPolicy mlplatform-dataset-loaders in helm-values/operator.yaml)
         job = next((j for j in jobs if j["metadata"]["name"] == spec.job_name), None)
-        if current and cond and cond.get("reason") == ds.FAILED and job is not None and \
+        if cond and cond.get("reason") == ds.FAILED and job is not None and \
                 ds.job_state(job) == "failed":
             self._stop_watch(key)
             return None  # settled until the source, credential or refresh changes
@@ -255,7 +270,7 @@ class DatasetController:
                     log.info("dataset %s/%s: load %s waits for its credential", ns, name, spec.load_id)
                 return CREDENTIAL_RETRY_S
         if job is None:
-            job = await self._create_job(spec, credential)
+            job = await self._create_job(spec, credential, volumes.current(pvc))
             if job is None:
                 await self._set(pvc, spec.load_id, False, ds.FAILED,
                                 f"a Job named {spec.job_name} that is not this dataset's loader is in the way; "
@@ -275,6 +290,7 @@ class DatasetController:
             if state == "complete":
                 await self._set(pvc, spec.load_id, True, ds.LOADED_REASON,
                                 ds.loaded_message(progress, spec.source.uri), progress)
+                await self._drop_stale_volumes(pvc)
             else:
                 await self._set(pvc, spec.load_id, False, ds.FAILED, ds.failed_message(progress, pod, job), progress)
             self.ctx.metrics.inc("mlplatform_operator_dataset_loads_total", result="loaded" if state == "complete"
@@ -283,16 +299,96 @@ class DatasetController:
             if self.gates:
                 await self.gates.settled(ns)
             return None
-        if (not current or cond is None or cond.get("reason") != ds.LOADING) and \
+        if (cond is None or cond.get("reason") != ds.LOADING) and \
                 self._written.get(key) != (uid, spec.load_id, ds.LOADING):
             await self._set(pvc, spec.load_id, False, ds.LOADING, "waiting for the loader to start", {})
         self._start_watch(key, spec)
         return None
 
-    async def _create_job(self, spec: ds.DatasetSpec, credential: Any) -> dict | None:
-        """The loader Job of `spec`, made now or found (adopted) under its name; None if a Job of
-        that name is something else."""
-        manifest = ds.loader_job(spec, credential, self.settings)
+    def _spec(self, pvc: dict) -> ds.DatasetSpec | None:
+        try:
+            return ds.read_dataset(pvc, self.settings.mounts)
+        except UserInputError:
+            return None
+
+    async def _begin(self, pvc: dict, spec: ds.DatasetSpec) -> float | None:
+        """A new load begins: the volume it is written to is chosen (`volumes.choose`; a new claim
+        made when pods read the current one) and named with the load's id and the load whose data is
+        there in one request, then ``Loading``; a new volume the project cannot hold now (its quota)
+        leaves everything as it is, with an Event on the dataset, and is tried again."""
+        meta = pvc["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        annotations = meta.get("annotations") or {}
+        now = volumes.current(pvc)
+        pods = (await self.kube.list(f"/api/v1/namespaces/{ns}/pods")).get("items") or []
+        target = volumes.choose(name, now, volumes.in_use(pods, ds.LOADER_LABEL, name), spec.load_id)
+        if target not in (name, now):
+            later = await self._make_volume(pvc, spec, target)
+            if later is not None:
+                return later
+        loaded = annotations.get(LOADED_LOAD)
+        if loaded is None and (ds.condition_of(pvc) or {}).get("status") == "True":
+            loaded = annotations.get(ds.LOAD_ID_ANNOTATION, "")  # loaded before the operator wrote which load
+        changes = {ds.LOAD_ID_ANNOTATION: spec.load_id, volumes.VOLUME_ANNOTATION: None if target == name else target}
+        if loaded is not None:
+            changes[LOADED_LOAD] = loaded
+        pvc = await self.kube.request("PATCH", self._claim_path(ns, name), {"metadata": {"annotations": changes}},
+                                      content_type=MERGE_PATCH)
+        log.info("dataset %s/%s: the load %s begins on the volume %s%s", ns, name, spec.load_id, target,
+                 "" if target == now else f" (pods read {now}, which they keep)")
+        await self._set(pvc, spec.load_id, False, ds.LOADING, "waiting for the loader to start", {})
+        return None
+
+    async def _make_volume(self, pvc: dict, spec: ds.DatasetSpec, target: str) -> float | None:
+        """The new volume claim `target` of a load (see `_begin`); None once it is there, else when
+        to try again."""
+        ns, name = _key(pvc)
+        why = None
+        try:
+            await self.kube.request("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                                    volumes.volume_claim(pvc, spec.load_id))
+            log.info("dataset %s/%s: made the volume %s for the load %s", ns, name, target, spec.load_id)
+            return None
+        except Conflict:
+            if volumes.is_volume_of(await self.kube.get(self._claim_path(ns, target)), pvc):
+                return None
+            why = f"a claim named {target} that is not one of its volumes is in the way; delete it"
+        except Forbidden as e:
+            why = f"the new volume it needs was refused: {e.reason}"
+        log.warning("dataset %s/%s: the load %s waits: %s", ns, name, spec.load_id, why)
+        await self._tell(pvc, spec, f"Pods read this dataset's data, so its new load {spec.load_id} goes to a new "
+                                    f"volume, and {why}; the pods keep the current data, and it is tried again")
+        return RELOAD_RETRY_S
+
+    async def _tell(self, pvc: dict, spec: ds.DatasetSpec, message: str) -> None:
+        """A Warning Event on the dataset claim (once per load)."""
+        meta = pvc["metadata"]
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"name": f"{meta['name']}.reload-{spec.load_id}", "namespace": meta["namespace"]},
+                 "involvedObject": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": meta["namespace"],
+                                    "name": meta["name"], "uid": meta["uid"]},
+                 "type": "Warning", "reason": "ReloadWaiting", "message": message[:1024],
+                 "source": {"component": "mlplatform-operator"}, "reportingComponent": "mlplatform-operator",
+                 "firstTimestamp": timestamp(), "lastTimestamp": timestamp(), "count": 1}
+        try:
+            await self.kube.request("POST", f"/api/v1/namespaces/{meta['namespace']}/events", event)
+        except Conflict:
+            pass
+
+    async def _drop_stale_volumes(self, pvc: dict) -> None:
+        """A load has ended: the dataset's volume claims other than the current one are deleted (each
+        stays until no pod uses it: Kubernetes' pvc-protection)."""
+        ns, name = _key(pvc)
+        listing = await self.kube.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                                       labelSelector=f"{volumes.VOLUME_OF_LABEL}={name}")
+        for old in volumes.stale(listing.get("items") or [], pvc):
+            await self.kube.delete(self._claim_path(ns, old))
+            log.info("dataset %s/%s: deleted its older volume %s (kept while pods use it)", ns, name, old)
+
+    async def _create_job(self, spec: ds.DatasetSpec, credential: Any, volume: str) -> dict | None:
+        """The loader Job of `spec` (writing `volume`), made now or found (adopted) under its name;
+        None if a Job of that name is something else."""
+        manifest = ds.loader_job(spec, credential, self.settings, volume)
         try:
             job = await self.kube.request("POST", self._jobs_path(spec.namespace), manifest)
         except Conflict:
@@ -376,6 +472,8 @@ class DatasetController:
         changes = {}
         if load_id is not None and annotations.get(ds.LOAD_ID_ANNOTATION) != load_id:
             changes[ds.LOAD_ID_ANNOTATION] = load_id
+        if status and load_id is not None and annotations.get(LOADED_LOAD) != load_id:
+            changes[LOADED_LOAD] = load_id  # after the condition: until then the load reads as under way
         if progress is not None and annotations.get(ds.PROGRESS_ANNOTATION) != ds.progress_annotation(progress):
             changes[ds.PROGRESS_ANNOTATION] = ds.progress_annotation(progress)
         if changes:

@@ -189,8 +189,10 @@ def loader_labels(spec: DatasetSpec) -> dict[str, str]:
     return {LOADER_LABEL: spec.name, LOAD_LABEL: spec.load_id}
 
 
-def loader_job(spec: DatasetSpec, credential: Credential | None, settings: OperatorSettings) -> dict:
-    """The batch/v1 Job that loads `spec` into its PVC (see the module docstring)."""
+def loader_job(spec: DatasetSpec, credential: Credential | None, settings: OperatorSettings,
+               volume: str | None = None) -> dict:
+    """The batch/v1 Job that loads `spec` into its PVC, or into `volume`, the claim the load was given
+    (`volumes`; see the module docstring)."""
     creds = (credential,) if credential else ()
     vols, mounts = volumes(creds, (), settings.mounts)
     env = select(Available(credentials=creds), [c.name for c in creds], None, spec.namespace)
@@ -230,7 +232,8 @@ def loader_job(spec: DatasetSpec, credential: Credential | None, settings: Opera
                     "securityContext": {"runAsNonRoot": True, "runAsUser": LOADER_USER, "runAsGroup": LOADER_GROUP,
                                         "fsGroup": LOADER_GROUP, "seccompProfile": {"type": "RuntimeDefault"}},
                     "containers": [container],
-                    "volumes": [{"name": "dataset", "persistentVolumeClaim": {"claimName": spec.name}}, *vols],
+                    "volumes": [{"name": "dataset", "persistentVolumeClaim": {"claimName": volume or spec.name}},
+                                *vols],
                 },
             },
         },

@@ -12,8 +12,9 @@ Level-triggered, on the leader only, like the dataset controller:
 
 The pods of a listing are checked `CONCURRENCY` at a time.
 
-`check` reads each dataset PVC the pod mounts (`hub_ext.kube_mounts.dataset_state`), removes the
-gate when all are ready, and otherwise posts a Warning Event on the pod for each dataset whose load
+`check` reads each dataset PVC the pod mounts (`hub_ext.kube_mounts.dataset_state`; a mount of one
+of a dataset's volumes, `volumes`, counts as the dataset's), removes the gate when all are ready and
+each is mounted on its dataset's current volume, and otherwise posts a Warning Event on the pod for each dataset whose load
 failed (`gates.failed_event`: once per dataset and failure; a 409 means it is there). A pod being
 deleted or no longer held is left alone. A Kubernetes error is logged and the next event or load
 end tries again; the election's listing catches what was missed.
@@ -30,7 +31,7 @@ import kopf
 from ..datasets import is_dataset
 from ..kube import STRATEGIC_MERGE, Conflict, KubeError, NotFound, timestamp
 from ..kube_mounts import dataset_state
-from . import admission, gates
+from . import admission, gates, volumes
 from .context import OperatorContext
 
 log = logging.getLogger("mlplatform.operator.gates")
@@ -83,12 +84,11 @@ class GateKeeper:
         try:
             if not await self.ctx.projects.contains(ns):
                 return
-            claims = {}
-            for claim in sorted(admission.claims(pod)):
-                pvc = await self.kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{claim}")
-                if pvc and is_dataset(pvc, self.settings.mounts.dataset_label):
-                    claims[claim] = pvc
-            states = {c: dataset_state(pvc, self.settings.mounts.source_annotation) for c, pvc in claims.items()}
+            datasets, mounted = await self._datasets(ns, pod)
+            states = {d: dataset_state(pvc, self.settings.mounts.source_annotation) for d, pvc in datasets.items()}
+            for d, claim in mounted:
+                if volumes.current(datasets[d]) != claim:
+                    states[d] = (gates.MOVED, gates.MOVED_MESSAGE)
             action, failed = gates.verdict(states)
             if action == "release":
                 await self.kube.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", gates.release_patch(),
@@ -97,16 +97,39 @@ class GateKeeper:
                 self.ctx.metrics.inc("mlplatform_operator_dataset_gates_total", result="released")
                 return
             for claim in failed:
-                event = gates.failed_event(pod, claim, states[claim][1], timestamp())
+                event = gates.failed_event(pod, claim, states[claim][1], timestamp(), states[claim][0] == gates.MOVED)
                 try:
                     await self.kube.request("POST", f"/api/v1/namespaces/{ns}/events", event)
-                    log.info("pod %s/%s: held; the dataset %s failed to load", ns, name, claim)
+                    log.info("pod %s/%s: held; the dataset %s %s", ns, name, claim,
+                             "moved" if states[claim][0] == gates.MOVED else "failed to load")
                 except Conflict:
                     pass  # said already
         except NotFound:
             return  # the pod went meanwhile
         except KubeError as e:
             log.warning("pod %s/%s: could not check its datasets: %s", ns, name, e.reason)
+
+    async def _datasets(self, ns: str, pod: Mapping) -> tuple[dict[str, dict], list[tuple[str, str]]]:
+        """(the datasets the pod mounts by name, read now; (dataset, claim) for each claim of theirs it
+        mounts: the dataset's own or one of its volumes)."""
+        label = self.settings.mounts.dataset_label
+        datasets: dict[str, dict] = {}
+        mounted = []
+        for claim in sorted(admission.claims(pod)):
+            pvc = await self._claim(ns, claim)
+            if pvc and is_dataset(pvc, label):
+                datasets.setdefault(claim, pvc)
+                mounted.append((claim, claim))
+                continue
+            owner = volumes.dataset_of(pvc or {})
+            dataset = (datasets.get(owner) or await self._claim(ns, owner)) if owner else None
+            if dataset and is_dataset(dataset, label) and volumes.is_volume_of(pvc, dataset):
+                datasets[owner] = dataset
+                mounted.append((owner, claim))
+        return datasets, mounted
+
+    async def _claim(self, ns: str, name: str) -> dict | None:
+        return await self.kube.get(f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}")
 
 
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> GateKeeper:

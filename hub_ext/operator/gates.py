@@ -27,6 +27,10 @@ GATE = "mlplatform.io/datasets-loaded"
 GATED_LABEL = "mlplatform.io/dataset-gated"
 WAITING_ANNOTATION = "mlplatform.io/waiting-for-datasets"
 FAILED_REASON = "DatasetLoadFailed"
+MOVED_REASON = "DatasetMoved"
+MOVED = "moved"  # a held pod's state of a dataset it mounts on a volume that is no longer current
+MOVED_MESSAGE = ("it was reloaded onto a new volume while this pod was held, and this pod mounts the old one; "
+                 "delete the pod so that it is made again on the new one")
 
 
 def _pointer(key: str) -> str:
@@ -65,10 +69,11 @@ def is_held(pod: Mapping) -> bool:
 def verdict(states: Mapping[str, tuple[str, str]]) -> tuple[str, list[str]]:
     """What to do with a held pod, given (state, message) of each dataset it mounts (a claim that
     is gone or no longer a dataset is left out): ("release", []) when every one is ready, else
-    ("hold", the datasets whose load failed)."""
+    ("hold", the datasets to tell about: whose load failed, or which moved to a new volume while
+    the pod was held (`MOVED`: it mounts an older one, which it would read stale))."""
     if all(state == "ready" for state, _ in states.values()):
         return "release", []
-    return "hold", sorted(name for name, (state, _) in states.items() if state == "failed")
+    return "hold", sorted(name for name, (state, _) in states.items() if state in ("failed", MOVED))
 
 
 def release_patch() -> dict:
@@ -77,7 +82,7 @@ def release_patch() -> dict:
             "spec": {"schedulingGates": [{"$patch": "delete", "name": GATE}]}}
 
 
-def failed_event(pod: Mapping, dataset: str, message: str, now: str) -> dict:
+def failed_event(pod: Mapping, dataset: str, message: str, now: str, moved: bool = False) -> dict:
     """The Warning Event on a held pod for a dataset whose load failed; its name is the pod's, the
     dataset's and the failure's words, so it is made once however often the pod is looked at. The
     words come from the claim's ``Loaded`` condition, written in one request; the load id is not
@@ -89,7 +94,8 @@ def failed_event(pod: Mapping, dataset: str, message: str, now: str) -> dict:
             "metadata": {"name": f"{meta['name'][:200]}.{digest}", "namespace": meta["namespace"]},
             "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": meta["namespace"],
                                "name": meta["name"], "uid": meta.get("uid", "")},
-            "type": "Warning", "reason": FAILED_REASON,
-            "message": f"held until the dataset {dataset} is loaded; its load failed: {message}"[:1024],
+            "type": "Warning", "reason": MOVED_REASON if moved else FAILED_REASON,
+            "message": (f"held: the dataset {dataset} {MOVED_MESSAGE}" if moved else
+                        f"held until the dataset {dataset} is loaded; its load failed: {message}")[:1024],
             "source": {"component": "mlplatform-operator"}, "reportingComponent": "mlplatform-operator",
             "firstTimestamp": now, "lastTimestamp": now, "count": 1}

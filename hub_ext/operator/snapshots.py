@@ -4,8 +4,10 @@ Where the dataset claim's storage can be snapshotted (a VolumeSnapshotClass whos
 provisioner of the claim's StorageClass; the class marked default first), the dataset controller
 asks `Snapshots.ensure` once the load is ``Loaded``:
 
-- the VolumeSnapshot ``<claim>-snap-<load id>`` (`snapshot_name`) is made, owned by the claim (it
-  goes with the dataset), labelled ``mlplatform.io/dataset-snapshot: <claim>``;
+- the VolumeSnapshot ``<claim>-snap-<load id>`` (`snapshot_name`) of the volume that holds the load
+  (`volumes.current`: the claim itself, or one of its volumes, made by a reload while pods read the
+  data) is made, owned by the claim (it goes with the dataset), labelled
+  ``mlplatform.io/dataset-snapshot: <claim>``;
 - once it is ``readyToUse`` the claim's annotation ``mlplatform.io/snapshot`` names it
   (`SNAPSHOT_ANNOTATION`: what the hub lists as "copies possible"), and the snapshots of earlier
   loads are deleted (copies already made from them are volumes of their own and stay);
@@ -25,6 +27,7 @@ from typing import Mapping
 from ..kube import Conflict, Forbidden, Kube, KubeError, MERGE_PATCH, NotFound
 from ..kube_mounts import SNAPSHOT, snapshot_suffix
 from . import datasets as ds
+from . import volumes
 
 log = logging.getLogger("mlplatform.operator")
 SNAPSHOT_ANNOTATION = SNAPSHOT
@@ -49,7 +52,7 @@ def snapshot_manifest(pvc: Mapping, spec: ds.DatasetSpec, snapshot_class: str) -
                          "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                               "name": meta["name"], "uid": meta["uid"]}]},
             "spec": {"volumeSnapshotClassName": snapshot_class,
-                     "source": {"persistentVolumeClaimName": spec.name}}}
+                     "source": {"persistentVolumeClaimName": volumes.current(pvc)}}}
 
 
 def class_for(classes: list[dict], driver: str) -> str | None:

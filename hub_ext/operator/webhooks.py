@@ -40,7 +40,7 @@ from ..datasets import is_dataset
 from ..errors import UserInputError
 from ..kube import Kube, KubeError, METADATA_ONLY, NotFound, path_of
 from ..kube_mounts import dataset_state
-from . import admission, gates
+from . import admission, gates, volumes
 from . import datasets as ds
 from .context import OperatorContext
 from .dataset_controller import dataset_label_filter
@@ -81,6 +81,11 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
     @kopf.on.event("v1", "persistentvolumeclaims", id="dataset-claims-seen", registry=registry,
                    labels=dataset_label_filter(settings.mounts.dataset_label))
     async def claims_seen(event: Mapping, **_: Any) -> None:
+        ctx.claims.event(event.get("type"), event["object"])
+
+    @kopf.on.event("v1", "persistentvolumeclaims", id="dataset-volumes-seen", registry=registry,
+                   labels={volumes.VOLUME_OF_LABEL: kopf.PRESENT})
+    async def volumes_seen(event: Mapping, **_: Any) -> None:
         ctx.claims.event(event.get("type"), event["object"])
 
     @kopf.on.event("batch", "v1", "jobs", id="dataset-loaders-seen", registry=registry,
@@ -133,9 +138,9 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
 
 async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[list[dict], list[dict], list[dict],
                                                                           list[str], list[str]]:
-    """(the JSON Patch operations that make its dataset mounts read-only, those that hold it for
-    datasets not loaded yet, those that mount its credentials; the datasets it mounts, those it
-    waits for)."""
+    """(the JSON Patch operations that point its dataset mounts at each dataset's current volume and
+    make them read-only (the loader's own excepted), those that hold it for datasets not loaded yet,
+    those that mount its credentials; the datasets it mounts, those it waits for)."""
     settings = ctx.settings
     account = None
     if admission.uses_account(pod, settings):
@@ -151,12 +156,48 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
     secrets, claims, job = found[:len(asked)], found[len(asked):len(asked) + len(claimed)], found[-1] if loader else None
     kinds = {a.name: None if m is None else ((m.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL, "")
              for a, m in zip(asked, secrets)}
-    datasets = {c: m for c, m in zip(claimed, claims) if m and is_dataset(m, settings.mounts.dataset_label)}
+    of, datasets = await _datasets_of(ctx, namespace, dict(zip(claimed, claims)))
     if loader and loader[2] in datasets and _is_loader_job(job, loader, datasets[loader[2]]):
+        of = {c: d for c, d in of.items() if d != loader[2]}  # the loader's own pod: as the operator made it
         del datasets[loader[2]]
-    waiting = [c for c, pvc in datasets.items() if dataset_state(pvc, settings.mounts.source_annotation)[0] != "ready"]
-    return admission.read_only_ops(pod, datasets), gates.gate_ops(pod, waiting), \
-        admission.mount_ops(pod, asked, kinds, settings), sorted(datasets), sorted(waiting)
+    current = dict(zip(datasets, await asyncio.gather(*(_current_volume(ctx, pvc) for pvc in datasets.values()))))
+    waiting = [d for d, pvc in datasets.items() if dataset_state(pvc, settings.mounts.source_annotation)[0] != "ready"]
+    volume_ops = admission.read_only_ops(pod, of) + volumes.rewrite_ops(pod, {c: current[d] for c, d in of.items()})
+    return volume_ops, gates.gate_ops(pod, waiting), admission.mount_ops(pod, asked, kinds, settings), \
+        sorted(datasets), sorted(waiting)
+
+
+async def _datasets_of(ctx: OperatorContext, namespace: str,
+                       claims: dict[str, dict | None]) -> tuple[dict[str, str], dict[str, dict]]:
+    """(each claim that is a dataset or one of a dataset's volumes → the dataset's name; the
+    datasets by name)."""
+    label = ctx.settings.mounts.dataset_label
+    datasets = {c: pvc for c, pvc in claims.items() if pvc and is_dataset(pvc, label)}
+    of = {c: c for c in datasets}
+    for c, pvc in claims.items():
+        owner = volumes.dataset_of(pvc) if pvc and c not in of else None
+        if owner:
+            dataset = datasets.get(owner) or await _dataset(ctx, namespace, owner)
+            if dataset and is_dataset(dataset, label) and volumes.is_volume_of(pvc, dataset):
+                of[c], datasets[owner] = owner, dataset
+    return of, datasets
+
+
+async def _dataset(ctx: OperatorContext, namespace: str, name: str) -> dict | None:
+    return await _seen_or_get(ctx, ctx.claims, "PersistentVolumeClaim", namespace, name)
+
+
+async def _current_volume(ctx: OperatorContext, dataset: dict) -> str:
+    """The claim new pods of `dataset` mount: the volume its annotation names if that really is one
+    of its volumes (the operator makes them; members cannot), else the dataset claim itself."""
+    name, target = dataset["metadata"]["name"], volumes.current(dataset)
+    if target == name:
+        return name
+    if volumes.is_volume_of(await _dataset(ctx, dataset["metadata"]["namespace"], target), dataset):
+        return target
+    log.warning("the dataset %s/%s names %r as its volume, which is not one of its volumes; its own claim is "
+                "mounted", dataset["metadata"]["namespace"], name, target)
+    return name
 
 
 async def _seen_or_get(ctx: OperatorContext, watched: Watched, kind: str, namespace: str, name: str,

@@ -140,11 +140,12 @@ def create(cluster, body: dict) -> dict:
     return cluster.create("", "v1", PLURALS[body["kind"]], body["metadata"].get("namespace"), body)
 
 
-async def until(check, what: str, timeout: float = 30) -> None:
-    """Wait until the coroutine function `check` answers true."""
+async def until(check, what: str, timeout: float = 30):
+    """Wait until the coroutine function `check` answers true; its answer."""
     for _ in range(int(timeout / 0.1)):
-        if await check():
-            return
+        answer = await check()
+        if answer:
+            return answer
         await asyncio.sleep(0.1)
     raise AssertionError(f"never: {what}")
 

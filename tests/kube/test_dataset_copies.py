@@ -166,6 +166,9 @@ async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, pro
         "a claim posing as a dataset": {**copy, "metadata": {"name": "fake", "labels": {
             "mlplatform.io/dataset-copy-of": "frames", "mlplatform.io/dataset": "true"}}},
         "a copy without its label": {**copy, "metadata": {"name": "unlabelled"}},
+        # a dataset's volumes are the operator's (a reload in use: hub_ext.operator.volumes)
+        "a claim posing as a dataset's volume": {**copy, "metadata": {"name": "frames-vol-x", "labels": {
+            "mlplatform.io/dataset-copy-of": "frames", "mlplatform.io/dataset-volume-of": "frames"}}},
     }
     try:
         for what, body in escapes.items():

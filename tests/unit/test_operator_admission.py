@@ -315,6 +315,9 @@ def test_only_a_pod_controlled_by_a_job_that_names_the_claim_may_be_its_loader()
     for pod in (_dataset_pod(labels={"mlplatform.io/dataset-loader": "coco"}),  # no owner
                 _dataset_pod(labels={"mlplatform.io/dataset-loader": "coco"}, owner={**job, "kind": "PyTorchJob"}),
                 _dataset_pod(labels={"mlplatform.io/dataset-loader": "coco"}, owner={**job, "controller": False}),
-                _dataset_pod(labels={"mlplatform.io/dataset-loader": "other"}, owner=job),  # a claim it does not mount
                 _dataset_pod(owner=job)):
         assert loader_claim(pod, "mlplatform.io/dataset-loader") is None
+    # the label names the dataset, whose data may be on another of its volumes (a reload in use):
+    # whether the Job is that dataset's loader is the webhook's to read
+    other = _dataset_pod(labels={"mlplatform.io/dataset-loader": "other"}, owner=job)
+    assert loader_claim(other, "mlplatform.io/dataset-loader") == ("load-coco", "u1", "other")

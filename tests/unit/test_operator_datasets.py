@@ -272,6 +272,12 @@ def test_the_transition_time_moves_only_with_the_status():
      ("loading", "1 of 2 objects")),
     ({}, [{"type": "Loaded", "status": "False", "reason": "Failed", "message": "access denied"}],
      ("failed", "access denied")),
+    # a load that has begun: the condition still says the previous one's True (the operator writes
+    # the annotations first), and the data are of another load than the one under way
+    ({"mlplatform.io/source": "s3://b/p", "mlplatform.io/load-id": "new", "mlplatform.io/loaded": "old"},
+     [{"type": "Loaded", "status": "True", "reason": "Loaded"}], ("loading", "a new load is starting")),
+    ({"mlplatform.io/source": "s3://b/p", "mlplatform.io/load-id": "new", "mlplatform.io/loaded": "new"},
+     [{"type": "Loaded", "status": "True", "reason": "Loaded"}], ("ready", "")),
 ])
 def test_dataset_state(annotations, conditions, state):
     claim = {"metadata": {"name": "coco", "annotations": annotations}, "status": {"conditions": conditions}}
