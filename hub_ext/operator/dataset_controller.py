@@ -73,7 +73,7 @@ from aiolimiter import AsyncLimiter
 from ..datasets import dataset_label, is_dataset
 from ..errors import UserInputError
 from ..kube import MERGE_PATCH, METADATA_ONLY, STRATEGIC_MERGE, Conflict, Forbidden, KubeError, NotFound, timestamp
-from ..kube_mounts import LOADED_LOAD
+from ..kube_mounts import LOADED_LOAD, dataset_state
 from . import datasets as ds
 from . import volumes
 from .context import OperatorContext
@@ -319,9 +319,12 @@ class DatasetController:
         meta = pvc["metadata"]
         ns, name = meta["namespace"], meta["name"]
         annotations = meta.get("annotations") or {}
-        now = volumes.current(pvc)
-        pods = (await self.kube.list(f"/api/v1/namespaces/{ns}/pods")).get("items") or []
-        target = volumes.choose(name, now, volumes.in_use(pods, ds.LOADER_LABEL, name), spec.load_id)
+        now, target = volumes.current(pvc), volumes.current(pvc)
+        if dataset_state(pvc, self.settings.mounts.source_annotation)[0] == "ready":
+            # only data that was served has readers: while a volume is being loaded, every pod made
+            # for it is held (so a first load, or one after a failed load, goes in place unasked)
+            pods = (await self.kube.list(f"/api/v1/namespaces/{ns}/pods")).get("items") or []
+            target = volumes.choose(name, now, volumes.in_use(pods, ds.LOADER_LABEL, name), spec.load_id)
         if target not in (name, now):
             later = await self._make_volume(pvc, spec, target)
             if later is not None:

@@ -7,7 +7,8 @@ volume chosen when it begins (`choose`):
 
 - the volume that holds the data now, in place, when no pod is reading it (`in_use`: a pod that has
   not ended, is not held by the dataset gate and is not the dataset's own loader). Pods held for the
-  load under way are not readers: they wait for this load, on this volume;
+  load under way are not readers: they wait for this load, on this volume. A dataset that was not
+  ready (its first load, a load after one that failed) has no readers: every pod made for it was held;
 - else the dataset claim itself, when it is not the current volume and nobody reads it any longer
   (the data of an older load, brought up to date: the loader copies only what changed);
 - else a new claim ``<dataset>-vol-<load id>`` (`volume_name`, `volume_claim`): the dataset's storage
