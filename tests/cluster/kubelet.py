@@ -95,6 +95,9 @@ class Kubelet(ProcessMode):
         self._files: dict[tuple[str, str], PodFiles] = {}
         self._ips: dict[tuple[str, str], str] = {}
         self._sandboxes: dict = {}  # (ns, name) → kubelet_process.Sandbox of pods with a PID namespace
+        # every process and sandbox started and not yet ended, whether or not its pod still knows it:
+        # `shutdown()` kills them all (a pod stopping or half-started at that moment held its own)
+        self._live: set = set()
         self._tasks: set[asyncio.Task] = set()
         self.network = network or PodNetwork(self.workdir / "network")  # no block: 127.78.x.y, no DNS
         self._synced = asyncio.Event()
@@ -114,13 +117,19 @@ class Kubelet(ProcessMode):
     async def shutdown(self) -> None:
         for task in list(self._tasks):
             task.cancel()
-        for procs in list(self._procs.values()):
-            for proc in procs:
-                _signal_group(proc, signal.SIGKILL)
-        for procs in list(self._procs.values()):
-            for proc in procs:
-                await proc.wait()
+        # not only the pods' registered processes: a pod being stopped (its processes taken by
+        # `_terminate`) or half-started (by `_run_process`) when its task was cancelled holds its own
+        for proc in [*(p for procs in self._procs.values() for p in procs), *self._live]:
+            _signal_group(proc, signal.SIGKILL)
+        if self._tasks:  # let the cancelled tasks end (a process being started is killed by asyncio)
+            await asyncio.wait(list(self._tasks), timeout=10)
+        live = [*(p for procs in self._procs.values() for p in procs), *self._live]
+        for proc in live:
+            _signal_group(proc, signal.SIGKILL)
+        for proc in live:
+            await proc.wait()
         self._procs.clear()
+        self._live.clear()
         for ns, name in list(self._sandboxes):
             self._end_sandbox(ns, name)
         for (ns, name), pod in list(self.pods.items()):
@@ -399,16 +408,22 @@ class Kubelet(ProcessMode):
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         grace = pod["metadata"].get("deletionGracePeriodSeconds") or 0
         procs = self._procs.pop((ns, name), [])
-        if procs:
-            await self.event(pod, "Killing", "Stopping container")
+        try:
+            if procs:
+                for proc in procs:  # at once: the event below is a request, slow under load
+                    _signal_group(proc, signal.SIGTERM)
+                await self.event(pod, "Killing", "Stopping container")
+                try:
+                    await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), min(grace, self.max_grace))
+                except asyncio.TimeoutError:
+                    for proc in procs:
+                        _signal_group(proc, signal.SIGKILL)
+                    await asyncio.gather(*(p.wait() for p in procs))
+        except BaseException:  # cancelled (the kubelet shuts down) or failed: the processes go anyway
             for proc in procs:
-                _signal_group(proc, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), min(grace, self.max_grace))
-            except asyncio.TimeoutError:
-                for proc in procs:
-                    _signal_group(proc, signal.SIGKILL)
-                await asyncio.gather(*(p.wait() for p in procs))
+                _signal_group(proc, signal.SIGKILL)
+            self._end_sandbox(ns, name)
+            raise
         self._end_sandbox(ns, name)
         self.logs.drop_pod(ns, name)
         await self._final_delete(ns, name, pod["metadata"]["uid"])

@@ -20,6 +20,11 @@ its own mount namespace with its volumes bind-mounted at their real mount paths 
 paths in args or env) and its resolv.conf. The sandbox ends with SIGKILL to its PID 1 (a PID
 namespace's init ignores SIGTERM from outside, P11), which ends every process left in it. Other
 pods run as before (host PID namespace, paths rewritten), which is cheaper.
+
+Every container's process is registered under its pod as soon as it runs (init containers too), and
+a pod found deleted while it was being started has its processes killed and its start abandoned
+(`_track`); `Kubelet.shutdown` also kills processes no pod holds any more (`_live`). Both paths once
+left processes behind (a Katib suggestion's goptuna among them; test_katib_pod_processes.py).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class ProcessMode:
                    for st in (pod.get("status") or {}).get("containerStatuses") or []}
         if "CreateContainerConfigError" not in waiting:  # a retry keeps the error until it is fixed
             pod = await self._mark_creating(pod)
+        uid = pod["metadata"]["uid"]
         procs = []
         try:
             mounts_by_container = await files.materialise(ip)
@@ -70,9 +76,18 @@ class ProcessMode:
             if pod["spec"].get("shareProcessNamespace") and os.geteuid() == 0 and shutil.which("nsenter"):
                 sandbox = self._sandboxes.get((ns, name)) or await Sandbox.start()
                 self._sandboxes[(ns, name)] = sandbox
+                if self._gone(ns, name, uid):
+                    self._end_sandbox(ns, name)
+                    return
             for c in pod["spec"].get("initContainers") or []:
                 proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]], sandbox)
+                if proc is not None and not self._track(ns, name, uid, proc):
+                    return
                 code = await proc.wait() if proc else 127
+                if proc is not None and proc in self._procs.get((ns, name), []):
+                    self._procs[(ns, name)].remove(proc)
+                if self._gone(ns, name, uid):
+                    return
                 if code != 0:
                     self._end_sandbox(ns, name)
                     await self._mark_terminated(ns, name, {x["name"]: 1 for x in pod["spec"]["containers"]},
@@ -83,21 +98,24 @@ class ProcessMode:
                 if proc is None:
                     for _, p in procs:
                         _signal_group(p, signal.SIGKILL)
+                    self._procs.pop((ns, name), None)
                     self._end_sandbox(ns, name)
                     await self._mark_terminated(ns, name, {x["name"]: 127 for x in pod["spec"]["containers"]},
                                                 "StartError")
+                    return
+                if not self._track(ns, name, uid, proc):
                     return
                 procs.append((c["name"], proc))
         except LookupError as e:  # a Secret or ConfigMap the pod refers to is missing
             for _, p in procs:
                 _signal_group(p, signal.SIGKILL)
+            self._procs.pop((ns, name), None)
             await self._status(pod, {"containerStatuses": [
                 {**st, "state": {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}}
                 for st in (pod.get("status") or {}).get("containerStatuses") or []]})
             await self.event(pod, "Failed", f"Error: {e}", type="Warning")
             self._spawn(self._retry(ns, name, pod["metadata"]["uid"]))
             return
-        self._procs[(ns, name)] = [p for _, p in procs]
         await self._mark_running(pod, ip)
         codes = {}
         for cname, proc in procs:
@@ -107,6 +125,26 @@ class ProcessMode:
         self._procs.pop((ns, name), None)
         self._end_sandbox(ns, name)
         await self._mark_terminated(ns, name, codes)
+
+    def _gone(self, ns: str, name: str, uid: str) -> bool:
+        """Whether the pod is being deleted or gone (or replaced by a new pod of its name)."""
+        pod = self.pods.get((ns, name))
+        return ((ns, name) in self._stopping or pod is None or pod["metadata"]["uid"] != uid
+                or bool(pod["metadata"].get("deletionTimestamp")))
+
+    def _track(self, ns: str, name: str, uid: str, proc) -> bool:
+        """Register a container's process under its pod as soon as it runs, so that a deletion
+        meanwhile (`_terminate` takes the pod's processes) stops it too. A pod deleted while it was
+        being started (its `_terminate` may have run already, with fewer processes): every process
+        of it killed, its sandbox ended, and False."""
+        self._procs.setdefault((ns, name), []).append(proc)
+        if not self._gone(ns, name, uid):
+            return True
+        for p in self._procs.pop((ns, name), []):
+            _signal_group(p, signal.SIGKILL)
+        _signal_group(proc, signal.SIGKILL)
+        self._end_sandbox(ns, name)
+        return False
 
     async def _retry(self, ns: str, name: str, uid: str) -> None:
         """Start the pod again after a pause, as the kubelet retries a CreateContainerConfigError
@@ -168,8 +206,14 @@ class ProcessMode:
         proc = await asyncio.create_subprocess_exec(*argv, env=full_env, cwd=cwd,
                                                     stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+        self._live.add(proc)
         self._spawn(_pump(proc, clog))
+        self._spawn(self._reap(proc))
         return proc
+
+    async def _reap(self, proc) -> None:
+        await proc.wait()
+        self._live.discard(proc)
 
     def _resolv_conf(self, pod: dict):
         """The cluster DNS's resolv.conf for a pod whose dnsPolicy uses it (ClusterFirst, the default;
@@ -203,17 +247,20 @@ class Sandbox:
             start_new_session=True)
         children = pathlib.Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
         deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            try:
-                pid = children.read_text().split()
-            except OSError:
-                pid = []
-            if pid:
-                return cls(proc, int(pid[0]))
-            if proc.returncode is not None or asyncio.get_running_loop().time() > deadline:
-                _signal_group(proc, signal.SIGKILL)
-                raise RuntimeError("the pod sandbox (unshare --pid --mount --fork) did not start")
-            await asyncio.sleep(0.02)
+        try:
+            while True:
+                try:
+                    pid = children.read_text().split()
+                except OSError:
+                    pid = []
+                if pid:
+                    return cls(proc, int(pid[0]))
+                if proc.returncode is not None or asyncio.get_running_loop().time() > deadline:
+                    raise RuntimeError("the pod sandbox (unshare --pid --mount --fork) did not start")
+                await asyncio.sleep(0.02)
+        except BaseException:  # also when cancelled: no sandbox left behind
+            _signal_group(proc, signal.SIGKILL)
+            raise
 
     def kill(self) -> None:
         try:

@@ -11,9 +11,10 @@ are wired without Deployments, kube-proxy or a cluster network:
 - **katib-controller** runs as ServiceAccount `kubeflow/katib-controller` (released RBAC; its pod
   mutator skips that user). The db-manager address reaches it and every injected metrics collector as
   `KATIB_DB_MANAGER_SERVICE_NAMESPACE=` (empty) + `_IP=127.0.0.1` + `_PORT` (P7). Its katib-config
-  is the released one with `init.controller` ports of our own and **`random` and `tpe` mapped to the
+  is the released one with `init.controller` ports of our own, **`random` and `tpe` mapped to the
   goptuna image**: goptuna's implementations of those algorithms, not hyperopt's (hyperopt is
-  Python-only, FINDINGS §1). Certs: the rotator's Secret is copied (`CertCopy`) into a directory
+  Python-only, FINDINGS §1), and **no early-stopping algorithm** (medianstop is Python-only). Certs:
+  the rotator's Secret is copied (`CertCopy`) into a directory
   bind-mounted on `/tmp/cert` in the controller's private mount namespace (P3); the webhook Service
   is ExternalName `localhost` with the local webhook port (P4).
 - **Suggestion Services** (`<experiment>-<algorithm>.<ns>:6789`, ClusterIP): there is no kube-proxy,
@@ -232,6 +233,12 @@ class Katib:
                 for s in config["runtime"]["suggestions"]:
                     if s["algorithmName"] in GOPTUNA_ALGORITHMS:
                         s["image"] = GOPTUNA_IMAGE
+                # medianstop, Katib's only early-stopping service, is Python-only: it cannot run here,
+                # so this Katib does not offer it and its webhook refuses an Experiment that asks for it
+                # ("unable to get EarlyStopping config data for algorithm medianstop"), as any Katib
+                # configured without it does; with it configured, its pod could not start and the
+                # Experiment would wait for ever
+                config["runtime"].pop("earlyStoppings", None)
                 config_text = yaml.safe_dump(config, sort_keys=False)
                 doc["data"]["katib-config.yaml"] = config_text
         return docs, config_text

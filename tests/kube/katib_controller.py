@@ -30,7 +30,7 @@ the API server keeps what it writes as written), and does what Katib does:
   Killed``, ``trialMetricsUnavailable``, the name lists, ``currentOptimalTrial`` (best objective
   value by ``metricStrategies``, default max for MAXIMIZE, min for MINIMIZE), and ``Succeeded``
   (``ExperimentGoalReached``, ``ExperimentMaxTrialsReached``, ``ExperimentSuggestionEndReached``)
-  or ``Failed`` (``ExperimentMaxFailedTrialsReached``) with ``Running`` turned False. Nothing is
+  or ``Failed`` (``ExperimentFailed``, failed ≥ max) with ``Running`` turned False. Nothing is
   created for an Experiment being deleted or completed.
 - Suggestions: ``grid`` walks the product of the parameters' values in order (``list``, or
   ``min..max`` by ``step``, default 1); any other algorithm draws at random within
@@ -157,9 +157,9 @@ class KatibController(Controller):
             goal, maximize = float(objective["goal"]), objective.get("type") == "maximize"
             if (maximize and value >= goal) or (not maximize and value <= goal):
                 end = ("Succeeded", "ExperimentGoalReached", "Experiment has succeeded because Objective goal has reached")
-        if end is None and max_failed is not None and len(by["Failed"]) > int(max_failed):
-            end = ("Failed", "ExperimentMaxFailedTrialsReached",
-                   "Experiment has failed because max failed count has reached")
+        # as real Katib v0.19.0 (experiment/util/status_util.go): failed ≥ max, reason ExperimentFailed
+        if end is None and max_failed is not None and by["Failed"] and len(by["Failed"]) >= int(max_failed):
+            end = ("Failed", "ExperimentFailed", "Experiment has failed because max failed count has reached")
         if end is None and max_trials is not None and done >= int(max_trials) and active == 0:
             end = ("Succeeded", "ExperimentMaxTrialsReached",
                    "Experiment has succeeded because max trial count has reached")

@@ -209,8 +209,9 @@ def test_metadata_is_the_jobs():
                       "feasibleSpace": {"min": "0.0", "max": "0.9162907318741551"}}]}),
     ({"params": [{"parameterName": "m", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.99,
                   "scaleType": "UNIT_REVERSE_LOG_SCALE"}]},
-     {"parameters": [{"name": "m-reversed", "parameterType": "double",
-                      "feasibleSpace": {"min": "0.5", "max": "0.99", "distribution": "logUniform"}}]}),
+     # searched as ln(y), uniformly, y = min + max - m (goptuna ignores logUniform)
+     {"parameters": [{"name": "m-reversed-log", "parameterType": "double",
+                      "feasibleSpace": {"min": repr(math.log(0.5)), "max": repr(math.log(0.99))}}]}),
     ({"params": [{"parameterName": "d", "type": "DISCRETE", "discreteValues": [0.5, 1, 2.25]}]},
      {"parameters": [{"name": "d", "parameterType": "discrete", "feasibleSpace": {"list": ["0.5", "1", "2.25"]}}]}),
 ])
@@ -237,8 +238,8 @@ def test_the_mapping(hyper, expected):
      "trainingInput.hyperparameters.params[0].categoricalValues[0]", "Katib cannot pass"),
     ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "params": [
         {"parameterName": "m", "type": "DOUBLE", "minValue": 1, "maxValue": 2, "scaleType": "UNIT_REVERSE_LOG_SCALE"},
-        {"parameterName": "m-reversed", "type": "INTEGER", "minValue": 1, "maxValue": 2}]}},
-     "trainingInput.hyperparameters.params[0].parameterName", "'m-reversed' is also a parameter"),
+        {"parameterName": "m-reversed-log", "type": "INTEGER", "minValue": 1, "maxValue": 2}]}},
+     "trainingInput.hyperparameters.params[0].parameterName", "'m-reversed-log' is also a parameter"),
     ({"masterConfig": {"imageUri": "ghcr.io/example/census:1"}},
      "trainingInput.masterConfig.containerCommand", "give the image's entry point"),
 ])
@@ -329,15 +330,17 @@ HYPER = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "algorithm": "RAN
 def test_the_trial_gets_its_hyperparameters_and_its_metrics_are_collected(tmp_path, wrap):
     plan = _custom(tmp_path, HYPER)
     (main,) = _main_containers(katib.experiment_manifest(plan, SETTINGS))
-    searched = {"momentum": "0.5123", "hidden": "17", "opt": "it's; `id` & more"}
+    # reverse-log parameters are searched as z = ln y (y = min + max - x)
+    searched = {"momentum": repr(math.log(0.5123)), "hidden": repr(math.log(17)), "opt": "it's; `id` & more"}
     done = _run(main, searched, tmp_path, wrap=wrap)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    trial = {"spec": {"parameterAssignments": [{"name": "momentum-reversed", "value": "0.5123"},
-                                               {"name": "hidden-reversed", "value": "17"},
+    trial = {"spec": {"parameterAssignments": [{"name": "momentum-reversed-log", "value": searched["momentum"]},
+                                               {"name": "hidden-reversed-log", "value": searched["hidden"]},
                                                {"name": "opt", "value": searched["opt"]}]}}
     hp = katib.trial_hyperparameters(plan.sweep, trial)
-    assert hp == {"momentum": repr(0.5 + (0.999 - 0.5123)), "hidden": "1023", "opt": "it's; `id` & more"}
+    assert hp == {"momentum": repr(0.5 + (0.999 - math.exp(math.log(0.5123)))), "hidden": "1023",
+                  "opt": "it's; `id` & more"}
     assert json.loads(lines[0]) == ["--data", "s3://b/it's here", "$(HOME)",
                                     *(f"--{k}={v}" for k, v in hp.items())]
     assert "epoch 1: loss=3.5 auc=0.61" in lines and "auc = 7.5e-1" in lines  # output passed on
@@ -452,7 +455,25 @@ def test_every_replica_of_a_module_job_gets_the_arguments():
 @pytest.mark.parametrize("searched, expected", [("0.5", "0.999"), ("0.999", "0.5"), ("0.75", repr(0.5 + (0.999 - 0.75))), ("1e9", "0.5"), ("0.1", "0.999")])
 def test_reverse_values_stay_in_range(searched, expected):
     p = parse_spec(HYPER).params[0]
-    assert katib.reverse_value(p, searched) == expected
+    assert katib.reverse_value(p, searched) == expected  # Experiments made before (y searched itself)
+    assert katib.reverse_log_value(p, repr(math.log(float(searched)))) == (
+        "0.999" if float(searched) <= 0.5 else repr(min(max(0.5 + (0.999 - math.exp(math.log(float(searched)))),
+                                                            0.5), 0.999)))
+
+
+@pytest.mark.parametrize("z, expected", [(math.log(16), "1024"), (math.log(1024), "16"), (math.log(16.4), "1024"),
+                                         (math.log(100.5), "940"), (50, "16"), (-5, "1024")])
+def test_an_integer_reverse_log_value(z, expected):
+    p = parse_spec(HYPER).params[1]  # hidden: [16, 1024]; y = round(exp(z)); x = 16 + 1024 - y
+    assert katib.reverse_log_value(p, repr(z)) == expected
+
+
+def test_an_experiment_made_before_reverse_log_was_searched_as_ln_y_still_shows_its_values():
+    """Experiments made with ``<name>-reversed`` = y itself (``distribution: logUniform``)."""
+    trial = {"spec": {"parameterAssignments": [{"name": "momentum-reversed", "value": "0.75"},
+                                               {"name": "hidden-reversed", "value": "17"}]}}
+    assert katib.trial_hyperparameters(parse_spec(HYPER), trial) == {"momentum": repr(0.5 + (0.999 - 0.75)),
+                                                                     "hidden": "1023"}
 
 
 def test_trial_hyperparameters_without_a_spec_or_assignments():

@@ -91,7 +91,7 @@ def _with(exp, conditions=(), annotations=None, **meta):
 
 SUCCEEDED = {"type": "Succeeded", "status": "True", "reason": "ExperimentMaxTrialsReached",
              "lastTransitionTime": "2026-02-01T12:00:00Z"}
-FAILED = {"type": "Failed", "status": "True", "reason": "ExperimentMaxFailedTrialsReached",
+FAILED = {"type": "Failed", "status": "True", "reason": "ExperimentFailed",
           "message": "Experiment has failed because max failed count has reached",
           "lastTransitionTime": "2026-02-01T12:00:00Z"}
 ENDED = [t for t in TRIALS if t["metadata"]["name"] in ("census-grid-aaaa", "census-grid-bbbb")]

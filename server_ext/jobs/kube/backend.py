@@ -14,7 +14,7 @@ Guarantees:
   `JobExists`; submits of one jobId in a project run one at a time here (two backends at the same
   instant are not guarded); a create that got no answer in time is looked for by name a few times (a
   slow server may have made it); a 403 is `UserInputError(…, 403)` naming the quota, or the cluster's
-  admission control (a webhook's or policy's denial), or the project; any other failure is
+  admission control (a webhook's or policy's denial; a webhook's 400 too), or the project; any other failure is
   `UpstreamError` with the API's reason. The created object is put into the cache at once. A shipped
   package travels as `kube_package` says (staged before the create, or in a ConfigMap owned by the
   object right after it), and a dataset chosen as a private writable copy (``frames:copy``) becomes a
@@ -306,15 +306,6 @@ class KubeBackend:
             return await self.kube.request("POST", path, manifest)
         except Conflict:
             raise JobExists(project, job_id) from None
-        except Forbidden as e:
-            why = reason(e)
-            if "quota" in why:
-                raise UserInputError("trainingInput", f"the quota of project {project} does not allow this "
-                                                      f"job ({why})", 403) from None
-            if "denied the request" in why or "denied request" in why:  # a webhook's or an admission policy's
-                raise UserInputError("trainingInput", f"the cluster's admission control refused this job ({why})",
-                                     403) from None
-            raise UserInputError("project", f"jobs may not be created in project {project} ({why})", 403) from None
         except Unavailable as e:
             if e.code == 0:  # no answer in time: the server may have made it all the same
                 made = await self._made_meanwhile(path, manifest)
@@ -323,8 +314,18 @@ class KubeBackend:
             log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
             raise UpstreamError(f"create job {job_id}", reason(e)) from None
         except KubeError as e:
-            log.warning("job %s in %s: create failed: %s", job_id, project, reason(e))
-            raise UpstreamError(f"create job {job_id}", reason(e)) from None
+            why = reason(e)
+            if isinstance(e, Forbidden) and "quota" in why:
+                raise UserInputError("trainingInput", f"the quota of project {project} does not allow this "
+                                                      f"job ({why})", 403) from None
+            # a webhook's or an admission policy's denial (Katib's Experiment validator answers 400)
+            if e.code in (400, 403) and ("denied the request" in why or "denied request" in why):
+                raise UserInputError("trainingInput", f"the cluster's admission control refused this job ({why})",
+                                     e.code) from None
+            if isinstance(e, Forbidden):
+                raise UserInputError("project", f"jobs may not be created in project {project} ({why})", 403) from None
+            log.warning("job %s in %s: create failed: %s", job_id, project, why)
+            raise UpstreamError(f"create job {job_id}", why) from None
 
     async def _made_meanwhile(self, path: str, manifest: dict, tries: int = 6, pause: float = 0.5) -> dict | None:
         """After a create that got no answer: the object, if the server made it (ours: same name and

@@ -40,10 +40,13 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
   `log_value` computes it. Not ``distribution: logUniform``, which some of Katib's suggestion
   services ignore (goptuna: random, tpe, cmaes, sobol search it linearly); uniform in log space is
   log-uniform whichever service samples it;
-- ``UNIT_REVERSE_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``y`` log-uniformly in
-  ``[min, max]`` as parameter ``<name>-reversed``; the trial passes ``x = min + (max − y)`` (exactly
-  ``max`` at ``y = min``, ``min`` at ``y = max``, clamped to ``[min, max]``), computed by the trainer image's Python exactly as `reverse_value` computes it,
-  so `trial_hyperparameters` reports what the trainer was given;
+- ``UNIT_REVERSE_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``z`` uniformly in
+  ``[ln min, ln max]`` (a double, no ``distribution``: goptuna ignores ``logUniform`` here too) as
+  parameter ``<name>-reversed-log``; the trial passes ``x = min + (max − y)`` with ``y = exp(z)``
+  (INTEGER: ``y`` rounded; exactly ``max`` at ``y ≤ min``, ``min`` at ``y = max``, clamped to
+  ``[min, max]``), computed by the trainer image's Python exactly as `reverse_log_value` computes it,
+  so `trial_hyperparameters` reports what the trainer was given (an Experiment made before, whose
+  ``<name>-reversed`` was ``y`` itself searched with ``logUniform``, is read with `reverse_value`);
 - refused with `UserInputError` naming the field: ``resumePreviousJobId`` (Katib resumes an
   Experiment in place, never from another job), a jobId whose name is longer than `MAX_NAME`
   (Katib's trial names must stay DNS labels), a custom container without ``containerCommand``
@@ -87,7 +90,8 @@ METRIC_TAG_ENV = "MLPLATFORM_HP_METRIC_TAG"
 METRIC_NAME_ENV = "MLPLATFORM_HP_METRIC_NAME"
 KATIB_FILE_ENV = "MLPLATFORM_KATIB_METRICS_FILE"
 METRIC_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what Katib's File (JSON) and StdOut collectors both read
-REVERSED_SUFFIX = "-reversed"
+REVERSED_SUFFIX = "-reversed-log"  # z = ln y, y = min + max - x
+OLD_REVERSED_SUFFIX = "-reversed"  # Experiments made before: y itself, with distribution logUniform
 LOG_SUFFIX = "-log"
 MAX_NAME = 40
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "bayesianoptimization", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
@@ -98,10 +102,11 @@ _CONFIG = {"master": "masterConfig", "worker": "workerConfig", "ps": "parameterS
            "evaluator": "evaluatorConfig"}
 _UNSAFE = re.compile(r'["\\$\x00-\x1f\x7f]')
 
-# x = min + (max - y) for a reverse-log parameter; the same arithmetic as `reverse_value`.
-REVERSE_PY = ('import sys; k, a, b, y = sys.argv[1:]; a, b, y = (int(a), int(b), int(float(y))) if k == "INTEGER" '
-              'else (float(a), float(b), float(y)); x = b if y <= a else min(max(a + (b - y), a), b); '
-              'print(x if k == "INTEGER" else repr(x))')
+# x = min + (max - y), y = exp(z), for a reverse-log parameter searched as z = ln y (INTEGER: y rounded);
+# the same arithmetic as `reverse_log_value`.
+REVERSE_PY = ('import math, sys; k, a, b, z = sys.argv[1:]; y = math.exp(float(z)); '
+              'a, b, y = (int(a), int(b), round(y)) if k == "INTEGER" else (float(a), float(b), y); '
+              'x = b if y <= a else min(max(a + (b - y), a), b); print(x if k == "INTEGER" else repr(x))')
 
 # x = exp(y) for a log-scale parameter searched as y = ln x (INTEGER: rounded), clamped to [min, max];
 # the same arithmetic as `log_value`.
@@ -236,7 +241,7 @@ def log_params(spec: Spec) -> tuple[Param, ...]:
 
 
 def search_name(spec: Spec, param: Param) -> str:
-    """The Katib parameter a trial parameter references (``lr``, ``lr-log`` or ``lr-reversed``)."""
+    """The Katib parameter a trial parameter references (``lr``, ``lr-log`` or ``lr-reversed-log``)."""
     if param in reversed_params(spec):
         return param.name + REVERSED_SUFFIX
     return param.name + LOG_SUFFIX if param in log_params(spec) else param.name
@@ -259,8 +264,19 @@ def log_value(param: Param, searched: str) -> str:
     return str(x) if integer else repr(x)
 
 
+def reverse_log_value(param: Param, searched: str) -> str:
+    """The value the trainer gets for the searched ``z = ln y``: ``min + (max − y)`` (see `REVERSE_PY`)."""
+    integer = param.type == "INTEGER"
+    low, high = number_text(param.min, integer), number_text(param.max, integer)
+    y = math.exp(float(searched))
+    a, b, y = (int(low), int(high), round(y)) if integer else (float(low), float(high), y)
+    x = b if y <= a else min(max(a + (b - y), a), b)
+    return str(x) if integer else repr(x)
+
+
 def reverse_value(param: Param, searched: str) -> str:
-    """The value the trainer gets for the searched ``y``: ``min + (max − y)`` (see `REVERSE_PY`)."""
+    """What the trainer got for ``y`` itself (an Experiment made before reverse-log parameters were
+    searched as ``ln y``): ``min + (max − y)``."""
     integer = param.type == "INTEGER"
     low, high = number_text(param.min, integer), number_text(param.max, integer)
     a, b, y = (int(low), int(high), int(float(searched))) if integer else (float(low), float(high), float(searched))
@@ -276,19 +292,16 @@ def default_max_failed(spec: Spec) -> int:
 
 def katib_parameters(spec: Spec) -> list[dict]:
     out = []
-    log_space = spec.algorithm != "GRID_SEARCH"
     for p in spec.params:
         space: dict[str, Any]
         if p.type in ("DOUBLE", "INTEGER"):
             integer = p.type == "INTEGER"
             space = {"min": number_text(p.min, integer), "max": number_text(p.max, integer)}
-            if p in log_params(spec):
+            if p in log_params(spec) or p in reversed_params(spec):
                 low, high = log_bounds(p)
                 out.append({"name": search_name(spec, p), "parameterType": "double",
                             "feasibleSpace": {"min": low, "max": high}})
                 continue
-            if log_space and p.scale == "UNIT_REVERSE_LOG_SCALE":
-                space["distribution"] = "logUniform"
         elif p.type == "DISCRETE":
             space = {"list": [number_text(v) for v in p.values]}
         else:
@@ -479,11 +492,14 @@ def trial_hyperparameters(spec: Spec | None, trial: Mapping) -> dict[str, str]:
         if value is None and p in log_params(spec) and p.name in given:
             out[p.name] = given[p.name]  # an Experiment made before log scales were searched as ln x
             continue
+        transform = reverse_log_value if p in reversed_params(spec) else log_value
+        if value is None and p in reversed_params(spec):  # made before reverse-log was searched as ln y
+            value, transform = given.get(p.name + OLD_REVERSED_SUFFIX), reverse_value
         if value is None:
             continue
         if p in reversed_params(spec) or p in log_params(spec):
             try:
-                value = (reverse_value if p in reversed_params(spec) else log_value)(p, value)
+                value = transform(p, value)
             except (ValueError, OverflowError):
                 pass
         elif p.type == "INTEGER":

@@ -14,7 +14,7 @@ Guarantees of `sweep_json`:
   ``Succeeded`` (ExperimentMaxTrialsReached, ExperimentGoal  SUCCEEDED
   Reached, …) before any cancel request
   ``Succeeded`` or ``Failed`` after a cancel request          CANCELLED
-  ``Failed`` (e.g. ExperimentMaxFailedTrialsReached)          FAILED, ``errorMessage`` = its message
+  ``Failed`` (max failed count reached: ExperimentFailed)    FAILED, ``errorMessage`` = its message
   deletionTimestamp set                                       CANCELLING
   cancel requested, no trial still active                     CANCELLED
   cancel requested                                            CANCELLING
