@@ -20,7 +20,8 @@ Training Operator runs them; the package shipped in a ConfigMap, fetched by the 
 the metrics collector Katib's pod mutator injects into each trial pod reports, and ``trainingOutput`` (best first
 in the panel) is built from the real Experiment and Trials.
 
-Then SIGTERM to the launcher: it exits 0, leaving no process, no address on ``lo`` and no mount.
+Then Ctrl-C (SIGINT to the launcher's process group, as a terminal sends it): it exits 0, leaving no
+process, no address on ``lo`` and no mount.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class Launcher:
         return related_processes(self.proc.pid, self.proc.pid, self.marker.encode())
 
     def stop(self, timeout: float = 120) -> int:
-        self.proc.send_signal(signal.SIGTERM)  # as `kill PID` (Ctrl-C: SIGINT, the same handler)
+        os.killpg(self.proc.pid, signal.SIGINT)  # Ctrl-C in its terminal (SIGTERM: the same handler)
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -193,6 +194,8 @@ def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page, tmp
     # the user's door: the server in the pod has no kubeconfig of ours, only its pod's token
     environ = server_environ(home)
     assert "KUBECONFIG" not in environ
+    # the README's `cp -r $MLPLATFORM_EXAMPLES/trainer .` works in the pod
+    assert (pathlib.Path(environ["MLPLATFORM_EXAMPLES"]) / "trainer" / "trainer" / "task.py").is_file()
     who, kube_user = pod_identity(home)
     assert list(kube_user) == ["tokenFile"]
     assert who == f"system:serviceaccount:{PROJECT}:{pod.spec.service_account_name}", who
@@ -244,7 +247,7 @@ def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page, tmp
     assert sorted(t["finalMetric"]["objectiveValue"] for t in out["trials"]) == observed
     assert metric == [pytest.approx(v, rel=1e-3) for v in observed]
 
-    # Ctrl-C / SIGTERM: everything goes
+    # Ctrl-C: everything goes
     processes = demo.processes()
     corefile = (demo.workdir / "cluster" / "network" / "Corefile").read_text()
     pod_address = re.search(r"bind (\S+)", corefile).group(1)
