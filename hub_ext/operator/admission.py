@@ -48,9 +48,11 @@ written only by its loader, so every other pod that mounts one gets it read-only
 author wrote: ``persistentVolumeClaim.readOnly`` on the volume and ``readOnly`` on each container's
 mount of it. The loader's own pod keeps its mount writable; it is known by its owner, not by a
 label anyone could copy: its controller is a Job (`loader_claim`: the Job's name, the claim its
-label names) that carries ``mlplatform.io/dataset-loader: <claim>`` and is owned by that claim
-(the webhook reads the Job; the ValidatingAdmissionPolicy ``mlplatform-dataset-loaders`` lets only
-the operator make Jobs with that label, and a Job controller's pod names its own Job as owner).
+label names) that carries ``mlplatform.io/dataset-loader: <claim>`` and the claim's current load
+id, and is owned by that claim (the webhook reads the Job; the ValidatingAdmissionPolicy
+``mlplatform-dataset-loaders`` lets only the operator make Jobs with that label), and the pod was
+made by the Job controller (`OperatorSettings.job_controller_users`: anyone may write an
+ownerReference naming the Job on a pod of their own).
 A dataset's data may live on another claim than the dataset's own (a reload while pods read it:
 `volumes`); every mount of any of its volumes is pointed at the current one (`volumes.rewrite_ops`)
 and made read-only the same way.

@@ -84,7 +84,8 @@ log = logging.getLogger("mlplatform.operator.datasets")
 TAIL_LINES = 3
 MAX_BACKOFF_S = 300.0
 CREDENTIAL_RETRY_S = 10.0
-RELOAD_RETRY_S = 30.0  # a new volume for a reload the quota refused
+RELOAD_RETRY_S = 30.0  # a new volume for a reload the quota refused (then less often, as any retry)
+READERS_GRACE_S = 2.0  # a pod admitted as a load in place begins is stored within this (the webhook's copy lags)
 Key = tuple[str, str]
 
 
@@ -112,6 +113,9 @@ class DatasetController:
         # (claim uid, load id, reason) of the condition this leader last wrote on each claim: an event
         # whose copy of the claim predates that write does not make it write the same again
         self._written: dict[Key, tuple[str, str | None, str]] = {}
+        self._background: set[asyncio.Task] = set()
+        if gates:
+            gates.lock_for = self._lock  # it lets a held pod go under the lock of each dataset it mounts
 
     # -- entry points ---------------------------------------------------------------------------
 
@@ -182,7 +186,7 @@ class DatasetController:
     async def stopped(self) -> None:
         """Leadership lost: every task of this controller ends."""
         for task in [t for _, t in self._watchers.values()] + list(self._retries.values()) + \
-                ([self._resync] if self._resync else []):
+                list(self._background) + ([self._resync] if self._resync else []):
             task.cancel()
         self._watchers.clear()
         self._retries.clear()
@@ -290,14 +294,15 @@ class DatasetController:
             if state == "complete":
                 await self._set(pvc, spec.load_id, True, ds.LOADED_REASON,
                                 ds.loaded_message(progress, spec.source.uri), progress)
-                await self._drop_stale_volumes(pvc)
             else:
                 await self._set(pvc, spec.load_id, False, ds.FAILED, ds.failed_message(progress, pod, job), progress)
             self.ctx.metrics.inc("mlplatform_operator_dataset_loads_total", result="loaded" if state == "complete"
                                  else "failed")
             log.info("dataset %s/%s: load %s %s", ns, name, spec.load_id, "loaded" if state == "complete" else "failed")
             if self.gates:
-                await self.gates.settled(ns)
+                self.spawn(self.gates.settled(ns), f"dataset-gates-{ns}")  # it takes our lock
+            if state == "complete":
+                await self._drop_stale_volumes(pvc)
             return None
         if (cond is None or cond.get("reason") != ds.LOADING) and \
                 self._written.get(key) != (uid, spec.load_id, ds.LOADING):
@@ -315,53 +320,78 @@ class DatasetController:
         """A new load begins: the volume it is written to is chosen (`volumes.choose`; a new claim
         made when pods read the current one) and named with the load's id and the load whose data is
         there in one request, then ``Loading``; a new volume the project cannot hold now (its quota)
-        leaves everything as it is, with an Event on the dataset, and is tried again."""
+        leaves everything as it is, with an Event on the dataset, and is tried again. A load in place
+        of loaded data looks for readers once more after `READERS_GRACE_S` (a pod the
+        webhook admitted from a copy of the claim older than the new volume's name) and moves to a
+        new volume if one came."""
         meta = pvc["metadata"]
         ns, name = meta["namespace"], meta["name"]
         annotations = meta.get("annotations") or {}
-        now, target = volumes.current(pvc), volumes.current(pvc)
-        if dataset_state(pvc, self.settings.mounts.source_annotation)[0] == "ready":
-            # only data that was served has readers: while a volume is being loaded, every pod made
-            # for it is held (so a first load, or one after a failed load, goes in place unasked)
-            pods = (await self.kube.list(f"/api/v1/namespaces/{ns}/pods")).get("items") or []
-            target = volumes.choose(name, now, volumes.in_use(pods, ds.LOADER_LABEL, name), spec.load_id)
-        if target not in (name, now):
-            later = await self._make_volume(pvc, spec, target)
-            if later is not None:
-                return later
+        now = target = volumes.current(pvc)
+        cond = ds.condition_of(pvc)
+        # data that was never served has no readers (every pod made for a volume being loaded is held):
+        # a load after a Loading or Failed one goes in place unasked; a claim with no condition may be
+        # an admin's dataset given a source, served until now
+        served = cond is None or dataset_state(pvc, self.settings.mounts.source_annotation)[0] == "ready"
+        if served:
+            target = volumes.choose(name, now, await self._readers(ns, name))
+            if target is None:
+                target, later = await self._new_volume(pvc, spec)
+                if later is not None:
+                    return later
         loaded = annotations.get(LOADED_LOAD)
-        if loaded is None and (ds.condition_of(pvc) or {}).get("status") == "True":
+        if loaded is None and (cond or {}).get("status") == "True":
             loaded = annotations.get(ds.LOAD_ID_ANNOTATION, "")  # loaded before the operator wrote which load
         changes = {ds.LOAD_ID_ANNOTATION: spec.load_id, volumes.VOLUME_ANNOTATION: None if target == name else target}
         if loaded is not None:
             changes[LOADED_LOAD] = loaded
-        pvc = await self.kube.request("PATCH", self._claim_path(ns, name), {"metadata": {"annotations": changes}},
-                                      content_type=MERGE_PATCH)
+        pvc = await self._annotate(pvc, changes)
         log.info("dataset %s/%s: the load %s begins on the volume %s%s", ns, name, spec.load_id, target,
                  "" if target == now else f" (pods read {now}, which they keep)")
         await self._set(pvc, spec.load_id, False, ds.LOADING, "waiting for the loader to start", {})
+        if served and cond is not None and target == now:  # loaded data, reloaded in place
+            await asyncio.sleep(READERS_GRACE_S)
+            if now in await self._readers(ns, name):
+                moved, later = await self._new_volume(pvc, spec)
+                if later is not None:
+                    return later
+                await self._annotate(pvc, {volumes.VOLUME_ANNOTATION: moved})
+                log.warning("dataset %s/%s: a pod began reading %s as its load %s began; the load moves to %s (pods "
+                            "held for it meanwhile stay held: DatasetMoved)", ns, name, now, spec.load_id, moved)
         return None
 
-    async def _make_volume(self, pvc: dict, spec: ds.DatasetSpec, target: str) -> float | None:
-        """The new volume claim `target` of a load (see `_begin`); None once it is there, else when
-        to try again."""
+    async def _readers(self, ns: str, name: str) -> set[str]:
+        """The claims the namespace's pods read (`volumes.in_use`)."""
+        listing = await self.kube.list(f"/api/v1/namespaces/{ns}/pods",
+                                       fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+        return volumes.in_use(listing.get("items") or [], ds.LOADER_LABEL, name)
+
+    async def _annotate(self, pvc: dict, changes: dict) -> dict:
+        return await self.kube.request("PATCH", self._claim_path(*_key(pvc)), {"metadata": {"annotations": changes}},
+                                       content_type=MERGE_PATCH)
+
+    async def _new_volume(self, pvc: dict, spec: ds.DatasetSpec) -> tuple[str, float | None]:
+        """(a new volume claim for the load, one made for it before (a restart) or made now; None, or
+        when to try again if the project cannot hold it now)."""
         ns, name = _key(pvc)
-        why = None
+        listing = await self.kube.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                                       labelSelector=f"{volumes.VOLUME_OF_LABEL}={name}")
+        made = volumes.adoptable(listing.get("items") or [], pvc, spec.load_id)
+        if made:
+            return made, None
+        claim = volumes.volume_claim(pvc, spec.load_id)
         try:
-            await self.kube.request("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
-                                    volumes.volume_claim(pvc, spec.load_id))
-            log.info("dataset %s/%s: made the volume %s for the load %s", ns, name, target, spec.load_id)
-            return None
-        except Conflict:
-            if volumes.is_volume_of(await self.kube.get(self._claim_path(ns, target)), pvc):
-                return None
-            why = f"a claim named {target} that is not one of its volumes is in the way; delete it"
-        except Forbidden as e:
-            why = f"the new volume it needs was refused: {e.reason}"
-        log.warning("dataset %s/%s: the load %s waits: %s", ns, name, spec.load_id, why)
+            await self.kube.request("POST", f"/api/v1/namespaces/{ns}/persistentvolumeclaims", claim)
+            log.info("dataset %s/%s: made the volume %s for the load %s", ns, name, claim["metadata"]["name"],
+                     spec.load_id)
+            return claim["metadata"]["name"], None
+        except (Forbidden, Conflict) as e:
+            why = e.reason
+        log.warning("dataset %s/%s: the load %s waits: its new volume was refused: %s", ns, name, spec.load_id, why)
         await self._tell(pvc, spec, f"Pods read this dataset's data, so its new load {spec.load_id} goes to a new "
-                                    f"volume, and {why}; the pods keep the current data, and it is tried again")
-        return RELOAD_RETRY_S
+                                    f"volume, which was refused ({why}); the pods keep the current data, and it is "
+                                    "tried again")
+        return "", RELOAD_RETRY_S
 
     async def _tell(self, pvc: dict, spec: ds.DatasetSpec, message: str) -> None:
         """A Warning Event on the dataset claim (once per load)."""
@@ -385,8 +415,11 @@ class DatasetController:
         listing = await self.kube.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
                                        labelSelector=f"{volumes.VOLUME_OF_LABEL}={name}")
         for old in volumes.stale(listing.get("items") or [], pvc):
-            await self.kube.delete(self._claim_path(ns, old))
-            log.info("dataset %s/%s: deleted its older volume %s (kept while pods use it)", ns, name, old)
+            try:
+                await self.kube.delete(self._claim_path(ns, old))
+                log.info("dataset %s/%s: deleted its older volume %s (kept while pods use it)", ns, name, old)
+            except KubeError as e:  # the next load that ends deletes it
+                log.warning("dataset %s/%s: could not delete its older volume %s: %s", ns, name, old, e.reason)
 
     async def _create_job(self, spec: ds.DatasetSpec, credential: Any, volume: str) -> dict | None:
         """The loader Job of `spec` (writing `volume`), made now or found (adopted) under its name;
@@ -497,6 +530,17 @@ class DatasetController:
 
     # -- tasks ------------------------------------------------------------------------------------
 
+    def spawn(self, coro, name: str) -> None:
+        """Run `coro` in a task of this controller's (cancelled when it stops leading)."""
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", task.get_name(), exc_info=task.exception())
+
     def _lock(self, key: Key) -> asyncio.Lock:
         return self._locks.setdefault(key, asyncio.Lock())
 
@@ -562,12 +606,15 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext, gates: GateK
     @kopf.on.event("v1", "persistentvolumeclaims", id="dataset-claims", registry=registry, when=leading,
                    labels=dataset_label_filter(ctx.settings.mounts.dataset_label))
     async def dataset_claims(event: Mapping, **_: Any) -> None:
-        await controller.on_claim(event.get("type"), event["object"])
+        # in a task: kopf hands one object's events to its handlers one after another, so a reconcile
+        # run here would hold back the webhook's copy of the claim (`webhooks`, the same watch) while
+        # it writes; the tasks keep their order (each waits for the dataset's lock, first come first)
+        controller.spawn(controller.on_claim(event.get("type"), event["object"]), "dataset-claim")
 
     @kopf.on.event("batch", "v1", "jobs", id="dataset-loader-jobs", registry=registry, when=leading,
                    labels={ds.LOADER_LABEL: kopf.PRESENT})
     async def dataset_loader_jobs(event: Mapping, **_: Any) -> None:
-        await controller.on_job(event.get("type"), event["object"])
+        controller.spawn(controller.on_job(event.get("type"), event["object"]), "dataset-loader-job")
 
     async def elected() -> None:
         controller.elected()

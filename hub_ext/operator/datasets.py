@@ -60,7 +60,7 @@ from typing import Iterable, Mapping
 
 from ..credentials import AWS, GCP, KIND_LABEL, check_name
 from ..errors import UserInputError, bounded
-from ..kube_mounts import LOAD_ID, LOADED, MountSettings, credential_of_kind, volumes
+from ..kube_mounts import LOAD_ID, LOADED, LOADED_LOAD, MountSettings, credential_of_kind, volumes
 from ..mounts import Available, Credential, select
 from .settings import OperatorSettings
 
@@ -244,9 +244,12 @@ def decided(pvc: Mapping, load_id: str, complete: bool) -> bool:
     """The claim already says how the load `load_id` ended (``Loaded`` True for a `complete` Job,
     ``Failed`` for a failed one), so there is nothing to write or count again."""
     cond = condition_of(pvc)
-    if ((pvc.get("metadata") or {}).get("annotations") or {}).get(LOAD_ID_ANNOTATION) != load_id or not cond:
+    annotations = (pvc.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(LOAD_ID_ANNOTATION) != load_id or not cond:
         return False
-    return cond.get("status") == "True" if complete else cond.get("reason") == FAILED
+    if complete:  # and the annotation that makes it ready, written after the condition
+        return cond.get("status") == "True" and annotations.get(LOADED_LOAD, load_id) == load_id
+    return cond.get("reason") == FAILED
 
 
 def owned_by(job: Mapping, uid: str) -> bool:

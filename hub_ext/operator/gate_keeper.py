@@ -23,8 +23,9 @@ end tries again; the election's listing catches what was missed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import kopf
 
@@ -42,6 +43,9 @@ class GateKeeper:
     def __init__(self, ctx: OperatorContext):
         self.ctx, self.settings, self.kube = ctx, ctx.settings, ctx.kube
         self._resync: asyncio.Task | None = None
+        # the dataset controller's lock of a dataset (set by it; one of our own without it)
+        self.lock_for: Callable[[tuple[str, str]], asyncio.Lock] = lambda key: self._locks.setdefault(key, asyncio.Lock())
+        self._locks: dict[tuple[str, str], asyncio.Lock] = {}
 
     async def settled(self, namespace: str) -> None:
         """A dataset of `namespace` finished loading (or failed): its held pods are looked at."""
@@ -84,15 +88,22 @@ class GateKeeper:
         try:
             if not await self.ctx.projects.contains(ns):
                 return
-            datasets, mounted = await self._datasets(ns, pod)
-            states = {d: dataset_state(pvc, self.settings.mounts.source_annotation) for d, pvc in datasets.items()}
-            for d, claim in mounted:
-                if volumes.current(datasets[d]) != claim:
-                    states[d] = (gates.MOVED, gates.MOVED_MESSAGE)
-            action, failed = gates.verdict(states)
+            datasets, _ = await self._datasets(ns, pod)
+            async with contextlib.AsyncExitStack() as locked:
+                # no load of theirs begins while the pod is looked at and let go (a load beginning
+                # in place counts the pods that read there, and a held pod is not one yet)
+                for d in sorted(datasets):
+                    await locked.enter_async_context(self.lock_for((ns, d)))
+                datasets, mounted = await self._datasets(ns, pod)
+                states = {d: dataset_state(pvc, self.settings.mounts.source_annotation) for d, pvc in datasets.items()}
+                for d, claim in mounted:
+                    if volumes.current(datasets[d]) != claim:
+                        states[d] = (gates.MOVED, gates.MOVED_MESSAGE)
+                action, failed = gates.verdict(states)
+                if action == "release":
+                    await self.kube.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", gates.release_patch(),
+                                            content_type=STRATEGIC_MERGE)
             if action == "release":
-                await self.kube.request("PATCH", f"/api/v1/namespaces/{ns}/pods/{name}", gates.release_patch(),
-                                        content_type=STRATEGIC_MERGE)
                 log.info("pod %s/%s: its datasets are loaded (%s); let go", ns, name, ", ".join(states) or "none left")
                 self.ctx.metrics.inc("mlplatform_operator_dataset_gates_total", result="released")
                 return

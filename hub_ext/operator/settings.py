@@ -46,6 +46,10 @@ class OperatorSettings:
     loader_image: str = DEFAULT_LOADER_IMAGE
     loader_python: tuple[str, ...] = ("python",)
     loader_service_account: str = "mlplatform-runner"
+    # who makes a Job's pods: the Job controller, as its own ServiceAccount (kube-controller-manager
+    # --use-service-account-credentials) or as the controller manager; only their pods may be loaders
+    job_controller_users: tuple[str, ...] = ("system:serviceaccount:kube-system:job-controller",
+                                             "system:kube-controller-manager")
     s3_endpoint: str = ""
     gcs_endpoint: str = ""
     progress_interval: float = 2.0

@@ -11,10 +11,14 @@ volume chosen when it begins (`choose`):
   ready (its first load, a load after one that failed) has no readers: every pod made for it was held;
 - else the dataset claim itself, when it is not the current volume and nobody reads it any longer
   (the data of an older load, brought up to date: the loader copies only what changed);
-- else a new claim ``<dataset>-vol-<load id>`` (`volume_name`, `volume_claim`): the dataset's storage
-  class, access modes and size, owned by the dataset claim (it goes with it), labelled
-  ``mlplatform.io/dataset-volume-of: <dataset>`` (`VOLUME_OF_LABEL`). The project's quota counts it;
-  members cannot make such a claim (the ValidatingAdmissionPolicy ``mlplatform-dataset-copies``).
+- else a new claim ``<dataset>-vol-<load id>-<random>`` (`volume_claim`; None from `choose`): the
+  dataset's storage class, access modes and size, owned by the dataset claim (it goes with it),
+  labelled ``mlplatform.io/dataset-volume-of: <dataset>`` (`VOLUME_OF_LABEL`) and
+  ``mlplatform.io/dataset-load: <load id>`` (an operator restarted before naming it finds it by
+  them: `adoptable`). The random part keeps its name unknown until it exists: a pod made earlier
+  naming it would otherwise get it writable, as no webhook could tell it was a dataset's. The
+  project's quota counts it; members cannot make such a claim (the ValidatingAdmissionPolicy
+  ``mlplatform-dataset-copies``).
 
 The dataset claim's annotation ``mlplatform.io/volume`` (`VOLUME_ANNOTATION`; absent: the dataset
 claim itself) names the chosen volume from the moment the load begins, written in the same request as
@@ -33,9 +37,11 @@ held a pod whose volume is no longer the current one (`gates`).
 
 from __future__ import annotations
 
+import secrets
 from typing import Iterable, Mapping
 
 from .admission import claims
+from .datasets import LOAD_LABEL
 from .gates import is_held
 
 VOLUME_ANNOTATION = "mlplatform.io/volume"
@@ -50,22 +56,24 @@ def current(dataset: Mapping) -> str:
     return (meta.get("annotations") or {}).get(VOLUME_ANNOTATION) or meta.get("name", "")
 
 
-def volume_name(dataset: str, load_id: str) -> str:
-    suffix = f"-vol-{load_id}"
+def volume_name(dataset: str, load_id: str, nonce: str) -> str:
+    suffix = f"-vol-{load_id}-{nonce}"
     return dataset.replace(".", "-")[:MAX_NAME - len(suffix)].rstrip("-") + suffix
 
 
-def volume_claim(dataset: Mapping, load_id: str) -> dict:
-    """The claim a load of `dataset` is written to when its current volume is read by pods."""
+def volume_claim(dataset: Mapping, load_id: str, nonce: str | None = None) -> dict:
+    """The claim a load of `dataset` is written to when its current volume is read by pods (`nonce`:
+    the random part of its name, made here unless given)."""
     meta, spec = dataset["metadata"], dataset.get("spec") or {}
+    nonce = nonce or secrets.token_hex(4)
     claim_spec = {"accessModes": spec.get("accessModes") or ["ReadWriteOnce"],
                   "resources": {"requests": dict((spec.get("resources") or {}).get("requests") or {})}}
     for key in ("storageClassName", "volumeMode"):
         if spec.get(key):
             claim_spec[key] = spec[key]
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-            "metadata": {"name": volume_name(meta["name"], load_id), "namespace": meta["namespace"],
-                         "labels": {VOLUME_OF_LABEL: meta["name"], "mlplatform.io/dataset-load": load_id},
+            "metadata": {"name": volume_name(meta["name"], load_id, nonce), "namespace": meta["namespace"],
+                         "labels": {VOLUME_OF_LABEL: meta["name"], LOAD_LABEL: load_id},
                          "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                               "name": meta["name"], "uid": meta["uid"], "controller": True}]},
             "spec": claim_spec}
@@ -97,13 +105,20 @@ def in_use(pods: Iterable[Mapping], loader_label: str, dataset: str) -> set[str]
     return used
 
 
-def choose(dataset: str, now: str, used: set[str], load_id: str) -> str:
-    """The volume a new load of `dataset` is written to; `now`: its current volume."""
+def choose(dataset: str, now: str, used: set[str]) -> str | None:
+    """The volume a new load of `dataset` is written to; `now`: its current volume; None: a new one."""
     if now not in used:
         return now
     if dataset != now and dataset not in used:
         return dataset
-    return volume_name(dataset, load_id)
+    return None
+
+
+def adoptable(claims: Iterable[Mapping], dataset: Mapping, load_id: str) -> str | None:
+    """A volume already made for the load `load_id` of `dataset` (and not being deleted), if any."""
+    return next((c["metadata"]["name"] for c in sorted(claims, key=lambda c: c["metadata"]["name"])
+                 if is_volume_of(c, dataset) and not c["metadata"].get("deletionTimestamp") and
+                 (c["metadata"].get("labels") or {}).get(LOAD_LABEL) == load_id), None)
 
 
 def stale(claims: Iterable[Mapping], dataset: Mapping) -> list[str]:

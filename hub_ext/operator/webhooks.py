@@ -102,12 +102,13 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
         where = f"{namespace}/{meta.get('name') or meta.get('generateName', '') + '*'}"
         if not namespace or namespace == settings.namespace:
             return
+        user = (userinfo or {}).get("username") or ""
         try:
             # the webhook configuration sends only project namespaces; a review posted to the
             # endpoint by anyone else for another namespace learns nothing about its Secrets
             if not await asyncio.wait_for(ctx.projects.contains(namespace), REVIEW_BUDGET_S):
                 return
-            read_only, hold, mounts, datasets, waiting = await asyncio.wait_for(_pod_ops(ctx, pod, namespace),
+            read_only, hold, mounts, datasets, waiting = await asyncio.wait_for(_pod_ops(ctx, pod, namespace, user),
                                                                                 REVIEW_BUDGET_S)
         except UserInputError as e:
             log.info("refused the pod %s by %s: %s", where, (userinfo or {}).get("username"), e)
@@ -129,18 +130,19 @@ def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> None:
             log.info("the pod %s mounts the datasets %s read-only", where, ", ".join(datasets))
             _count(ctx, "credential-mounts", "datasets-read-only")
         if hold:
-            log.info("the pod %s is held until the datasets %s are loaded", where, ", ".join(waiting))
+            log.info("the pod %s by %s is held until the datasets %s are loaded", where, user, ", ".join(waiting))
             _count(ctx, "credential-mounts", "held-for-datasets")
         if mounts:
             log.info("mounted credentials into the pod %s: %d changes", where, len(mounts))
             _count(ctx, "credential-mounts", "mounted")
 
 
-async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[list[dict], list[dict], list[dict],
-                                                                          list[str], list[str]]:
+async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str,
+                   user: str) -> tuple[list[dict], list[dict], list[dict], list[str], list[str]]:
     """(the JSON Patch operations that point its dataset mounts at each dataset's current volume and
-    make them read-only (the loader's own excepted), those that hold it for datasets not loaded yet,
-    those that mount its credentials; the datasets it mounts, those it waits for)."""
+    make them read-only (the loader's own excepted: made by the Job controller (`user`) for the
+    dataset's loader Job of its current load), those that hold it for datasets not loaded yet, those
+    that mount its credentials; the datasets it mounts, those it waits for)."""
     settings = ctx.settings
     account = None
     if admission.uses_account(pod, settings):
@@ -157,12 +159,16 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str) -> tuple[lis
     kinds = {a.name: None if m is None else ((m.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL, "")
              for a, m in zip(asked, secrets)}
     of, datasets = await _datasets_of(ctx, namespace, dict(zip(claimed, claims)))
-    if loader and loader[2] in datasets and _is_loader_job(job, loader, datasets[loader[2]]):
+    if loader and loader[2] in datasets and user in settings.job_controller_users and \
+            await _is_loader(ctx, job, loader, datasets[loader[2]]):
         of = {c: d for c, d in of.items() if d != loader[2]}  # the loader's own pod: as the operator made it
         del datasets[loader[2]]
     current = dict(zip(datasets, await asyncio.gather(*(_current_volume(ctx, pvc) for pvc in datasets.values()))))
     waiting = [d for d, pvc in datasets.items() if dataset_state(pvc, settings.mounts.source_annotation)[0] != "ready"]
-    volume_ops = admission.read_only_ops(pod, of) + volumes.rewrite_ops(pod, {c: current[d] for c, d in of.items()})
+    # a claim labelled as a dataset's volume is read-only even when its dataset is gone
+    read_only = set(of) | {c for c, pvc in zip(claimed, claims) if pvc and volumes.dataset_of(pvc)}
+    volume_ops = admission.read_only_ops(pod, read_only) + \
+        volumes.rewrite_ops(pod, {c: current[d] for c, d in of.items()})
     return volume_ops, gates.gate_ops(pod, waiting), admission.mount_ops(pod, asked, kinds, settings), \
         sorted(datasets), sorted(waiting)
 
@@ -207,11 +213,23 @@ async def _seen_or_get(ctx: OperatorContext, watched: Watched, kind: str, namesp
     return found if found is not None else await _get(ctx, path_of(kind, namespace, name), accept)
 
 
+async def _is_loader(ctx: OperatorContext, job: dict | None, loader: tuple[str, str, str], claim: dict) -> bool:
+    """`_is_loader_job`, asking the API server for the claim when our copy may lag the operator's
+    own start of the load (its new load id written a moment before the Job was made)."""
+    if _is_loader_job(job, loader, claim):
+        return True
+    fresh = await _get(ctx, path_of("PersistentVolumeClaim", claim["metadata"]["namespace"], loader[2]))
+    return bool(fresh) and _is_loader_job(job, loader, fresh)
+
+
 def _is_loader_job(job: dict | None, loader: tuple[str, str, str], claim: dict) -> bool:
-    """The Job the pod names as its controller is the operator's loader of `claim`."""
+    """The Job the pod names as its controller is the operator's loader of `claim`'s current load
+    (an ownerReference anyone may write; a finished load's Job does not vouch for a pod)."""
     meta = (job or {}).get("metadata") or {}
-    return bool(job) and meta.get("uid") == loader[1] and (meta.get("labels") or {}).get(ds.LOADER_LABEL) == loader[2] \
-        and ds.owned_by(job, claim["metadata"]["uid"])
+    labels = meta.get("labels") or {}
+    load_id = ((claim.get("metadata") or {}).get("annotations") or {}).get(ds.LOAD_ID_ANNOTATION)
+    return bool(job) and meta.get("uid") == loader[1] and labels.get(ds.LOADER_LABEL) == loader[2] and \
+        labels.get(ds.LOAD_LABEL) == load_id and ds.owned_by(job, claim["metadata"]["uid"])
 
 
 async def _get(ctx: OperatorContext, path: str, accept: str = "application/json") -> dict | None:

@@ -97,3 +97,16 @@ def dataset(ns: str, name: str, source: str, credential: str | None = None) -> d
             "metadata": {"name": name, "namespace": ns, "labels": {"mlplatform.io/dataset": "true"},
                          "annotations": annotations},
             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+async def runner_rest(admin, cluster, ns: str, directory) -> "Rest":
+    """The project's runner ServiceAccount's client (what a notebook or a job holds), with the
+    project Role the hub binds (`hub_ext.tenancy.project_objects`) made in `ns`."""
+    from hub_ext.tenancy import Project, project_objects
+    from tests.cluster.identities import service_account_kubeconfig
+    from tests.cluster.rest import Rest
+
+    for obj in project_objects(Project(ns, ns, False, frozenset(), {}), {}, []):
+        if obj["kind"] in ("Role", "RoleBinding") and obj["metadata"]["name"] == "mlplatform-project":
+            await admin.create(obj)
+    return Rest(service_account_kubeconfig(cluster, directory / "runner.kubeconfig", ns, "mlplatform-runner"))

@@ -18,13 +18,11 @@ from hub_ext.kube import Kube
 from hub_ext.kube_mounts import dataset_from_pvc
 from hub_ext.mounts import Available
 from hub_ext.operator import datasets as ds
-from hub_ext.tenancy import Project, project_objects
 from server_ext.jobs.kube.backend import KubeBackend
 from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Mounts, Submission
-from tests.cluster.identities import service_account_kubeconfig
-from tests.cluster.rest import ApiError, Rest
-from tests.kube.dataset_env import aws_secret, dataset, put_many
+from tests.cluster.rest import ApiError
+from tests.kube.dataset_env import aws_secret, dataset, put_many, runner_rest
 from tests.kube.job_env import PLAN_SETTINGS, SETTINGS as JOB_SETTINGS
 from tests.kube.platform_env import until
 from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator and project)
@@ -147,11 +145,7 @@ async def test_jobs_get_their_own_writable_copies_from_the_loads_snapshot(operat
 async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, project, kube_cluster, tmp_path):  # noqa: F811
     """Plain Kubernetes calls with the project's runner token (what a notebook or a job holds)."""
     admin, ns = operator.kube, project
-    objects = project_objects(Project(ns, ns, False, frozenset(), {}), {}, [])
-    for obj in objects:
-        if obj["kind"] in ("Role", "RoleBinding") and obj["metadata"]["name"] == "mlplatform-project":
-            await admin.create(obj)
-    rest = Rest(service_account_kubeconfig(kube_cluster, tmp_path / "runner.kubeconfig", ns, "mlplatform-runner"))
+    rest = await runner_rest(admin, kube_cluster, ns, tmp_path)
     claims = f"/api/v1/namespaces/{ns}/persistentvolumeclaims"
     spec = {"accessModes": ["ReadWriteOnce"], "storageClassName": "csi-hostpath",
             "resources": {"requests": {"storage": "1Gi"}}}
@@ -179,5 +173,32 @@ async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, pro
         with pytest.raises(ApiError) as e:
             await rest.delete(f"{claims}/mine")
         assert e.value.status == 403  # copies go with their jobs; members delete no claims
+        # a pod's generic ephemeral volume (in a Job's pod template: members make no pods themselves):
+        # its claim is made by Kubernetes' ephemeral-volume controller from the member's template, so
+        # it may not pose as a dataset (the hub lists datasets by their label); a plain one is made
+        for name, labels in (("scratch", {}), ("posing", {"mlplatform.io/dataset": "true"})):
+            await rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+                "spec": {"backoffLimit": 0, "template": {"spec": {
+                    "restartPolicy": "Never", "serviceAccountName": "mlplatform-runner",
+                    "containers": [{"name": "main", "image": "python:3.12-slim", "command": ["true"],
+                                    "volumeMounts": [{"name": "tmp", "mountPath": "/scratch"}]}],
+                    "volumes": [{"name": "tmp", "ephemeral": {"volumeClaimTemplate": {
+                        "metadata": {"labels": labels}, "spec": spec}}}]}}}})
+
+        async def pod_of(job: str) -> str | None:
+            items = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"job-name={job}"))["items"]
+            return items[0]["metadata"]["name"] if items else None
+
+        scratch, posing = await until(lambda: pod_of("scratch"), "a pod"), await until(lambda: pod_of("posing"), "a pod")
+        await until(lambda: admin.get(claim_path(ns, f"{scratch}-tmp")), "the plain ephemeral claim made", timeout=30)
+
+        async def refused_claim():
+            events = (await admin.list(f"/api/v1/namespaces/{ns}/events",
+                                       fieldSelector=f"involvedObject.name={posing}"))["items"]
+            return [e for e in events if "dataset labels" in (e.get("message") or "")]
+
+        await until(refused_claim, "the posing claim refused (an Event on its pod)", timeout=30)
+        assert await admin.get(claim_path(ns, f"{posing}-tmp")) is None
     finally:
         await rest.close()

@@ -14,6 +14,7 @@ Kubernetes' own pvc-protection (`hub_ext.operator.volumes` says what is chosen a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 
@@ -124,17 +125,34 @@ async def test_a_reload_while_pods_read_goes_to_a_new_volume_and_they_keep_their
 
     async def begun():
         claim = await admin.get(claim_path(ns, "frames"))
-        return claim if claim["metadata"]["annotations"][ds.LOAD_ID_ANNOTATION] != first_load else None
+        began = claim["metadata"]["annotations"][ds.LOAD_ID_ANNOTATION] != first_load
+        return claim if began and ds.condition_of(claim)["reason"] == ds.LOADING else None
 
     pvc = await until(begun, "the reload begun")
+    await asyncio.sleep(0.5)  # the webhook answers from its watch's copy of the claim: let it arrive
     second_load = pvc["metadata"]["annotations"][ds.LOAD_ID_ANNOTATION]
     new_volume = pvc["metadata"]["annotations"][volumes.VOLUME_ANNOTATION]
-    assert new_volume == f"frames-vol-{second_load}"
+    assert new_volume.startswith(f"frames-vol-{second_load}-")  # and a random part: unknown before it exists
     assert pvc["metadata"]["annotations"][LOADED_LOAD] == first_load
     await admin.create(reader(pvc, "meanwhile", READ_ALL))
     held = await admin.get(f"/api/v1/namespaces/{ns}/pods/meanwhile")
     assert gates.is_held(held) and held["metadata"]["annotations"][gates.WAITING_ANNOTATION] == "frames"
     assert held["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": new_volume, "readOnly": True}
+    # a pod posing as the loader (its label, its Job as controller, the new volume writable) is no
+    # loader: not made by the Job controller, it gets the volume read-only and waits. Members make no
+    # pods themselves (the project Role: Jobs make them); an identity that may, here the admin, may not
+    # make a loader either
+    job = await until(lambda: loader_job_of(admin, ns, second_load), "the new load's loader Job")
+    impostor = reader(pvc, "impostor")
+    impostor["metadata"].update(labels={ds.LOADER_LABEL: "frames", ds.LOAD_LABEL: second_load}, ownerReferences=[
+        {"apiVersion": "batch/v1", "kind": "Job", "name": job["metadata"]["name"], "uid": job["metadata"]["uid"],
+         "controller": True}])
+    impostor["spec"]["volumes"][0]["persistentVolumeClaim"] = {"claimName": new_volume}
+    impostor["spec"]["containers"][0]["volumeMounts"][0].pop("readOnly", None)
+    made = await admin.create(impostor)
+    assert made["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": new_volume, "readOnly": True}
+    assert gates.is_held(made)
+    await admin.delete(f"/api/v1/namespaces/{ns}/pods/impostor")
     assert await reload_done(admin, ns, first_load) == second_load
     slow_s3.delay = 0.0
 
@@ -187,6 +205,12 @@ async def test_a_reload_while_pods_read_goes_to_a_new_volume_and_they_keep_their
     await admin.delete(f"/api/v1/namespaces/{ns}/pods/late")
     await until(lambda: gone(admin, claim_path(ns, new_volume)), "the older volume gone with its last reader",
                 timeout=60)
+
+
+async def loader_job_of(admin: Kube, ns: str, load_id: str) -> dict | None:
+    jobs = (await admin.list(f"/apis/batch/v1/namespaces/{ns}/jobs",
+                             labelSelector=f"{ds.LOADER_LABEL}=frames,{ds.LOAD_LABEL}={load_id}"))["items"]
+    return jobs[0] if jobs else None
 
 
 async def reload_done(admin: Kube, ns: str, before: str) -> str:

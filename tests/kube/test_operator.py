@@ -127,6 +127,18 @@ async def test_the_operator_reads_secrets_and_runs_jobs_only_in_projects(operato
             with pytest.raises(Forbidden):
                 await call
         assert (await me.list(f"/api/v1/namespaces/{other}/persistentvolumeclaims"))["items"] == []
+        # claims in a project: only datasets' volumes (its RBAC allows any; the policy
+        # mlplatform-operator-claims narrows it), neither making nor deleting another claim
+        claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "plain"},
+                 "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+        claims = f"/api/v1/namespaces/{project}/persistentvolumeclaims"
+        volume = {**claim, "metadata": {"name": "frames-vol-x", "labels": {"mlplatform.io/dataset-volume-of": "frames"}}}
+        assert (await me.request("POST", claims, volume, query={"dryRun": "All"}))["metadata"]["name"] == "frames-vol-x"
+        await admin.create({**claim, "metadata": {"name": "plain", "namespace": project}})
+        for call in (me.request("POST", claims, claim, query={"dryRun": "All"}),
+                     me.request("DELETE", f"{claims}/plain", query={"dryRun": "All"})):
+            with pytest.raises(Forbidden, match="datasets' volumes"):
+                await call
     finally:
         await api.close()
         for ns in (project, other):

@@ -4,6 +4,8 @@ deleted after its last reader) is proven on the real control plane by tests/kube
 
 from __future__ import annotations
 
+import re
+
 import jsonpatch
 import pytest
 
@@ -28,13 +30,13 @@ def _pod(claim: str, phase: str = "Running", held: bool = False, labels: dict | 
 
 
 def test_a_load_goes_in_place_unless_pods_read_there():
-    assert volumes.choose("frames", "frames", set(), "L2") == "frames"
-    assert volumes.choose("frames", "frames", {"frames"}, "L2") == "frames-vol-L2"
+    assert volumes.choose("frames", "frames", set()) == "frames"
+    assert volumes.choose("frames", "frames", {"frames"}) is None  # a new one
     # the current volume is a newer one: in place when free; else the dataset's own claim when
     # nobody reads it any longer; else a new one
-    assert volumes.choose("frames", "frames-vol-L2", {"frames"}, "L3") == "frames-vol-L2"
-    assert volumes.choose("frames", "frames-vol-L2", {"frames-vol-L2"}, "L3") == "frames"
-    assert volumes.choose("frames", "frames-vol-L2", {"frames", "frames-vol-L2"}, "L3") == "frames-vol-L3"
+    assert volumes.choose("frames", "frames-vol-L2", {"frames"}) == "frames-vol-L2"
+    assert volumes.choose("frames", "frames-vol-L2", {"frames-vol-L2"}) == "frames"
+    assert volumes.choose("frames", "frames-vol-L2", {"frames", "frames-vol-L2"}) is None
 
 
 def test_readers_are_pods_that_run_unheld_and_are_not_the_loader():
@@ -51,14 +53,25 @@ def test_readers_are_pods_that_run_unheld_and_are_not_the_loader():
 
 def test_a_new_volume_is_the_datasets_shape_and_owned_by_it():
     claim = volumes.volume_claim(_dataset(), "abc123")
-    assert claim["metadata"]["name"] == "frames-vol-abc123"
-    assert claim["metadata"]["labels"][volumes.VOLUME_OF_LABEL] == "frames"
+    # a random part: nobody can name it in a pod before it exists (and get it writable)
+    assert re.fullmatch(r"frames-vol-abc123-[0-9a-f]{8}", claim["metadata"]["name"])
+    assert claim["metadata"]["name"] != volumes.volume_claim(_dataset(), "abc123")["metadata"]["name"]
+    assert claim["metadata"]["labels"] == {volumes.VOLUME_OF_LABEL: "frames", "mlplatform.io/dataset-load": "abc123"}
     assert claim["metadata"]["ownerReferences"] == [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                                      "name": "frames", "uid": "d1", "controller": True}]
     assert claim["spec"] == {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast",
                              "resources": {"requests": {"storage": "200Gi"}}}
     assert volumes.is_volume_of(claim, _dataset())
-    assert len(volumes.volume_name("x" * 63, "0123456789")) == 63
+    assert len(volumes.volume_name("x" * 63, "0123456789", "abcdef01")) == 63
+
+
+def test_a_volume_made_for_the_load_before_a_restart_is_taken_again():
+    dataset = _dataset()
+    made, older = volumes.volume_claim(dataset, "L2"), volumes.volume_claim(dataset, "L1")
+    going = volumes.volume_claim(dataset, "L2")
+    going["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"  # the same load id, from before: going
+    assert volumes.adoptable([older, going, made], dataset, "L2") == made["metadata"]["name"]
+    assert volumes.adoptable([older, going], dataset, "L2") is None
 
 
 def test_only_a_claim_the_dataset_controls_is_its_volume():
@@ -85,13 +98,13 @@ def test_new_pods_are_pointed_at_the_current_volume():
 
 
 def test_older_volumes_go_once_a_load_has_ended():
-    dataset = _dataset(**{volumes.VOLUME_ANNOTATION: "frames-vol-L3"})
-    old, now = volumes.volume_claim(dataset, "L2"), volumes.volume_claim(dataset, "L3")
+    dataset = _dataset(**{volumes.VOLUME_ANNOTATION: "frames-vol-L3-n3"})
+    old, now = volumes.volume_claim(dataset, "L2", "n2"), volumes.volume_claim(dataset, "L3", "n3")
     going = volumes.volume_claim(dataset, "L1")
     going["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"
     foreign = {**volumes.volume_claim(dataset, "L0"), "metadata": {
         **volumes.volume_claim(dataset, "L0")["metadata"], "ownerReferences": []}}
-    assert volumes.stale([old, now, going, foreign], dataset) == ["frames-vol-L2"]
+    assert volumes.stale([old, now, going, foreign], dataset) == ["frames-vol-L2-n2"]
 
 
 def test_a_held_pod_on_a_volume_that_is_no_longer_current_stays_held_and_is_told():
