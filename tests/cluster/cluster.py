@@ -14,6 +14,7 @@ kubelet and clears faults and the request log between tests.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import pathlib
 import threading
 from typing import Any
@@ -93,7 +94,10 @@ class Cluster:
             finally:
                 await rest.close()
 
-        asyncio.run(install())
+        # its own loop, in a thread of its own when the caller runs one (the benchmarks start the
+        # cluster from their async main)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(asyncio.run, install()).result()
 
     async def _astart(self) -> None:
         self.rest = Rest(self.dir / "tooling.kubeconfig")
