@@ -18,6 +18,8 @@
 #                      dataset loader throughput vs a plain copy (S3, GCS emulators); operator
 #                      memory and API requests at 1000 dataset PVCs; 20 pods held for a dataset: Loaded
 #                      to Running, beside pods never held; 10 writable copies of a dataset beside 10 loads
+#                      real Katib: sweep creation -> first trial pod Running beside the local
+#                      Optuna sweep, and status of a sweep with real Trials (P6)
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x` (`PYTEST_ARGS=-n0`: one
 # process for the tiers that otherwise run on every core, see XDIST below).
@@ -161,6 +163,7 @@ bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium controllers
 	$(PY) -m tests.bench.spawn --spawns 64
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
 	$(PY) -m tests.bench.sweep_status --trials 1000 --calls 200 --changes 50
+	$(PY) -m tests.bench.katib_sweep --rounds 5 --trials 40 --parallel 8 --calls 200
 	$(PY) -m tests.bench.idle_lists --seconds 60 --watch-timeout 10
 	$(PY) -m tests.bench.sse_logs --mb 100
 	$(PY) -m tests.bench.local_trials --trials 10 --seconds 1

@@ -15,7 +15,8 @@ Secret/ConfigMap is missing waits in CreateContainerConfigError and is retried e
 Pods with `shareProcessNamespace: true` (Katib's trial pods: its metrics collector looks for the
 trial's process as a process whose parent is outside the pod, ppid 0, FINDINGS P9) get a pod
 sandbox: a PID and mount namespace whose PID 1 is a pause process (`unshare --pid --mount --fork
---mount-proc sleep infinity`), each container entered into it (`nsenter -t PAUSE -p -m`) and run in
+--mount-proc sleep infinity`; ready once its own /proc is mounted, see `Sandbox.start`), each
+container entered into it (`nsenter -t PAUSE -p -m`) and run in
 its own mount namespace with its volumes bind-mounted at their real mount paths (no rewriting of
 paths in args or env) and its resolv.conf. The sandbox ends with SIGKILL to its PID 1 (a PID
 namespace's init ignores SIGTERM from outside, P11), which ends every process left in it. Other
@@ -251,9 +252,15 @@ class Sandbox:
             while True:
                 try:
                     pid = children.read_text().split()
+                    # ready once the namespace's own /proc is mounted: unshare's child mounts it after
+                    # the fork, then execs sleep. A container entering the mount namespace before that
+                    # copies the host's /proc, where Katib's collector takes kthreadd (host pid 2, ppid
+                    # 0) for the trial's process and waits for it to end: the trial never ends
+                    ready = bool(pid) and pathlib.Path(f"/proc/{pid[0]}/root/proc/1/cmdline").read_bytes(
+                    ).startswith(b"sleep\0")
                 except OSError:
-                    pid = []
-                if pid:
+                    pid, ready = [], False
+                if ready:
                     return cls(proc, int(pid[0]))
                 if proc.returncode is not None or asyncio.get_running_loop().time() > deadline:
                     raise RuntimeError("the pod sandbox (unshare --pid --mount --fork) did not start")

@@ -72,3 +72,31 @@ async def test_a_pod_deleted_while_it_starts_leaves_no_process(kube, kube_cluste
     for _ in range(20):  # and none starts afterwards
         assert not processes("sleep 987.63")
         await asyncio.sleep(0.1)
+
+
+async def test_every_container_of_a_pod_sandbox_sees_the_pods_own_proc(kube, kube_cluster, kube_target):
+    """A pod with ``shareProcessNamespace`` (Katib's trial pods) runs in a PID namespace whose /proc
+    its containers must see: Katib's collector finds the trial's process there (ppid 0). A container
+    that entered the sandbox before unshare's child had mounted that /proc kept the host's, where
+    the collector took kthreadd (host pid 2, ppid 0) for the trial and waited for ever: a trial that
+    never ended (test_katib_real under load in CI; found here with a benchmark's sweep). Eight pods
+    at once, two containers each: every container's pid 1 is the sandbox's pause process."""
+    ns = kube_target.namespace
+    await _namespace_ready(kube_cluster, ns)
+    kubelet = kube_cluster.kubelet(mode="process", nodes=NODES)
+    show = ["sh", "-c", "tr '\\0' ' ' < /proc/1/cmdline; echo; sleep 0.3"]
+    for i in range(8):
+        body = pod(f"sandboxed-{i}", show)
+        body["spec"]["shareProcessNamespace"] = True
+        body["spec"]["containers"].append({"name": "second", "image": "python:3.11-slim", "command": show})
+        await kube.request("POST", f"/api/v1/namespaces/{ns}/pods", body)
+
+    def done():
+        phases = [(kube_cluster.get("", "v1", "pods", ns, f"sandboxed-{i}") or {}).get("status", {}).get("phase")
+                  for i in range(8)]
+        return all(p in ("Succeeded", "Failed") for p in phases) and phases
+    assert set(await until(done, timeout=90, what="the eight pods to end")) == {"Succeeded"}
+    for i in range(8):
+        for container in ("main", "second"):
+            lines = [text.strip() for _, text in kubelet.kubelet.logs.container(ns, f"sandboxed-{i}", container).lines]
+            assert lines == ["sleep infinity"], (i, container, lines)
