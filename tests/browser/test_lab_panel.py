@@ -168,10 +168,18 @@ def test_the_extension_is_installed_enabled_and_ok(lab):
 
 
 def test_a_sweeps_plot_grows_and_its_trials_sort(lab, browser_page, tmp_path):
+    """The plot grows one finished trial at a time and each trial's line step by step. Each trial
+    holds after its first epoch (the trainer's ``--wait_for``) until the test has seen it in the
+    panel, running with one point, beside the points of the trials before it; only then does the
+    test let it go on. So the panel is seen at 0, 1 and 2 finished trials however slow the machine
+    (it once missed them under load, when the sweep ran ahead of the page), with no timing."""
     page = browser_page
+    gates = tmp_path / "gates"
+    gates.mkdir()
     body = {"jobId": "panel_sweep", "trainingInput": {
         "scaleTier": "BASIC", "pythonModule": "trainer.task",
-        "packageUris": [(lab.root / "trainer" / "trainer").as_uri()], "args": ["--epochs=4", "--sleep=1"],
+        "packageUris": [(lab.root / "trainer" / "trainer").as_uri()],
+        "args": ["--epochs=4", "--sleep=0.2", f"--wait_for={gates}/{{trial}}"],
         "hyperparameters": {"goal": "MINIMIZE", "hyperparameterMetricTag": "rmse", "maxTrials": 3,
                             "maxParallelTrials": 1, "algorithm": "GRID_SEARCH",
                             "params": [{"parameterName": "learning_rate", "type": "DISCRETE",
@@ -183,17 +191,16 @@ def test_a_sweeps_plot_grows_and_its_trials_sort(lab, browser_page, tmp_path):
     svg = page.locator(f"{PANEL} .mlp-plot-svg")
     svg.wait_for(timeout=30_000)
     series = page.locator(f"{PANEL} .mlp-series-svg")
-    seen = set()
-    grown: dict[str, set[int]] = {}  # each trial's line: the point counts seen
-    for _ in range(240):  # the plot grows one finished trial at a time, each trial's line step by step
-        seen.add(int(svg.get_attribute("data-points")))
-        for line in page.locator(f"{PANEL} polyline.mlp-series").all():
-            grown.setdefault(line.get_attribute("data-trial-id"), set()).add(int(line.get_attribute("data-points")))
-        if 3 in seen:
-            break
-        page.wait_for_timeout(500)
-    assert {1, 2, 3} <= seen or ({2, 3} <= seen and len(seen) >= 2), seen
-    assert any(len(counts) >= 2 for counts in grown.values()), grown  # a line grew while its trial ran
+    held = []  # (trial, finished trials plotted, its line's points) while each trial was held
+    for finished in range(3):  # trial n+1 runs (1 report, held) while n trials are plotted
+        trial = str(finished + 1)
+        line = page.locator(f'{PANEL} polyline.mlp-series[data-trial-id="{trial}"]')
+        line.wait_for(state="attached", timeout=60_000)  # a one-point line has no size: "hidden"
+        page.wait_for_function("([sel, n]) => document.querySelector(sel).dataset.points === String(n)",
+                               arg=[f"{PANEL} .mlp-plot-svg", finished], timeout=60_000)
+        held.append((trial, int(svg.get_attribute("data-points")), int(line.get_attribute("data-points"))))
+        (gates / trial).touch()  # go on
+    assert held == [("1", 0, 1), ("2", 1, 1), ("3", 2, 1)], held
     page.locator(f"{PANEL} .mlp-detail-view .mlp-badge", has_text="SUCCEEDED").wait_for(timeout=60_000)
     trials = page.locator(f"{PANEL} tr.mlp-trial")
     assert trials.count() == 3

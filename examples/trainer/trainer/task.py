@@ -26,7 +26,9 @@ and the primary answers once all ``size - 1`` have. Each side logs what it resol
 Hyperparameters (``--name=value`` or ``--name value``; unknown ones are logged and ignored):
 ``--learning_rate`` (0.1), ``--epochs`` (10), ``--batch_size`` (16), ``--sleep`` seconds after each
 epoch (0.1), ``--fail_at_epoch`` (exit with status 1 at that epoch; 0 never), ``--job-dir``,
-``--rendezvous``.
+``--rendezvous``, ``--wait_for`` (a path: after the first epoch's report, wait until that file
+exists before going on; ``{trial}`` in it is replaced by ``CLOUD_ML_TRIAL_ID``, default ``"0"``; empty,
+the default: no wait). Tests use it to hold a run at a point they have seen, instead of timing it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--job-dir", "--job_dir", dest="job_dir", default=None)
     parser.add_argument("--rendezvous", type=float, default=0.0,
                         help="seconds for the replicas of a distributed run to meet over TCP (0: no rendezvous)")
+    parser.add_argument("--wait_for", "--wait-for", default="",
+                        help="after the first epoch, wait until this file exists ({trial}: CLOUD_ML_TRIAL_ID)")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         log(f"ignoring unknown arguments: {' '.join(unknown)}")
@@ -221,6 +225,13 @@ def serve_forever(role: Role) -> None:
         time.sleep(3600)
 
 
+def wait_for(path: str) -> None:
+    """Block until the file `path` exists (``--wait_for``), saying so once."""
+    log(f"waiting for {path}")
+    while not os.path.exists(path):
+        time.sleep(0.1)
+
+
 def main(argv: list[str] | None = None, env: dict | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     env = dict(os.environ if env is None else env)
@@ -248,6 +259,8 @@ def main(argv: list[str] | None = None, env: dict | None = None) -> int:
         rmse = math.sqrt(mse(weights, bias, test))
         log(f"epoch {epoch}/{args.epochs} loss={loss:.6g} {tag}={rmse:.6g}")
         reporter.report(tag, rmse, epoch * steps_per_epoch)
+        if epoch == 1 and args.wait_for:
+            wait_for(args.wait_for.replace("{trial}", env.get("CLOUD_ML_TRIAL_ID") or "0"))
         if args.sleep > 0:
             time.sleep(args.sleep)
     if role.primary and args.job_dir:
