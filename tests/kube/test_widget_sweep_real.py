@@ -8,8 +8,8 @@ TFJobs of the real Training Operator, Katib's own collector reading the trainer'
 reports). A `sweep_browser` follows it as in a kernel, its frontend played by `RecordingComm` and a
 view's ``ready``: what the monitor sends (a snapshot, then deltas of the trial rows and series)
 is applied as the JS view applies it, and must show the trials appear, run (each trainer holds
-after its first report, ``--wait_for``, until the test has seen two trials RUNNING there) and
-finish, their objective values the real Trials' observations, best first, the best one flagged,
+after its first report, ``--wait_for``, until the test has seen two trials RUNNING there, each with
+that report in its series) and finish, their objective values the real Trials' observations, best first, the best one flagged,
 the sweep SUCCEEDED; opening the best trial shows its log below."""
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ async def test_the_sweep_monitor_follows_a_real_katib_experiment(kube_cluster, k
         from_view(monitor, {"type": "ready"})  # a view rendered: deltas from now on
 
         # the trials appear and run: two at once (maxParallelTrials), each held after its first report
-        await until(lambda: view.states() == ["RUNNING", "RUNNING"], timeout=180,
-                    what="two trials RUNNING in the monitor")
+        await until(lambda: view.states() == ["RUNNING", "RUNNING"]
+                    and all(len(view.series.get(k, [])) == 1 for k in view.trials), timeout=180,
+                    what="two trials RUNNING in the monitor, each with its first report")
         running = view.trials
         assert all(r["objective"] is None and r["startTime"] for r in running.values()), running
         assert all(0.01 <= float(r["hyperparameters"]["learning_rate"]) <= 0.2 for r in running.values()), running
@@ -123,9 +124,13 @@ async def test_the_sweep_monitor_follows_a_real_katib_experiment(kube_cluster, k
         assert best["best"] and sum(r["best"] for r in rows.values()) == 1 and monitor.best_trial == best["trialId"]
         optimal = experiment["status"]["currentOptimalTrial"]
         assert optimal["parameterAssignments"][0]["value"] == str(best["hyperparameters"]["learning_rate"])
-        for key, points in view.series.items():  # each trial's curve: its 3 reports, the last its objective
+        for key, points in view.series.items():  # each trial's curve: its 3 reports, one of them its objective
             assert [p[0] for p in points] == sorted(p[0] for p in points)
-            assert points[-1][1] == pytest.approx(rows[key]["objective"], rel=1e-5), (key, points)
+            # not necessarily the last: Katib v0.19's file collector reads a float timestamp's fraction
+            # as nanoseconds (".1635647" -> 1.6 ms, ".814983" -> 0.8 ms), so of reports made within one
+            # second its "latest" may be an earlier one (seen here: trial 1's epoch 1, so the platform
+            # showed it as the objective); kubeflow/katib#2672 (open) fixes it upstream
+            assert any(v == pytest.approx(rows[key]["objective"], rel=1e-5) for _, v in points), (key, points)
         # the rows went through the states a user sees: running without an objective, then final with one
         assert any(r["state"] == "RUNNING" for rows_ in view.seen for r in rows_.values())
         assert view.seen[-1] == rows
