@@ -7,19 +7,17 @@ What stays here, and why (issue 15 step 4; tests/controllers/FINDINGS.md "Step 4
 - `test_a_native_experiment_is_accepted_and_monitored_the_same_way`: its Experiment uses ``grid``,
   Katib's optuna service, which exists only as a Python image and cannot run here (so do skopt's
   ``bayesianoptimization``, the platform's default, hyperband and medianstop early stopping);
-- `test_cancel_deletes_running_trials_and_starts_no_new_one`: it needs one trial finished while
-  the others still run, which the test gets by finishing trial pods by hand; on real Katib the
-  trials' lengths would have to differ by design (not done yet);
 - the pure checks of native Experiments and the service's routing (no controller at all).
 The sweeps goptuna can serve run on real Katib: test_katib_sweeps.py (four trials two at a time,
-hypertune-only and spaced-tag trainers), test_katib_real.py (native Experiment, RANDOM_SEARCH
+hypertune-only and spaced-tag trainers, cancel after a trial finished: there an expected failure,
+as real Katib refuses the platform's lowering of maxTrialCount, which this helper accepted),
+test_katib_real.py (native Experiment, RANDOM_SEARCH
 through the jobs API, cancel before any trial completed), test_katib_mapping_real.py (scales,
 failures, names, early stopping).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import pathlib
 
@@ -27,26 +25,13 @@ import jsonschema
 import pytest
 
 from hub_ext.errors import UserInputError
-from server_ext.errors import JobExists, JobFinished
+from server_ext.errors import JobExists
 from server_ext.jobs.kube.native_experiment import native_experiment
 from tests.kube.job_env import plan, pods, pytorch_doc, state, until
-from tests.kube.katib_controller import EXPERIMENT_LABEL, KatibController, completed
+from tests.kube.katib_controller import EXPERIMENT_LABEL, KatibController
 
 pytestmark = pytest.mark.kube
 SWAGGER = pathlib.Path(__file__).parents[1] / "cluster" / "crds" / "katib-v1beta1-swagger.json"
-JOB_LABEL = "training.kubeflow.org/job-name"
-
-
-def sweep_doc(job_id: str, trials: int = 4, parallel: int = 2) -> dict:
-    doc = pytorch_doc(job_id)
-    for key in ("workerType", "workerCount"):  # a master only
-        doc["trainingInput"].pop(key)
-    doc["trainingInput"]["hyperparameters"] = {
-        "goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy", "maxTrials": trials, "maxParallelTrials": parallel,
-        "algorithm": "RANDOM_SEARCH",
-        "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.1},
-                   {"parameterName": "batch", "type": "DISCRETE", "discreteValues": [32, 64, 128]}]}
-    return doc
 
 
 def native_doc(name: str) -> dict:
@@ -75,20 +60,11 @@ async def katib(cluster, kube_target, kube):
     await controller.stop()
 
 
-def items(kube_cluster, ns: str, plural: str, group: str = "kubeflow.org", version: str = "v1beta1") -> list[dict]:
-    return kube_cluster.items(group, version, plural, ns)
-
-
 def trials_of(kube_cluster, ns: str, experiment: str) -> list[dict]:
     """The experiment's Trials in trial-id order (creationTimestamp, then name)."""
     found = kube_cluster.items("kubeflow.org", "v1beta1", "trials", ns,
                                labelSelector=f"{EXPERIMENT_LABEL}={experiment}")
     return sorted(found, key=lambda t: (t["metadata"]["creationTimestamp"], t["metadata"]["name"]))
-
-
-def master(kube_cluster, ns: str, trial: str) -> dict | None:
-    found = [p for p in pods(kube_cluster, ns, **{JOB_LABEL: trial}) if not p["metadata"].get("deletionTimestamp")]
-    return found[0] if found else None
 
 
 def validate_swagger(obj: dict, definition: str) -> None:
@@ -98,37 +74,6 @@ def validate_swagger(obj: dict, definition: str) -> None:
             "v1.unstructured.Unstructured": {"type": "object"}}
     schema = {"$ref": f"#/definitions/{definition}", "definitions": defs}
     jsonschema.Draft4Validator(schema).validate(obj)
-
-
-async def test_cancel_deletes_running_trials_and_starts_no_new_one(backend, katib, kube_cluster, kube_target):
-    ns = kube_target.namespace
-    p = plan(sweep_doc("to_stop", trials=4, parallel=2), ns)
-    await backend.submit(p)
-    two = await until(lambda: len(trials_of(kube_cluster, ns, p.name)) == 2 and trials_of(kube_cluster, ns, p.name))
-    first = two[0]
-    pod = await until(lambda: master(kube_cluster, ns, first["metadata"]["name"]))
-    katib.kubelet.run(ns, pod["metadata"]["name"])
-    katib.kubelet.log(ns, pod["metadata"]["name"], "accuracy=0.9")
-    katib.kubelet.finish(ns, pod["metadata"]["name"])
-    running = await until(lambda: len(trials_of(kube_cluster, ns, p.name)) == 3 and [
-        t["metadata"]["name"] for t in trials_of(kube_cluster, ns, p.name) if not completed(t)])
-    for name in running:
-        katib.kubelet.run(ns, (await until(lambda: master(kube_cluster, ns, name)))["metadata"]["name"])
-    await state(backend, ns, "to_stop", "RUNNING")
-    assert (await backend.cancel(ns, "to_stop"))["state"] in ("CANCELLING", "CANCELLED")
-    job = await state(backend, ns, "to_stop", "CANCELLED")
-    await until(lambda: all(master(kube_cluster, ns, n) is None for n in running), timeout=30)  # GC is asynchronous
-    for name in running:
-        assert kube_cluster.get("kubeflow.org", "v1", "pytorchjobs", ns, name) is None
-    await asyncio.sleep(0.5)  # Katib had every chance to start another trial
-    assert [t["metadata"]["name"] for t in trials_of(kube_cluster, ns, p.name)] == [first["metadata"]["name"]]
-    experiment = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, p.name)
-    assert experiment["spec"]["maxTrialCount"] == 1 and experiment["spec"]["parallelTrialCount"] == 1
-    states = {t["trialId"]: t["state"] for t in job["trainingOutput"]["trials"]}
-    assert states == {"1": "SUCCEEDED", "2": "CANCELLED", "3": "CANCELLED"} or sorted(states.values()) == [
-        "CANCELLED", "CANCELLED", "SUCCEEDED"]
-    with pytest.raises(JobFinished):
-        await backend.cancel(ns, "to_stop")
 
 
 async def test_a_native_experiment_is_accepted_and_monitored_the_same_way(backend, katib, kube_cluster, kube_target):
