@@ -6,6 +6,7 @@ files with ``UPDATE_GOLDEN=1``."""
 
 import copy
 import json
+import re
 import math
 import os
 import pathlib
@@ -302,7 +303,8 @@ def _run(container, values: dict[str, str], tmp_path, wrap: bool = False, exit_c
     for name, value in values.items():
         text = text.replace("${trialParameters.%s}" % name, value)
     env = json.loads(text)
-    env.update({"CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "katib" / "metrics.json"), "PATH": os.environ["PATH"],
+    env.update({"CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "katib" / "hypertune.json"),
+                katib.KATIB_FILE_ENV: str(tmp_path / "katib" / "metrics.json"), "PATH": os.environ["PATH"],
                 "EXIT": str(exit_code)})
     words = container["command"]
     if wrap:
@@ -346,7 +348,10 @@ def test_the_trial_gets_its_hyperparameters_and_its_metrics_are_collected(tmp_pa
     assert "epoch 1: loss=3.5 auc=0.61" in lines and "auc = 7.5e-1" in lines  # output passed on
     metrics = [json.loads(x) for x in (tmp_path / "katib" / "metrics.json").read_text().splitlines()]
     assert sorted(m["auc"] for m in metrics) == ["0.61", "0.8", "7.5e-1"]  # not val_auc, not my.auc
-    assert all(isinstance(m["timestamp"], float) for m in metrics)
+    # RFC 3339 times (Katib v0.19 misreads a number's fraction of a second: kubeflow/katib#2672); the
+    # trainer's own 1700000000.5 kept to the microsecond
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", m["timestamp"]) for m in metrics)
+    assert "2023-11-14T22:13:20.500000Z" in [m["timestamp"] for m in metrics]
     # the line the trainer wrote to the file is echoed once; the program's own lines are not
     assert [x for x in lines if x.startswith("{")] == [
         json.dumps({"auc": "0.8", "global_step": "40", "timestamp": 1700000000.5})]
@@ -420,14 +425,15 @@ print("done, no metric printed", end="")
 
 def test_hypertune_reports_are_echoed_to_the_log_once(tmp_path):
     """A trainer that reports only through cloudml-hypertune (nothing on stdout): each line it writes
-    to the metrics file reaches stdout exactly once, in order, although the file is rewritten on
-    every report and keeps only 100; a line in the file before the trainer started is not echoed."""
+    to its metrics file reaches stdout exactly once, in order, although the file is rewritten on
+    every report and keeps only 100; a line in the file before the trainer started is not echoed;
+    Katib's own file gets each report once."""
     (tmp_path / "train.py").write_text(HYPERTUNE)
     training = {"masterConfig": {"imageUri": "x:1", "containerCommand": [sys.executable, str(tmp_path / "train.py")]},
                 "hyperparameters": HYPER}
     (main,) = _main_containers(katib.experiment_manifest(make_plan("grid-batch-job", training), SETTINGS))
     (tmp_path / "katib").mkdir()
-    (tmp_path / "katib" / "metrics.json").write_text('{"auc": "0.99", "timestamp": 1.0}\n')  # a previous run's
+    (tmp_path / "katib" / "hypertune.json").write_text('{"auc": "0.99", "timestamp": 1.0}\n')  # a previous run's
     done = _run(main, {"momentum": "0.6", "hidden": "16", "opt": "adam"}, tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -436,7 +442,10 @@ def test_hypertune_reports_are_echoed_to_the_log_once(tmp_path):
     assert [int(r["global_step"]) for r in reports] == list(range(1, 131))
     series = metric_reports.series(done.stdout, "auc")
     assert [(x["trainingStep"], x["objectiveValue"]) for x in series] == [(str(n), n / 1000) for n in range(1, 131)]
-    assert len((tmp_path / "katib" / "metrics.json").read_text().splitlines()) == 100
+    assert len((tmp_path / "katib" / "hypertune.json").read_text().splitlines()) == 100
+    # Katib's file has every report once, in order, under Katib's name (it only grows)
+    katib_file = [json.loads(x) for x in (tmp_path / "katib" / "metrics.json").read_text().splitlines()]
+    assert [float(m["auc"]) for m in katib_file] == [n / 1000 for n in range(1, 131)]
 
 
 def test_every_replica_of_a_module_job_gets_the_arguments():
@@ -449,7 +458,8 @@ def test_every_replica_of_a_module_job_gets_the_arguments():
         assert '--learning_rate="$$MLPLATFORM_HP_0"' in program
         env = {e["name"]: e["value"] for e in c["env"]}
         assert env["MLPLATFORM_HP_0"] == "${trialParameters.learning_rate}"
-        assert env["CLOUD_ML_HP_METRIC_FILE"] == katib.METRICS_FILE and env["MLPLATFORM_HP_METRIC_TAG"] == "auc"
+        assert env["CLOUD_ML_HP_METRIC_FILE"] == katib.HYPERTUNE_FILE and env["MLPLATFORM_HP_METRIC_TAG"] == "auc"
+        assert env[katib.KATIB_FILE_ENV] == katib.METRICS_FILE
 
 
 @pytest.mark.parametrize("searched, expected", [("0.5", "0.999"), ("0.999", "0.5"), ("0.75", repr(0.5 + (0.999 - 0.75))), ("1e9", "0.5"), ("0.1", "0.999")])

@@ -144,7 +144,9 @@ def test_a_google_shaped_config_with_the_tag_runs_on_katib(tag, tmp_path):
     collected = [json.loads(x) for x in (tmp_path / "katib" / "metrics.json").read_text().splitlines()]
     # what Katib's File collector reads: the mapped name only, the hypertune reports then the printed one
     assert [m[name] for m in collected] == ["0.5", "0.75", "0.875"]
-    assert all(isinstance(m["timestamp"], float) for m in collected)
+    # RFC 3339 times, in order (Katib v0.19 misreads a number's fraction of a second: kubeflow/katib#2672)
+    stamps = [m["timestamp"] for m in collected]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", t) for t in stamps) and stamps == sorted(stamps)
     if name != tag:
         assert all(tag not in m for m in collected)
     # the pod log has the user's tag, as the trainer reported it: the trial's metric series
@@ -177,4 +179,5 @@ def test_a_mapped_tag_needs_python_in_the_image_and_says_so(tmp_path):
     assert env[katib.METRIC_NAME_ENV] == katib.metric_name("Taxi Model Accuracy")
     plain = {e["name"]: e["value"] for e in _main_containers(katib.experiment_manifest(
         sweep_plan("accuracy", tmp_path), SETTINGS))[0]["env"]}
-    assert plain["CLOUD_ML_HP_METRIC_FILE"] == katib.METRICS_FILE and katib.METRIC_NAME_ENV not in plain
+    # a tag that is Katib's name goes the same way (Katib's file gets RFC 3339 times: kubeflow/katib#2672)
+    assert plain["CLOUD_ML_HP_METRIC_FILE"] == katib.HYPERTUNE_FILE and plain[katib.METRIC_NAME_ENV] == "accuracy"

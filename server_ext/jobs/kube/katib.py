@@ -30,10 +30,10 @@ not changed. The mapping and what cannot be mapped are in ``docs/sweeps.md``.
   trial program (`WATCH_PY`) also copies each ``<tag>=<number>`` found in the trainer's output (Katib's
   StdOut convention) into that file as one JSON line, passing the output on unchanged, and echoes
   every line something else writes to that file to stdout, once, so the trial's log holds its whole
-  metric series either way (`metric_reports`). Where `metric_name` is not the tag, the trainer's
-  file is `HYPERTUNE_FILE` and the trial program appends every report of the tag (from that file
-  or the output) to `METRICS_FILE` under the mapped name: Katib reads only the mapped name, the log
-  only the user's tag;
+  metric series either way (`metric_reports`). The trainer's file is `HYPERTUNE_FILE` and the trial
+  program appends every report of the tag (from that file or the output) to `METRICS_FILE` under
+  Katib's name (`metric_name`), its time as an RFC 3339 string (Katib v0.19 misreads a number's
+  fraction of a second: kubeflow/katib#2672): Katib reads only that file, the log only the user's tag;
 - ``UNIT_LOG_SCALE`` (not ``GRID_SEARCH``): Katib searches ``y`` uniformly in ``[ln min, ln max]``
   (a double, no ``distribution``) as parameter ``<name>-log``; the trial passes ``x = exp(y)``
   (INTEGER: rounded), clamped to ``[min, max]``, computed by the trainer image's Python exactly as
@@ -115,20 +115,21 @@ LOG_PY = ('import math, sys; k, a, b, y = sys.argv[1:]; a, b = (int(a), int(b)) 
           'x = min(max(x, a), b); print(x if k == "INTEGER" else repr(x))')
 
 # Runs the trainer (argv[1:]) and passes its output (stderr merged) through unchanged, plus:
-# - for every "<tag>=<number>" in it, appends one JSON line {"<name>": "<value>", "timestamp": <seconds>}
-#   (cloudml-hypertune's shape, which Katib's File collector reads) to Katib's metrics file, <name> being
-#   Katib's name for the tag (`metric_name`; $MLPLATFORM_HP_METRIC_NAME, else the tag itself);
+# - for every "<tag>=<number>" in it, appends one JSON line {"<name>": "<value>", "timestamp": "<RFC 3339>"}
+#   (cloudml-hypertune's shape, which Katib's File collector reads, with a timestamp it reads right) to
+#   Katib's metrics file, <name> being Katib's name for the tag (`metric_name`; $MLPLATFORM_HP_METRIC_NAME,
+#   else the tag itself);
 # - echoes to stdout every line that something else (cloudml-hypertune) writes to the metrics file, once,
 #   so the pod log carries the trial's metric series too (`metric_reports.series`). The file is polled
 #   (4 times a second and once more after the trainer ended) and read from where the last read stopped
 #   while it only grows; when it was rewritten (cloudml-hypertune rewrites it whole, keeping its last 100
 #   reports) it is read whole and only lines not seen before are echoed. Lines already there when the
 #   trial started (a restarted container) and the lines it appended itself are not echoed.
-# - where Katib's name is not the tag, the trainer's file ($CLOUD_ML_HP_METRIC_FILE) is not Katib's
-#   ($MLPLATFORM_KATIB_METRICS_FILE): each line echoed that reports the tag is also appended to Katib's
-#   file under Katib's name (with its timestamp), so Katib reads only that file, which only grows.
+# - the trainer's file ($CLOUD_ML_HP_METRIC_FILE) is not Katib's ($MLPLATFORM_KATIB_METRICS_FILE; a trial
+#   program that has the same for both still works): each line echoed that reports the tag is also appended
+#   to Katib's file under Katib's name (its time as RFC 3339), so Katib reads only that file, which only grows.
 # Exits with the trainer's status (128 + signal when killed).
-WATCH_PY = r"""import json, os, re, signal, subprocess, sys, threading, time
+WATCH_PY = r"""import datetime, json, os, re, signal, subprocess, sys, threading, time
 tag = os.environ["MLPLATFORM_HP_METRIC_TAG"]
 name = os.environ.get("MLPLATFORM_HP_METRIC_NAME") or tag
 path = os.environ["CLOUD_ML_HP_METRIC_FILE"]
@@ -143,7 +144,8 @@ def emit(data, line=False):
         sys.stdout.buffer.flush()
         at_start[0] = data.endswith(b"\n")
 def to_katib(value, when):
-    report = json.dumps({name: value, "timestamp": when})
+    at = datetime.datetime.fromtimestamp(when, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    report = json.dumps({name: value, "timestamp": at})
     if katib == path:
         with lock:
             own.add(report.encode())
@@ -374,8 +376,9 @@ def trial_program(spec: Spec, argv: list[str]) -> str:
                      'translating it needs python in the trainer image" >&2; exit 2; }')
     lines += ['mkdir -p "${CLOUD_ML_HP_METRIC_FILE%/*}"',
               f'if [ -n "$py" ]; then exec "$py" -u -c {_q(WATCH_PY)} "$@"; fi',
-              'echo "mlplatform: no python in the image: only cloudml-hypertune metrics are collected" >&2',
-              'exec "$@"', ")"]
+              'echo "mlplatform: no python in the image: only metrics written to $CLOUD_ML_HP_METRIC_FILE are '
+              'collected" >&2',
+              f'export CLOUD_ML_HP_METRIC_FILE="${KATIB_FILE_ENV}"', 'exec "$@"', ")"]
     return "\n".join(lines)
 
 
@@ -393,12 +396,12 @@ def _pod_templates(manifest: dict, plan: JobPlan) -> list[tuple[Replica, dict]]:
 
 
 def _metric_env(spec: Spec) -> list[dict]:
-    """Where the trainer reports and what Katib collects: one file (Katib's) when the tag is Katib's
-    name; else the trainer's own file (`HYPERTUNE_FILE`), translated by `WATCH_PY` into Katib's."""
+    """Where the trainer reports and what Katib collects: the trainer's own file (`HYPERTUNE_FILE`),
+    translated by `WATCH_PY` into Katib's (`METRICS_FILE`) under Katib's name, with RFC 3339
+    timestamps: Katib v0.19's File collector reads a number's fraction of a second as nanoseconds
+    (kubeflow/katib#2672), so the "latest" of several reports within a second could be an earlier one."""
     name = metric_name(spec.metric)
     env = [{"name": METRIC_TAG_ENV, "value": literal([spec.metric])[0]}]
-    if name == spec.metric:
-        return [{"name": "CLOUD_ML_HP_METRIC_FILE", "value": METRICS_FILE}, *env]
     return [{"name": "CLOUD_ML_HP_METRIC_FILE", "value": HYPERTUNE_FILE}, *env,
             {"name": METRIC_NAME_ENV, "value": name}, {"name": KATIB_FILE_ENV, "value": METRICS_FILE}]
 
