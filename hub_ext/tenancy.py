@@ -88,6 +88,9 @@ ROLE_RULES = [
     {"apiGroups": ["kubeflow.org"], "resources": ["trials", "suggestions"], "verbs": _READ},
     {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs/status", "tfjobs/status", "experiments/status",
                                                   "trials/status"], "verbs": ["get"]},
+    # a sweep's cancel ends its Experiment and running Trials through their status
+    # (server_ext.jobs.kube.sweeps), and only that: the ValidatingAdmissionPolicy mlplatform-sweep-cancel
+    {"apiGroups": ["kubeflow.org"], "resources": ["experiments/status", "trials/status"], "verbs": ["patch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _MANAGE},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": _MANAGE},
     {"apiGroups": [""], "resources": ["pods"], "verbs": _READ + ["delete"]},

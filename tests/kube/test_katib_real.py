@@ -165,13 +165,18 @@ async def test_cancel_stops_a_running_sweep_on_real_katib(backend, kube_cluster,
         assert [c["name"] for c in pod["spec"]["containers"]][-1] == "metrics-logger-and-collector"
         assert pod["spec"]["shareProcessNamespace"] is True
     await state(backend, ns, "to_stop", "RUNNING", timeout=30)
-    assert (await jobs.cancel(USER, ns, "to_stop"))["state"] == "CANCELLED"  # none completed: deleted whole
+    assert (await jobs.cancel(USER, ns, "to_stop"))["state"] == "CANCELLED"  # none completed: none to wait for
     await until(lambda: not kube_cluster.items("", "v1", "pods", ns) and
-                not trials_of(kube_cluster, ns, name) and
-                not kube_cluster.items("kubeflow.org", "v1", "pytorchjobs", ns), timeout=60,
-                what="trials, trial jobs, the suggestion and every pod gone")
-    assert kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, name) is None
-    assert kube_cluster.get("kubeflow.org", "v1beta1", "suggestions", ns, name) is None
+                not kube_cluster.items("kubeflow.org", "v1", "pytorchjobs", ns) and
+                not kube_cluster.items("apps", "v1", "deployments", ns), timeout=60,
+                what="trial jobs, the suggestion service and every pod gone")
+    # the sweep stays, cancelled (as AI Platform keeps a cancelled job): its stopped trials with it, Killed
+    assert [{c["type"] for c in t["status"]["conditions"] if c["status"] == "True"} & {"Killed", "Succeeded", "Failed"}
+            for t in trials_of(kube_cluster, ns, name)] == [{"Killed"}, {"Killed"}]
+    job = await jobs.get(USER, ns, "to_stop")
+    assert job["state"] == "CANCELLED" and job["endTime"]
+    assert [t["state"] for t in job["trainingOutput"]["trials"]] == ["CANCELLED", "CANCELLED"]
+    assert [j["jobId"] for j in (await jobs.list(USER, ns))["jobs"]] == ["to_stop"]
     # and the processes are gone: the trainers, their collectors (each pod's PID namespace ended) and goptuna
     await until(lambda: not processes("--epochs=200", "--sleep=0.5") and not processes(f"-t {name}-")
                 and not processes("goptuna-suggestion-listen", f"-listen {kube_cluster.network.prefix}"),

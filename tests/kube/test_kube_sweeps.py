@@ -9,8 +9,8 @@ What stays here, and why (issue 15 step 4; tests/controllers/FINDINGS.md "Step 4
   ``bayesianoptimization``, the platform's default, hyperband and medianstop early stopping);
 - the pure checks of native Experiments and the service's routing (no controller at all).
 The sweeps goptuna can serve run on real Katib: test_katib_sweeps.py (four trials two at a time,
-hypertune-only and spaced-tag trainers, cancel after a trial finished: there an expected failure,
-as real Katib refuses the platform's lowering of maxTrialCount, which this helper accepted),
+hypertune-only and spaced-tag trainers, cancel after a trial finished: real Katib refused the
+platform's first way, lowering maxTrialCount, which this helper accepted),
 test_katib_real.py (native Experiment, RANDOM_SEARCH
 through the jobs API, cancel before any trial completed), test_katib_mapping_real.py (scales,
 failures, names, early stopping).

@@ -45,7 +45,7 @@ import requests
 import yaml
 
 from tests.cluster.identities import service_account_kubeconfig
-from tests.cluster.rest import Rest
+from tests.cluster.rest import ApiError, Rest
 from tests.kube.platform_env import make_spawner, make_user, platform_cluster, until
 from tests.kube.test_widget_watches import KubeNotebookServer
 
@@ -324,6 +324,124 @@ async def test_experiments_made_with_the_runner_token_get_no_escaping_trial_pod(
         # run: else the ReplicaSets remake the pods the stopping kubelet deletes, bound to a node about
         # to go, and the project's deletion waits ~40 s for the pod garbage collector
         for name in names.values():
+            projects.delete("kubeflow.org", "v1beta1", "experiments", "vision", name)
+
+        async def gone():
+            return not projects.items("kubeflow.org", "v1beta1", "experiments", "vision") and \
+                not projects.items("", "v1", "pods", "vision")
+        await until(gone, "the Experiments and their pods deleted", timeout=30)
+
+
+STATUS = "/apis/kubeflow.org/v1beta1/namespaces/vision/{}/{}/status"
+
+
+def long_experiment(name: str, **annotations: str) -> dict:
+    """A native Experiment whose one trial at a time runs until stopped (three at most)."""
+    doc = experiment(name, {"containers": [container(command=["sh", "-c", "sleep 600 # ${trialParameters.units}"])]})
+    doc["spec"].update(maxTrialCount=3, parallelTrialCount=1)
+    if annotations:
+        doc["metadata"]["annotations"] = annotations
+    return doc
+
+
+def ended_as_cancelled(obj: dict, end: str = "Failed", why: str = "ExperimentCancelled", **extra) -> dict:
+    """The status patch a cancel writes (server_ext.jobs.kube.sweeps), on `obj`'s conditions, plus `extra`."""
+    when = "2026-12-05T00:00:00Z"
+    conditions = [{**c, "status": "False"} if c["type"] == "Running" else c for c in obj["status"]["conditions"]]
+    conditions.append({"type": end, "status": "True", "reason": why, "message": "cancelled",
+                       "lastUpdateTime": when, "lastTransitionTime": when})
+    return {"status": {"conditions": conditions, "completionTime": when, **extra}}
+
+
+async def forged(rest: Rest, plural: str, name: str, body: dict, words: str) -> None:
+    tried("plain Kubernetes (sweep status)", "forged sweep result or restart")
+    with pytest.raises(ApiError) as e:
+        await rest.patch(STATUS.format(plural, name), body)
+    assert e.value.status == 403 and words in str(e.value), str(e.value)
+
+
+@pytest.mark.kube
+async def test_members_end_a_sweep_only_by_cancelling_it(projects_with_pods, tmp_path):
+    """Katib has no stop for an Experiment, so the platform's cancel ends it, and its running Trials,
+    through their status, which members may therefore patch (the project Role); the
+    ValidatingAdmissionPolicy mlplatform-sweep-cancel holds them to exactly that. Through the REST
+    door (the runner token, as the notebook's server acts) a running native sweep is cancelled:
+    CANCELLED, its trial Killed and its job gone, the suggestion gone, and real Katib neither makes
+    another trial nor takes the Experiment up again. Directly with the runner token and with bob's
+    own identity: a result (Succeeded, a best trial, trial counts, a trial's observation) or a
+    restart (the Failed condition removed) cannot be forged, on the cancelled sweep or on a running
+    one marked for cancel; the cancel's own patches are admitted."""
+    projects = projects_with_pods
+    server = KubeNotebookServer(tmp_path / "server", str(runner_kubeconfig(projects, tmp_path)), "vision")
+    runner = Rest(runner_kubeconfig(projects, tmp_path))
+    bob = Rest(await member_kubeconfig(projects, tmp_path, "bob"))
+    await asyncio.to_thread(server.start)
+
+    def trials(name: str) -> list[dict]:
+        return projects.items("kubeflow.org", "v1beta1", "trials", "vision",
+                              labelSelector=f"katib.kubeflow.org/experiment={name}")
+
+    async def running(name: str):
+        obj = projects.get("kubeflow.org", "v1beta1", "experiments", "vision", name) or {}
+        conds = {c["type"] for c in (obj.get("status") or {}).get("conditions") or [] if c["status"] == "True"}
+        found = [t for t in trials(name) if any(c["type"] == "Running" and c["status"] == "True"
+                                                for c in (t.get("status") or {}).get("conditions") or [])]
+        return (obj, found[0]) if "Running" in conds and found else None
+    best = {"currentOptimalTrial": {"bestTrialName": "forged", "observation": {"metrics": [
+        {"name": "loss", "latest": "0.0", "min": "0.0", "max": "0.0"}]}}}
+    try:
+        answer = await asyncio.to_thread(server.api, "POST", "ml/v1/projects/vision/jobs",
+                                         data=json.dumps(long_experiment("to-cancel")))
+        assert answer.status_code == 200, answer.text
+        obj, trial = await until(lambda: running("to-cancel"), "Katib runs the sweep's first trial", timeout=90)
+        # before any cancel: no change at all, not even the cancel's (the Experiment is not marked)
+        await forged(runner, "experiments", "to-cancel", ended_as_cancelled(obj), "only to cancel it")
+        await forged(runner, "trials", trial["metadata"]["name"], ended_as_cancelled(
+            trial, "Succeeded", "TrialSucceeded"), "may only end it as cancelled")
+        await forged(bob, "trials", trial["metadata"]["name"], ended_as_cancelled(
+            trial, "Killed", "TrialCancelled", observation={"metrics": [{"name": "loss", "latest": "0.0"}]}),
+            "may only end it as cancelled")
+
+        answer = await asyncio.to_thread(server.api, "POST", "ml/v1/projects/vision/jobs/to_cancel:cancel")
+        assert answer.status_code == 200, answer.text
+
+        async def stopped():
+            return not projects.items("batch", "v1", "jobs", "vision") and \
+                not projects.items("apps", "v1", "deployments", "vision")
+        await until(stopped, "the running trial's job and the suggestion service gone", timeout=60)
+        ended = projects.get("kubeflow.org", "v1beta1", "experiments", "vision", "to-cancel")
+        restart = {"status": {"conditions": [c for c in ended["status"]["conditions"] if c["type"] != "Failed"]}}
+        killed = trials("to-cancel")[0]
+        for rest in (runner, bob):
+            await forged(rest, "experiments", "to-cancel", restart, "only to cancel it")
+            await forged(rest, "experiments", "to-cancel", {"status": best}, "only to cancel it")
+            await forged(rest, "trials", killed["metadata"]["name"], {"status": {"conditions": [
+                c for c in killed["status"]["conditions"] if c["type"] != "Killed"]}}, "only to cancel it")
+        await asyncio.sleep(3)  # Katib had every chance to make a trial or restart the Experiment
+        assert [t["metadata"]["name"] for t in trials("to-cancel")] == [trial["metadata"]["name"]]
+        answer = await asyncio.to_thread(server.api, "GET", "ml/v1/projects/vision/jobs/to_cancel")
+        assert answer.json()["state"] == "CANCELLED" and \
+            [t["state"] for t in answer.json()["trainingOutput"]["trials"]] == ["CANCELLED"], answer.text
+
+        # a running Experiment marked for cancel: only the cancel's own change passes
+        await runner.post("/apis/kubeflow.org/v1beta1/namespaces/vision/experiments",
+                          long_experiment("marked", **{"mlplatform.io/cancel-requested": "2026-12-05T00:00:00Z"}))
+        obj, trial = await until(lambda: running("marked"), "Katib runs the marked Experiment's trial", timeout=90)
+        await forged(bob, "experiments", "marked", ended_as_cancelled(obj, "Succeeded", "ExperimentMaxTrialsReached"),
+                     "may only end it as cancelled")
+        await forged(runner, "experiments", "marked", ended_as_cancelled(obj, **best), "may only end it as cancelled")
+        await forged(runner, "experiments", "marked", ended_as_cancelled(obj, trialsSucceeded=3),
+                     "may only end it as cancelled")
+        done = await bob.patch(STATUS.format("experiments", "marked"), ended_as_cancelled(obj))
+        assert {c["type"] for c in done["status"]["conditions"] if c["status"] == "True"} >= {"Failed"}
+        done = await runner.patch(STATUS.format("trials", trial["metadata"]["name"]),
+                                  ended_as_cancelled(trial, "Killed", "TrialCancelled"))
+        assert {c["type"] for c in done["status"]["conditions"] if c["status"] == "True"} >= {"Killed"}
+    finally:
+        await asyncio.to_thread(server.stop)
+        await runner.close()
+        await bob.close()
+        for name in ("to-cancel", "marked"):
             projects.delete("kubeflow.org", "v1beta1", "experiments", "vision", name)
 
         async def gone():

@@ -128,7 +128,8 @@ def test_the_project_policies_cover_every_way_a_pod_refers_to_a_secret():
     policies = {d["metadata"]["name"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"}
     bindings = {d["spec"]["policyName"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"}
     assert set(policies) == set(bindings) == {"mlplatform-project-pods", "mlplatform-reserved-objects",
-                                              "mlplatform-hub-guard", "mlplatform-dataset-copies"}
+                                              "mlplatform-hub-guard", "mlplatform-dataset-copies",
+                                              "mlplatform-sweep-cancel"}
     assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
     pods = policies["mlplatform-project-pods"]
     assert pods["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"] == {

@@ -21,20 +21,21 @@ Guarantees:
   API request; the JSON of a sweep is computed again only when the resourceVersion of its
   Experiment or of one of its Trials changed (or a Trial came or went).
 - **Trial ids** are ``"1"``, ``"2"``… in creation order: Trials sorted by (creationTimestamp,
-  name), the trials cancelled away (below) included, so an id never changes once cancel removed
-  trials. Task ``trial-<id>`` is that Trial's job's master, ``trial-<id>/<task>`` another replica.
-- **Cancel** (Katib v1beta1 has no suspend for Experiments; only ``maxTrialCount``,
-  ``parallelTrialCount`` and ``maxFailedTrialCount`` may change): one merge patch of the Experiment
-  records ``mlplatform.io/cancel-requested`` and the active Trials being removed
-  (``mlplatform.io/cancelled-trials``: name → creationTimestamp, parameterAssignments, startTime),
-  and lowers ``maxTrialCount`` to the trials that have completed (Katib then makes no new trial: it
-  adds only ``maxTrialCount - completed`` and ends the Experiment, ``ExperimentMaxTrialsReached``,
-  once none is active) with ``parallelTrialCount``/``maxFailedTrialCount`` not above it; then the
-  active Trials are deleted (their jobs and pods go with them: ownerReferences). The active Trials
-  are read from a fresh list, so one Katib made a moment ago is stopped too. The removed trials stay
-  in ``trainingOutput`` as cancelled (Katib's ``Killed`` condition, `tombstones`). Katib refuses
-  ``maxTrialCount`` 0, so a sweep cancelled before any trial completed is deleted as a whole
-  (Experiment, Trials, jobs, pods): it is then no longer listed.
+  name). Task ``trial-<id>`` is that Trial's job's master, ``trial-<id>/<task>`` another replica.
+- **Cancel** (Katib v1beta1 has no stop for an Experiment: only ``maxTrialCount``,
+  ``parallelTrialCount`` and ``maxFailedTrialCount`` may change, and its validator refuses a
+  ``maxTrialCount`` not above the Trials already made; deleting the Experiment would lose the
+  finished Trials): a merge patch records ``mlplatform.io/cancel-requested`` (and `UNLIMITED` as
+  ``maxTrialCount`` where there was none: Katib restarts an ended Experiment without one); then
+  the Experiment is ended as Katib ends one, through its status subresource (`_end`: ``Running``
+  False, ``Failed`` True with reason `CANCELLED_REASON`, ``completionTime``; optimistic, retried on
+  a conflict with Katib's own update), so Katib's controller makes no more Trials and removes the
+  suggestion service; then each Trial still running (a fresh list: one made a moment ago too) is
+  ended the same way with Katib's ``Killed`` condition (reason `KILLED_REASON`) and its job
+  deleted (its pods go with it). Every Trial stays: the finished ones as they ended, the stopped
+  ones CANCELLED; the sweep stays listed, CANCELLED, whether or not a trial had finished. Members
+  may write only this to Experiments' and Trials' status (the project Role; the
+  ValidatingAdmissionPolicy ``mlplatform-sweep-cancel``).
 - **Logs**: ``trial-<id>[/<task>]`` streams that Trial's job's pod, as a job's task (same
   numbering, follow and resume rules); it ends when the Trial has completed or is gone.
 - **Trial metrics** (`trial_metrics`): read from the log of the trial's master pod
@@ -53,7 +54,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -61,7 +61,7 @@ from typing import Callable
 
 
 from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube, KubeError, NotFound, reason
+from hub_ext.kube import Conflict, Kube, KubeError, NotFound, reason
 from hub_ext.watchcache import WatchCache
 
 from ...errors import JobFinished, JobNotFound
@@ -70,14 +70,16 @@ from . import pods as kube_pods
 from . import metric_reports as metric_reports
 from . import sweep_status as sweep_status
 from ..backend import FINAL
-from .kubeflow import CANCEL_ANNOTATION, CONTAINER, pod_selector
+from .kubeflow import CANCEL_ANNOTATION, CONTAINER, pod_selector, resource_path
 from ..model import JOB_ID_ANNOTATION
 
 log = logging.getLogger("mlplatform.jobs.kube")
 
 GROUP_VERSION = "kubeflow.org/v1beta1"
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
-CANCELLED_TRIALS = "mlplatform.io/cancelled-trials"
+CANCELLED_REASON = "ExperimentCancelled"  # the reason of the Failed condition a cancel puts on an Experiment
+KILLED_REASON = "TrialCancelled"  # the reason of the Killed condition it puts on each running Trial
+UNLIMITED = 2**31 - 1  # maxTrialCount for an Experiment that had none (Katib's is an int32)
 MERGE_PATCH = "application/merge-patch+json"
 COMPLETED = ("Succeeded", "Failed", "Killed", "EarlyStopped", "MetricsUnavailable")
 _TRIAL_TASK = re.compile(r"trial-(?P<id>[1-9][0-9]*)(?:/(?P<task>.+))?")
@@ -106,28 +108,6 @@ def _order(trial: dict) -> tuple[str, str]:
     return meta.get("creationTimestamp") or "", meta["name"]
 
 
-def tombstones(experiment: dict) -> list[dict]:
-    """The Trials cancel removed, as Trial objects with Katib's ``Killed`` condition."""
-    meta = experiment["metadata"]
-    annotations = meta.get("annotations") or {}
-    try:
-        record = json.loads(annotations.get(CANCELLED_TRIALS) or "{}")
-    except ValueError:
-        record = {}
-    when = annotations.get(CANCEL_ANNOTATION) or ""
-    out = []
-    for name, t in (record if isinstance(record, dict) else {}).items():
-        status = {"conditions": [{"type": "Killed", "status": "True", "reason": "TrialKilled",
-                                  "message": "the sweep was cancelled", "lastTransitionTime": when}],
-                  "completionTime": when, **({"startTime": t["startTime"]} if t.get("startTime") else {})}
-        out.append({"apiVersion": GROUP_VERSION, "kind": "Trial",
-                    "metadata": {"name": name, "namespace": meta.get("namespace"),
-                                 "creationTimestamp": t.get("creationTimestamp"),
-                                 "labels": {EXPERIMENT_LABEL: meta["name"]}},
-                    "spec": {"parameterAssignments": t.get("parameterAssignments") or []}, "status": status})
-    return out
-
-
 @dataclass
 class Sweeps:
     """The sweep caches of one project."""
@@ -151,10 +131,8 @@ class Sweeps:
     @staticmethod
     def _own(experiment: dict, trials: list[dict]) -> list[dict]:
         uid = experiment["metadata"].get("uid")
-        live = [t for t in trials if not t["metadata"].get("ownerReferences") or
-                any(o.get("uid") == uid for o in t["metadata"]["ownerReferences"])]
-        names = {t["metadata"]["name"] for t in live}
-        return sorted(live + [t for t in tombstones(experiment) if t["metadata"]["name"] not in names], key=_order)
+        return sorted([t for t in trials if not t["metadata"].get("ownerReferences") or
+                       any(o.get("uid") == uid for o in t["metadata"]["ownerReferences"])], key=_order)
 
     def trials_of(self, experiment: dict, grouped: dict | None = None) -> list[dict]:
         """The Experiment's trials in trial-id order (id = position + 1)."""
@@ -242,48 +220,66 @@ async def cancel(kube: Kube, sweeps: Sweeps, project: str, job_id: str, experime
         return job
     name, spec = experiment["metadata"]["name"], experiment.get("spec") or {}
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    path = katib_path("experiments", project, name)
     try:
-        listed = await kube.list(katib_path("trials", project), labelSelector=f"{EXPERIMENT_LABEL}={name}")
-        trials = sweeps._own(experiment, listed.get("items") or [])
-        active = [t for t in trials if not trial_completed(t) and not t["metadata"].get("deletionTimestamp")
-                  and t.get("kind", "Trial") == "Trial" and t["metadata"].get("uid")]
-        done = sum(1 for t in trials if trial_completed(t))
-        if done == 0:  # Katib refuses maxTrialCount 0: the only way to stop it is to delete the Experiment
-            gone = await kube.request("DELETE", katib_path("experiments", project, name),
-                                      {"propagationPolicy": "Background",
-                                       "preconditions": {"uid": experiment["metadata"]["uid"]}})
-            sweeps.experiments.remove(project, name)
-            log.info("sweep %s in %s: cancelled before any trial completed: Experiment %s deleted", job_id, project,
-                     name)
-            return {**sweep_status.sweep_json(gone if gone.get("metadata") else experiment, trials),
-                    "state": "CANCELLED"}
-        record = json.loads((experiment["metadata"].get("annotations") or {}).get(CANCELLED_TRIALS) or "{}")
-        record.update({t["metadata"]["name"]: {"creationTimestamp": t["metadata"].get("creationTimestamp"),
-                                               "parameterAssignments": t["spec"].get("parameterAssignments") or [],
-                                               "startTime": (t.get("status") or {}).get("startTime")}
-                       for t in active})
-        counts = {"maxTrialCount": done, "parallelTrialCount": min(int(spec.get("parallelTrialCount") or 3), done)}
-        if spec.get("maxFailedTrialCount") is not None:
-            counts["maxFailedTrialCount"] = min(int(spec["maxFailedTrialCount"]), done)
-        patch = {"metadata": {"annotations": {CANCEL_ANNOTATION: when, CANCELLED_TRIALS: json.dumps(
-            record, sort_keys=True, separators=(",", ":"))}}, "spec": counts}
-        obj = await kube.request("PATCH", katib_path("experiments", project, name), patch, content_type=MERGE_PATCH)
+        patch: dict = {"metadata": {"annotations": {CANCEL_ANNOTATION: when}}}
+        if spec.get("maxTrialCount") is None:  # Katib restarts an ended Experiment that has no maxTrialCount
+            patch["spec"] = {"maxTrialCount": UNLIMITED}
+        await kube.request("PATCH", path, patch, content_type=MERGE_PATCH)
+        obj = await _end(kube, path, "Failed", CANCELLED_REASON, "Experiment was cancelled: no new trials", when)
         sweeps.experiments.put(obj)
-        for t in active:
-            try:
-                await kube.request("DELETE", katib_path("trials", project, t["metadata"]["name"]),
-                                   {"propagationPolicy": "Background"})
-            except NotFound:
-                pass  # ended and removed meanwhile
+        # from a fresh list (not the cache), once Katib's controller makes no more: a Trial made a moment ago too
+        listed = await kube.list(katib_path("trials", project), labelSelector=f"{EXPERIMENT_LABEL}={name}")
+        active = [t for t in sweeps._own(obj, listed.get("items") or []) if not trial_completed(t)]
+        for trial in active:
+            await _stop_trial(kube, project, trial, when)
     except NotFound:
         sweeps.experiments.remove(project, name)
         raise JobNotFound(project, job_id) from None
     except KubeError as e:
         log.warning("sweep %s in %s: cancel failed: %s", job_id, project, reason(e))
         raise UpstreamError(f"cancel job {job_id}", reason(e)) from None
-    log.info("sweep %s in %s: cancel requested; %d running trial(s) stopped, %d completed kept", job_id, project,
-             len(active), done)
+    log.info("sweep %s in %s: cancelled; %d running trial(s) stopped", job_id, project, len(active))
     return sweeps.json_of(obj)
+
+
+async def _end(kube: Kube, path: str, end: str, why: str, message: str, when: str) -> dict:
+    """End a Katib Experiment or Trial as Katib ends one, through its status: ``Running`` False, the
+    condition `end` True with reason `why`, ``completionTime``. Optimistic (the resourceVersion read):
+    on a conflict with Katib's own update, read and try again; one that ended meanwhile is left as
+    it ended. An ended Experiment makes no more Trials and loses its suggestion service; a Killed
+    Trial counts as completed, and Katib deletes its job unless the template retains it."""
+    for attempt in range(8):
+        fresh = await kube.request("GET", path)
+        conditions = (fresh.get("status") or {}).get("conditions") or []
+        if any(c.get("type") in COMPLETED and c.get("status") == "True" for c in conditions):
+            return fresh
+        ended = [{**c, "status": "False", "lastUpdateTime": when, "lastTransitionTime": when}
+                 if c.get("type") == "Running" and c.get("status") == "True" else c for c in conditions]
+        ended.append({"type": end, "status": "True", "reason": why, "message": message,
+                      "lastUpdateTime": when, "lastTransitionTime": when})
+        body = {"metadata": {"resourceVersion": fresh["metadata"]["resourceVersion"]},
+                "status": {"conditions": ended, "completionTime": when}}
+        try:
+            return await kube.request("PATCH", path + "/status", body, content_type=MERGE_PATCH)
+        except Conflict:
+            await asyncio.sleep(0.05 * (attempt + 1))
+    raise Conflict(409, f"{path} kept changing while it was being cancelled")
+
+
+async def _stop_trial(kube: Kube, project: str, trial: dict, when: str) -> None:
+    """Mark a running Trial ``Killed`` (Katib's own condition for it, which Katib never sets itself)
+    and delete its job (and so its pods): Katib would keep it with ``retain``, and a Trial whose job
+    is gone is never given a new one once it has completed."""
+    name = trial["metadata"]["name"]
+    try:
+        await _end(kube, katib_path("trials", project, name), "Killed", KILLED_REASON, "the sweep was cancelled", when)
+    except NotFound:
+        return  # removed meanwhile
+    kind = ((trial.get("spec") or {}).get("runSpec") or {}).get("kind")
+    if kind in CONTAINER:
+        with contextlib.suppress(NotFound):
+            await kube.request("DELETE", resource_path(kind, project, name), {"propagationPolicy": "Background"})
 
 
 # ---- trials: tasks, logs and metrics -----------------------------------------------------------------------
