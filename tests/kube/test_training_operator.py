@@ -57,6 +57,15 @@ async def logs(backend, ns: str, job_id: str, task: str) -> list[str]:
     return [line.text async for line in backend.logs(ns, job_id, task)]
 
 
+async def first_pod(kube_cluster, ns: str, suffix: str) -> dict:
+    """The first pod of `ns` whose name ends with `suffix`, as soon as it exists."""
+    while True:
+        found = [p for p in kube_cluster.items("", "v1", "pods", ns) if p["metadata"]["name"].endswith(suffix)]
+        if found:
+            return found[0]
+        await asyncio.sleep(0.1)
+
+
 async def following(backend, ns: str, job_id: str, task: str) -> list[str]:
     """A task's log followed until its container ends (or its pod goes): what was streamed."""
     return [line.text async for line in backend.logs(ns, job_id, task, follow=True)]
@@ -69,6 +78,7 @@ async def test_a_pytorchjob_of_three_meets_at_master_addr_and_succeeds(backend, 
     # the workers' logs followed from the start: the job succeeds with its master, and the operator
     # (cleanPodPolicy Running) deletes a worker still running then, and its log with it (seen in CI)
     followed = {i: asyncio.ensure_future(following(backend, ns, "ddp", f"worker-replica-{i}")) for i in (0, 1)}
+    worker_pod = asyncio.ensure_future(first_pod(kube_cluster, ns, "-worker-0"))  # read before it may go
     kube_cluster.kubelet(mode="process", nodes=NODES)
     job = await state(backend, ns, "ddp", "SUCCEEDED", timeout=120)
     name = job_name(kube_cluster, ns)
@@ -85,7 +95,8 @@ async def test_a_pytorchjob_of_three_meets_at_master_addr_and_succeeds(backend, 
         worker = await asyncio.wait_for(followed[i], 60)
         assert f"rendezvous: rank {i + 1} met the primary at {name}-master-0={master_ip}:23456 (ok 3)" in worker, worker
     # the operator's init container (released template: `nslookup <master>` until it answers) ran
-    pod = kube_cluster.get("", "v1", "pods", ns, f"{name}-worker-0")
+    pod = await asyncio.wait_for(worker_pod, 10)
+    assert pod["metadata"]["name"] == f"{name}-worker-0"
     assert "init-pytorch" in [c["name"] for c in pod["spec"]["initContainers"]]
     services = {s["metadata"]["name"]: s["spec"] for s in kube_cluster.items("", "v1", "services", ns)}
     assert services[f"{name}-master-0"]["clusterIP"] == "None"  # headless: DNS answers the pod IP
