@@ -393,8 +393,9 @@ async def test_process_mode_graceful_deletion_sends_sigterm_first(api, kube_clus
         if await api.call("CoreV1Api", "read_namespaced_pod_log", "p", api.ns) == "ready\n":
             break
         await asyncio.sleep(0.05)
-    await api.call("CoreV1Api", "delete_namespaced_pod", "p", api.ns, grace_period_seconds=10)
-    pod = await api.call("CoreV1Api", "read_namespaced_pod", "p", api.ns)
+    # the DELETE's answer (a read after it may already see the kubelet's final grace-0 delete: the
+    # process exits at once on SIGTERM)
+    pod = await api.call("CoreV1Api", "delete_namespaced_pod", "p", api.ns, grace_period_seconds=10)
     assert pod["metadata"]["deletionTimestamp"] and pod["metadata"]["deletionGracePeriodSeconds"] == 10
     await wait_for(api, "p", gone, timeout=15)
     assert marker.read_text() == "SIGTERM"
