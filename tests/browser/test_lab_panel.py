@@ -58,7 +58,10 @@ def open_panel(page, lab) -> None:
     page.locator(".jp-LabShell").wait_for(timeout=120_000)
     palette = page.locator("#command-palette .lm-CommandPalette-input")
     item = page.locator("#command-palette .lm-CommandPalette-item", has_text="Training jobs").first
-    for _ in range(30):  # the shell shows before its key bindings (and the panel's command) are in place: try again
+    # the shell shows before its key bindings (and the panel's command) are in place, and its layout
+    # restore may still hand the left area to the file browser after the panel opened (seen under
+    # load in CI): open it again until it stays open
+    for _ in range(30):
         page.keyboard.press("Control+Shift+c")
         try:
             palette.wait_for(state="visible", timeout=2000)
@@ -68,7 +71,13 @@ def open_panel(page, lab) -> None:
             page.keyboard.press("Escape")
             continue
         page.keyboard.press("Enter")
-        break
+        try:
+            page.locator(PANEL).wait_for(state="visible", timeout=5000)
+        except PlaywrightTimeout:
+            continue
+        page.wait_for_timeout(1500)
+        if page.locator(PANEL).is_visible():
+            break
     page.locator(PANEL).wait_for(state="visible")
 
 
