@@ -366,6 +366,12 @@ class DatasetController:
                                        fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
         return volumes.in_use(listing.get("items") or [], ds.LOADER_LABEL, name)
 
+    async def _volumes_of(self, ns: str, name: str) -> list[dict]:
+        """The claims made as volumes of the dataset `name` (`volumes.VOLUME_OF_LABEL`)."""
+        listing = await self.kube.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
+                                       labelSelector=f"{volumes.VOLUME_OF_LABEL}={name}")
+        return listing.get("items") or []
+
     async def _annotate(self, pvc: dict, changes: dict) -> dict:
         return await self.kube.request("PATCH", self._claim_path(*_key(pvc)), {"metadata": {"annotations": changes}},
                                        content_type=MERGE_PATCH)
@@ -374,9 +380,7 @@ class DatasetController:
         """(a new volume claim for the load, one made for it before (a restart) or made now; None, or
         when to try again if the project cannot hold it now)."""
         ns, name = _key(pvc)
-        listing = await self.kube.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
-                                       labelSelector=f"{volumes.VOLUME_OF_LABEL}={name}")
-        made = volumes.adoptable(listing.get("items") or [], pvc, spec.load_id)
+        made = volumes.adoptable(await self._volumes_of(ns, name), pvc, spec.load_id)
         if made:
             return made, None
         claim = volumes.volume_claim(pvc, spec.load_id)
@@ -412,9 +416,7 @@ class DatasetController:
         """A load has ended: the dataset's volume claims other than the current one are deleted (each
         stays until no pod uses it: Kubernetes' pvc-protection)."""
         ns, name = _key(pvc)
-        listing = await self.kube.list(f"/api/v1/namespaces/{ns}/persistentvolumeclaims",
-                                       labelSelector=f"{volumes.VOLUME_OF_LABEL}={name}")
-        for old in volumes.stale(listing.get("items") or [], pvc):
+        for old in volumes.stale(await self._volumes_of(ns, name), pvc):
             try:
                 await self.kube.delete(self._claim_path(ns, old))
                 log.info("dataset %s/%s: deleted its older volume %s (kept while pods use it)", ns, name, old)

@@ -225,8 +225,8 @@ async def cancel(kube: Kube, sweeps: Sweeps, project: str, job_id: str, experime
         patch: dict = {"metadata": {"annotations": {CANCEL_ANNOTATION: when}}}
         if spec.get("maxTrialCount") is None:  # Katib restarts an ended Experiment that has no maxTrialCount
             patch["spec"] = {"maxTrialCount": UNLIMITED}
-        await kube.request("PATCH", path, patch, content_type=MERGE_PATCH)
-        obj = await _end(kube, path, "Failed", CANCELLED_REASON, "Experiment was cancelled: no new trials", when)
+        obj = await kube.request("PATCH", path, patch, content_type=MERGE_PATCH)
+        obj = await _end(kube, path, obj, "Failed", CANCELLED_REASON, "Experiment was cancelled: no new trials", when)
         sweeps.experiments.put(obj)
         # from a fresh list (not the cache), once Katib's controller makes no more: a Trial made a moment ago too
         listed = await kube.list(katib_path("trials", project), labelSelector=f"{EXPERIMENT_LABEL}={name}")
@@ -243,14 +243,16 @@ async def cancel(kube: Kube, sweeps: Sweeps, project: str, job_id: str, experime
     return sweeps.json_of(obj)
 
 
-async def _end(kube: Kube, path: str, end: str, why: str, message: str, when: str) -> dict:
-    """End a Katib Experiment or Trial as Katib ends one, through its status: ``Running`` False, the
-    condition `end` True with reason `why`, ``completionTime``. Optimistic (the resourceVersion read):
-    on a conflict with Katib's own update, read and try again; one that ended meanwhile is left as
-    it ended. An ended Experiment makes no more Trials and loses its suggestion service; a Killed
-    Trial counts as completed, and Katib deletes its job unless the template retains it."""
+async def _end(kube: Kube, path: str, fresh: dict, end: str, why: str, message: str, when: str) -> dict:
+    """End the Katib Experiment or Trial `fresh` (as just read, at `path`) as Katib ends one, through
+    its status: ``Running`` False, the condition `end` True with reason `why`, ``completionTime``.
+    Optimistic (on `fresh`'s resourceVersion): on a conflict with Katib's own update, read and try
+    again; one that ended meanwhile is left as it ended. An ended Experiment makes no more Trials and
+    loses its suggestion service; a Killed Trial counts as completed, and Katib deletes its job
+    unless the template retains it."""
     for attempt in range(8):
-        fresh = await kube.request("GET", path)
+        if attempt:
+            fresh = await kube.request("GET", path)
         conditions = (fresh.get("status") or {}).get("conditions") or []
         if any(c.get("type") in COMPLETED and c.get("status") == "True" for c in conditions):
             return fresh
@@ -273,7 +275,8 @@ async def _stop_trial(kube: Kube, project: str, trial: dict, when: str) -> None:
     is gone is never given a new one once it has completed."""
     name = trial["metadata"]["name"]
     try:
-        await _end(kube, katib_path("trials", project, name), "Killed", KILLED_REASON, "the sweep was cancelled", when)
+        await _end(kube, katib_path("trials", project, name), trial, "Killed", KILLED_REASON, "the sweep was cancelled",
+                   when)
     except NotFound:
         return  # removed meanwhile
     kind = ((trial.get("spec") or {}).get("runSpec") or {}).get("kind")
