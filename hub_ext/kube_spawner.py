@@ -42,6 +42,7 @@ import copy
 import datetime
 
 from kubernetes_asyncio.client.exceptions import ApiException  # raised by KubeSpawner's own API calls only
+from jupyterhub.utils import maybe_future
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Float, Unicode, default
@@ -416,14 +417,18 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         self.log.warning("the pod of %s was refused: %s", self._log_name, text)
         return 502, f"could not create the notebook pod: {text}".replace("%", "%%")
 
-    async def stop(self, now=False):
+    async def run_post_stop_hook(self):
+        """The server's token Secret and writable copies go once it has stopped. Here, not in `stop`:
+        every stop JupyterHub makes runs this hook (`User.stop`), but it calls `stop` only when
+        `poll` finds the pod, so a server whose pod was never made (a hub killed between the
+        Secret and the pod), was deleted or was evicted would have left both behind. `stop` alone
+        also runs mid-start, where KubeSpawner deletes a leftover pod before making its own."""
         try:
-            await super().stop(now=now)
+            await maybe_future(super().run_post_stop_hook())
         finally:
-            if not getattr(self, "_starting", False):  # KubeSpawner stops a leftover pod mid-start (409)
-                await self._delete_token_secret()
-                await self._delete_copies()
-                self._delete_token_secret_later()
+            await self._delete_token_secret()
+            await self._delete_copies()
+            self._delete_token_secret_later()
 
     async def progress(self):
         sent = stage = None

@@ -3,9 +3,10 @@
 
 Anyone who may read pods would see a plain env value (kubespawner#398): the token lives in the
 Secret ``<pod>-hub-token`` of the server's namespace, created before the pod (replaced when a
-server that did not stop cleanly left one) and deleted when the server stops, and once more
-`LATE_CREATE_DELAY` s later unless the server is starting or running again (a dead hub's create may
-land late); the pod's env refers to it (`PlatformSpawner.get_env`). Needs of its host: ``shared.kube``, ``pod_name``,
+server that did not stop cleanly left one) and deleted when the server has stopped (the spawner's
+post-stop hook, also when the pod was already gone), and once more `LATE_CREATE_DELAY` s later
+unless the server is starting or running again (a dead hub's create may land late); the pod's env
+refers to it (`PlatformSpawner.get_env`). Needs of its host: ``shared.kube``, ``pod_name``,
 ``namespace``, ``api_token``, ``api_token_secret``, ``user``, ``log``.
 """
 
@@ -54,7 +55,9 @@ class HubTokenSecret:
         """Delete the token Secret once more after `delay` s, unless the server is starting or
         running again by then. A hub that died while it wrote the Secret may have left the create in
         flight (through a proxy, a loaded API server): it can land after the restarted hub stopped
-        the server, and nothing would own it (seen in tests/hub/test_kube_restart.py)."""
+        the server, and nothing would own it. (The leftover Secret once seen in
+        tests/hub/test_kube_restart.py had another cause: a server with no pod was stopped without its
+        cleanup, see `PlatformSpawner.run_post_stop_hook`.)"""
         async def later() -> None:
             await asyncio.sleep(delay)
             if not (self.pending or self.ready or getattr(self, "_starting", False)):

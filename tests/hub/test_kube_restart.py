@@ -2,10 +2,11 @@
 behind: a real JupyterHub with PlatformSpawner (acting as the hub's ServiceAccount) starts 20
 servers, half in the team project and half in personal projects; it is killed (SIGKILL, hub and
 proxy) while the spawns are at every stage (provisioning, the token Secret written, the pod
-created and waiting for its node); it is started again on the same database. Once it has settled,
-every notebook pod and hub-token Secret in the cluster belongs to a server the hub still counts
-(none here: no notebook ever answered), and each project has exactly the objects the platform
-makes for it: no orphaned pods, Secrets, PVCs or RoleBindings. The figures are printed.
+created and waiting for its node); one pod is deleted while it is down; it is started again on
+the same database. Once it has settled, every notebook pod and hub-token Secret in the cluster
+belongs to a server the hub still counts (none here: no notebook ever answered), and each project
+has exactly the objects the platform makes for it: no orphaned pods, Secrets, PVCs or
+RoleBindings. The figures are printed.
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ def test_a_hub_killed_during_20_spawns_leaves_no_orphans(kube_cluster, hub_facto
         hub.proc.send_signal(signal.SIGKILL)
         hub.proc.wait(10)
         before = leftovers(kube_cluster)  # what the dead hub had made
+        # one pod goes while the hub is down (a node drained): its server is then surely in the state a
+        # kill between the Secret and the pod leaves, a Secret and no pod (seen once, in CI only)
+        gone_ns, gone_pod = before["pods"][0].split("/")
+        kube_cluster.delete("", "v1", "pods", gone_ns, gone_pod)
         hub.restart(sig=signal.SIGKILL)  # its proxy too
     answers = [a.result() for a in answers]
     assert {a for a in answers if isinstance(a, int)} <= {201, 202, 503}, answers  # 503: the proxy, hub gone

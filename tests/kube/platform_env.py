@@ -174,6 +174,16 @@ def make_spawner(user, user_options=None, **traits):
     return spawner
 
 
+async def stop_as_hub(spawner) -> None:
+    """Stop a server in the order JupyterHub's `User.stop` does (these tests play the hub around a
+    bare spawner): `stop` only if `poll` finds it running, then the post-stop hook, then the state
+    cleared. A test that called `stop` alone would miss what the hook owes a server whose pod is gone."""
+    if await spawner.poll() is None:
+        await spawner.stop()
+    await spawner.run_post_stop_hook()
+    spawner.clear_state()
+
+
 def secret_body(ns: str, name: str, secret_type: str, files: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Secret", "type": secret_type, "metadata": {"name": name, "namespace": ns},
             "data": {k: base64.b64encode(v.encode()).decode() for k, v in files.items()}}

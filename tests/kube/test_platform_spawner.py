@@ -19,8 +19,8 @@ from tornado import web
 
 from tests.cluster.identities import HUB_USER
 from tests.kube.platform_env import (CANARY, GCP_KEY, IMAGE, create, dataset_pvc, delete_projects, make_spawner,
-                                     make_user, platform_cluster, restart_hub, secret_body, set_loaded, until,
-                                     wait_bound, wait_default_service_account, watch_progress, whoami)
+                                     make_user, platform_cluster, restart_hub, secret_body, set_loaded, stop_as_hub,
+                                     until, wait_bound, wait_default_service_account, watch_progress, whoami)
 
 pytestmark = pytest.mark.kube
 
@@ -151,7 +151,7 @@ async def test_pod_is_the_plan_whole_object_and_valid(cluster):
                                                                               "annotations")}
     kubernetes_validate.validate(manifest, "1.31.0", strict=True)
     assert cluster.get("", "v1", "secrets", "vision", token_secret)["data"]["token"]
-    await sp.stop()
+    await stop_as_hub(sp)
     assert cluster.get("", "v1", "secrets", "vision", token_secret) is None
 
 
@@ -420,8 +420,25 @@ async def test_a_leftover_pod_is_replaced_and_the_token_secret_kept(cluster):
     pod = cluster.get("", "v1", "pods", "vision", sp.pod_name)
     assert pod["spec"]["containers"][0]["image"] != "old"
     assert cluster.get("", "v1", "secrets", "vision", f"{sp.pod_name}-hub-token")
-    await sp.stop()
+    await stop_as_hub(sp)
     assert cluster.get("", "v1", "secrets", "vision", f"{sp.pod_name}-hub-token") is None
+
+
+async def test_a_server_whose_pod_is_gone_leaves_no_token_secret(cluster):
+    """JupyterHub stops a server whose pod is gone (deleted, evicted, or never made by a hub that died
+    between the Secret and the pod) without calling `stop`: its token Secret goes all the same."""
+    bob = make_user("bob", ["vision"])
+    sp = make_spawner(bob, {"project": "vision", "profile": "cpu"})
+    await sp.start()
+    secret = f"{sp.pod_name}-hub-token"
+    assert cluster.get("", "v1", "secrets", "vision", secret)
+    cluster.delete("", "v1", "pods", "vision", sp.pod_name)
+
+    async def gone():
+        return await sp.poll() is not None
+    await until(gone, "the hub's poll sees the pod gone")
+    await stop_as_hub(sp)
+    assert cluster.get("", "v1", "secrets", "vision", secret) is None
 
 
 async def test_user_options_are_the_platforms_to_apply_so_jupyterhub_does_not_warn(cluster, caplog):
@@ -481,7 +498,7 @@ async def test_a_server_gets_its_own_writable_copy_made_at_start_and_deleted_at_
     assert copy["metadata"]["labels"]["mlplatform.io/dataset-copy-of"] == "coco"
     copied = cluster.get("", "v1", "persistentvolumes", None, copy["spec"]["volumeName"])
     assert (pathlib.Path(copied["spec"]["csi"]["volumeAttributes"]["path"]) / "train.csv").read_text() == "a,b\n"
-    await sp.stop()
+    await stop_as_hub(sp)
 
     async def copy_gone():
         return cluster.get("", "v1", "persistentvolumeclaims", "vision", copy_name) is None
