@@ -40,6 +40,9 @@ XDIST.hub := -n auto --maxprocesses 4
 # The kube tier too (a control plane, CoreDNS and Training Operator per worker; its tests mostly wait on
 # controllers): 765 s in one process at cfb7698; 541 s under -n 2 while a Go build shared the 2 cores.
 XDIST.kube := -n auto --maxprocesses 4
+# The browser tier too (each test starts its own hub or notebook server and Chromium; they mostly wait):
+# 380 s in one process, 263-282 s in two (four runs) on the 2-core machine.
+XDIST.browser := -n auto --maxprocesses 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils postgresql
@@ -157,7 +160,7 @@ test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
 	$(PY) -m pytest -m hub $(XDIST.hub) $(PYTEST_ARGS)
 
 test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER) controllers
-	$(PY) -m pytest -m browser $(PYTEST_ARGS)
+	$(PY) -m pytest -m browser $(XDIST.browser) $(PYTEST_ARGS)
 
 bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium controllers
 	$(PY) -m tests.bench.spawn --spawns 64

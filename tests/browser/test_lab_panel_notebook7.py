@@ -13,6 +13,7 @@ machine. Screenshots: ``artifacts/screenshots/lab_panel-notebook7-tree.png``, ``
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -94,3 +95,9 @@ def test_the_panel_works_in_notebook7s_sidebar(notebook7, browser_page, tmp_path
     screenshot(page, "lab_panel-notebook7-notebook")
     assert offsite == [], f"requests off this machine: {offsite}"
     assert not [e for e in errors if "mlplatform" in e.lower()], errors
+    # the notebook's page started its kernel: let it come up before the server stops (one stopped
+    # while it still imports held jupyter-server's shutdown until the harness killed it, 30 s later)
+    deadline = time.monotonic() + 60
+    while {k["execution_state"] for k in notebook7.api("GET", "api/kernels").json()} - {"idle"}:
+        assert time.monotonic() < deadline, notebook7.api("GET", "api/kernels").json()
+        time.sleep(0.2)
