@@ -41,8 +41,8 @@ import asyncio
 import copy
 import datetime
 
-from kubernetes_asyncio.client.exceptions import ApiException  # raised by KubeSpawner's own API calls only
 from jupyterhub.utils import maybe_future
+from kubernetes_asyncio.client.exceptions import ApiException  # raised by KubeSpawner's own API calls only
 from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Float, Unicode, default
