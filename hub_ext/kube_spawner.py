@@ -367,14 +367,10 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         try:
             return await started
         except ApiException as e:  # KubeSpawner's own pod creation, not the platform's `Kube`
-            await self._delete_token_secret()
             refusal = self._pod_refusal(e)
             self.forget_if_refused(refusal[0])
             raise web.HTTPError(*refusal) from None
-        except Exception as e:
-            if getattr(self, "_plan", None) is not None:
-                await self._delete_token_secret()
-                await self._delete_copies()
+        except Exception as e:  # what the start made goes with JupyterHub's stop of it (`run_post_stop_hook`)
             self.forget_if_refused(e.status_code if isinstance(e, web.HTTPError) else 500)
             raise
         finally:
@@ -422,13 +418,17 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         every stop JupyterHub makes runs this hook (`User.stop`), but it calls `stop` only when
         `poll` finds the pod, so a server whose pod was never made (a hub killed between the
         Secret and the pod), was deleted or was evicted would have left both behind. `stop` alone
-        also runs mid-start, where KubeSpawner deletes a leftover pod before making its own."""
+        also runs mid-start, where KubeSpawner deletes a leftover pod before making its own. A start
+        that failed is stopped too (`User.spawn`), so this is also what a refused start leaves. Only
+        in the project the server's options chose: a start refused before it was applied made
+        nothing, and the spawner's namespace is then still another one (the hub's, an earlier start's)."""
         try:
             await maybe_future(super().run_post_stop_hook())
         finally:
-            await self._delete_token_secret()
-            await self._delete_copies()
-            self._delete_token_secret_later()
+            if self.namespace == self._options_project():
+                await self._delete_token_secret()
+                await self._delete_copies()
+                self._delete_token_secret_later()
 
     async def progress(self):
         sent = stage = None

@@ -38,11 +38,9 @@ class ServerCopies:
                               d.name, d.snapshot)
             except Conflict:
                 pass  # left by this server's last run, which did not stop cleanly: its files are the user's
-            except NotFound:
-                await self._delete_copies()
+            except NotFound:  # the copies made so far go with the failed start's stop
                 raise UserInputError("datasets", f"the dataset {d.name!r} is gone from the project {ns}", 409) from None
             except KubeError as e:
-                await self._delete_copies()
                 if isinstance(e, Forbidden):
                     raise UserInputError("datasets", f"the project {ns!r} may not have another copy of the dataset "
                                                      f"{d.name!r} ({reason(e)})", 403) from None

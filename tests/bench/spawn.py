@@ -101,7 +101,7 @@ async def api_cpu(server) -> float:
 async def run(kind: str, server, n: int) -> list[dict]:
     from kubespawner import KubeSpawner
 
-    from tests.kube.platform_env import restart_hub
+    from tests.kube.platform_env import restart_hub, stop_as_hub
 
     rows = []
     offset = 1000 * KINDS.index(kind)
@@ -123,7 +123,7 @@ async def run(kind: str, server, n: int) -> list[dict]:
                      "p95_ms": statistics.quantiles(times, n=20)[18], "requests": len(requests) / n,
                      "writes": len(writes) / n, "capacity_requests": sum(map(is_capacity, requests)),
                      "hub_cpu_ms": cpu * 1000 / n, "api_cpu_ms": api * 1000 / n, "failed": len(failures)})
-        await asyncio.gather(*(sp.stop(now=True) for sp in spawners))
+        await asyncio.gather(*(stop_as_hub(sp) for sp in spawners))  # as JupyterHub stops them
         await asyncio.sleep(1.0)  # the kubelet removes the pods
     await restart_hub()
     await KubeSpawner._stop_all_reflectors()

@@ -178,9 +178,11 @@ async def stop_as_hub(spawner) -> None:
     """Stop a server in the order JupyterHub's `User.stop` does (these tests play the hub around a
     bare spawner): `stop` only if `poll` finds it running, then the post-stop hook, then the state
     cleared. A test that called `stop` alone would miss what the hook owes a server whose pod is gone."""
+    from jupyterhub.utils import maybe_future
+
     if await spawner.poll() is None:
         await spawner.stop()
-    await spawner.run_post_stop_hook()
+    await maybe_future(spawner.run_post_stop_hook())  # a plain Spawner's hook is not a coroutine
     spawner.clear_state()
 
 

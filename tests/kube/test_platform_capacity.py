@@ -15,8 +15,8 @@ import pytest
 from tornado import web
 
 from tests.cluster.rest import ApiError
-from tests.kube.platform_env import (NODES, create, make_spawner, make_user, platform_cluster, restart_hub, until,
-                                     use_kubeconfig,
+from tests.kube.platform_env import (NODES, create, make_spawner, make_user, platform_cluster, restart_hub,
+                                     stop_as_hub, until, use_kubeconfig,
                                      wait_default_service_account, watch_progress, whoami)
 
 pytestmark = pytest.mark.kube
@@ -74,6 +74,7 @@ async def test_a_quota_refusal_from_kubernetes_is_said_in_words(cluster):
     with pytest.raises(web.HTTPError) as e:
         await sp.start()
     assert e.value.status_code == 403 and "no accelerator quota left" in e.value.log_message
+    await stop_as_hub(sp)  # JupyterHub stops a server whose start failed
     assert cluster.get("", "v1", "secrets", "vision", f"{sp.pod_name}-hub-token") is None
 
 
