@@ -11,7 +11,7 @@ or entitlement stops the hub before it starts, with every problem and its field 
 warning, with its path and a did-you-mean, for each key KubeSpawner would ignore and each key of
 the platform's config sections no platform spawner reads (traitlets would report
 ``c.PlatformConfig.acelerators`` only when a server starts, as a key of the spawner class);
-makes the hub's one `PlatformService` (`hub_ext.service`: the parsed settings, the runtime's
+makes the hub's one `PlatformService` (`hub_ext.spawners.service`: the parsed settings, the runtime's
 shared parts) and keeps it in ``c.JupyterHub.tornado_settings["mlplatform"]``, where handlers
 and spawners find it; registers the platform API handlers and their custom scope; grants every user
 ``custom:mlplatform:read``, ``custom:mlplatform:credentials`` and ``custom:mlplatform:datasets`` for
@@ -21,7 +21,7 @@ home.html, which adds links to them and each server's profile and project to Jup
 page); and makes `platform-local` the spawner unless one is set
 (or profiles are set on ``c.KubeSpawner``/``c.PlatformSpawner``: then ``platform``).
 
-On Kubernetes (`PlatformSpawner`) it also adds the membership reconciler (`hub_ext.reconcile`):
+On Kubernetes (`PlatformSpawner`) it also adds the membership reconciler (`hub_ext.web.reconcile`):
 the endpoint ``POST /hub/api/mlplatform/reconcile`` and its scope, and, unless
 ``c.PlatformSpawner.member_reconcile_interval`` is 0, the hub-managed service
 ``mlplatform-reconciler`` (holding only that scope) that calls it when the hub starts and every
@@ -37,20 +37,21 @@ from typing import Any, Mapping
 
 from traitlets.config import Config
 
-from .api import CUSTOM_SCOPES, SCOPE, handlers, kubernetes_handlers
-from .credentials_page import SCOPES as CREDENTIAL_SCOPES
-from .credentials_page import WRITE_SCOPE, api_handlers, page_handlers
-from .datasets_page import SCOPES as DATASET_SCOPES
-from .datasets_page import WRITE_SCOPE as DATASETS_SCOPE
-from .datasets_page import api_handlers as dataset_api_handlers
-from .datasets_page import page_handlers as dataset_page_handlers
-from .errors import ConfigError, Problem
-from .logs import LOGGER, use_hub_format
-from .profile_keys import did_you_mean
-from .platform import PlatformConfig, Runtime, kubespawner_traits
-from .reconcile import DEFAULT_INTERVAL, SERVICE_NAME
-from .reconcile import SCOPE as RECONCILE_SCOPE
-from .service import KEY, PlatformService
+from hub_ext.core.errors import ConfigError, Problem
+from hub_ext.core.logs import LOGGER, use_hub_format
+from hub_ext.core.profiles.keys import did_you_mean
+from hub_ext.web.reconcile import DEFAULT_INTERVAL, SERVICE_NAME
+from hub_ext.web.reconcile import SCOPE as RECONCILE_SCOPE
+from hub_ext.spawners.platform import PlatformConfig
+from hub_ext.spawners.runtime import Runtime, kubespawner_traits
+from hub_ext.spawners.service import KEY, PlatformService
+from hub_ext.web.api import CUSTOM_SCOPES, SCOPE, handlers, kubernetes_handlers
+from hub_ext.web.credentials_page import SCOPES as CREDENTIAL_SCOPES
+from hub_ext.web.credentials_page import WRITE_SCOPE, api_handlers, page_handlers
+from hub_ext.web.datasets_page import SCOPES as DATASET_SCOPES
+from hub_ext.web.datasets_page import WRITE_SCOPE as DATASETS_SCOPE
+from hub_ext.web.datasets_page import api_handlers as dataset_api_handlers
+from hub_ext.web.datasets_page import page_handlers as dataset_page_handlers
 
 TEMPLATES = os.path.join(os.path.dirname(__file__), "templates")
 SERVER_SCOPES = ["users:activity!user", "access:servers!server"]  # JupyterHub's default server role
@@ -60,7 +61,7 @@ _KEYS = ("accelerators", "profiles", "profile_list", "everyone", "groups")
 
 # spawner_class values that mean the Kubernetes runtime
 KUBERNETES_SPAWNERS = ("kubespawner.KubeSpawner", "kubespawner.spawner.KubeSpawner", "kubernetes", "platform",
-                       "hub_ext.kube_spawner.PlatformSpawner")
+                       "hub_ext.spawners.kube.PlatformSpawner")
 
 
 def inferred_spawner(c: Config) -> str | None:
@@ -117,10 +118,10 @@ def locate(problem: Problem, origins: Mapping[str, str]) -> Problem:
 def spawner_class_for(section: str):
     """The platform spawner class whose config `section` is."""
     if section == "PlatformSpawner":
-        from .kube_spawner import PlatformSpawner
+        from hub_ext.spawners.kube import PlatformSpawner
 
         return PlatformSpawner
-    from .local_spawner import LocalPlatformSpawner
+    from hub_ext.spawners.local import LocalPlatformSpawner
 
     return LocalPlatformSpawner
 
@@ -158,7 +159,7 @@ def add_reconciler(c: Config, roles: list[dict]) -> None:
         return
     services = [s for s in c.JupyterHub.get("services", []) if s.get("name") != SERVICE_NAME]
     c.JupyterHub.services = services + [{"name": SERVICE_NAME, "command": [
-        sys.executable, "-m", "hub_ext.reconcile", "--interval", str(interval)]}]
+        sys.executable, "-m", "hub_ext.web.reconcile", "--interval", str(interval)]}]
     roles[:] = [r for r in roles if r.get("name") != SERVICE_NAME]
     roles.append({"name": SERVICE_NAME, "description": "The ML platform's membership reconciler",
                   "scopes": [RECONCILE_SCOPE], "services": [SERVICE_NAME]})

@@ -4,6 +4,6 @@ __version__ = "0.1.0"
 
 
 def _jupyter_server_extension_points():
-    from .app import MLPlatformApp
+    from server_ext.app import MLPlatformApp
 
     return [{"module": "server_ext.app", "app": MLPlatformApp}]

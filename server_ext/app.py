@@ -1,6 +1,6 @@
 """`MLPlatformApp`, the notebook server extension: the `ml/v1` jobs REST + SSE API under the
 server's base URL, backed by one jobs service (and so one set of watch caches) per server,
-built by `server_ext.wiring` as the CLI's is.
+built by `server_ext.service.wiring` as the CLI's is.
 
 Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubernetes``)::
 
@@ -8,7 +8,7 @@ Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubern
     c.MLPlatformApp.state_dir = "~/.local/share/mlplatform"   # local backend: jobs.sqlite and logs
     c.MLPlatformApp.projects = ["alice", "vision"]            # else: the hub's platform API, else
                                                               # the user's personal project
-    c.MLPlatformApp.accelerators = {...}         # hub_ext.catalog syntax; default: on Kubernetes the
+    c.MLPlatformApp.accelerators = {...}         # hub_ext.core.catalog syntax; default: on Kubernetes the
                                                  # catalogue the hub published in each project, else
                                                  # the built-in one
     c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects" # local runtime: credentials and datasets
@@ -22,15 +22,15 @@ Configuration (``jupyter_server_config.py``, or ``--MLPlatformApp.backend=kubern
 
 A job's credentials and datasets (the request's ``mounts``) are chosen from the project's: on the
 local runtime the files under ``projects_dir``; on Kubernetes what the hub's platform API lists
-for the server's owner (`server_ext.hub_files`), or, with no hub, the project's Secrets and PVCs
+for the server's owner (`server_ext.service.hub_files`), or, with no hub, the project's Secrets and PVCs
 read through the server's kubeconfig.
 
 Jobs are planned with the project's accelerator limits from trusted values only, so a job that
 asks for an accelerator its project may not use, or more of it than allowed, is refused (403,
 naming ``trainingInput.<role>Config.acceleratorConfig``): the local runtime in a JupyterHub and the
-Kubernetes runtime in a JupyterHub ask the hub's platform API (`server_ext.hub_catalog`); the
+Kubernetes runtime in a JupyterHub ask the hub's platform API (`server_ext.service.hub_catalog`); the
 Kubernetes runtime with no hub reads the catalogue the hub published in the project
-(`server_ext.kube_target.published`, writable by the hub only).
+(`server_ext.runtimes.kube.target.published`, writable by the hub only).
 
 The spawners set the environment this reads by default: ``MLPLATFORM_BACKEND`` (``kubernetes``
 in a PlatformSpawner pod), ``MLPLATFORM_STATE_DIR``, ``MLPLATFORM_PROJECTS_DIR``. The backend
@@ -48,21 +48,20 @@ from jupyter_server._tz import utcnow
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import ConfigError
-
-from . import wiring
-from .config import default_state_dir
-from .jobs.defaults import DEFAULT_ACCELERATORS
-from .jobs.plan import PlanSettings
-from .jobs.tables import parse_tables
-from .jobs.service import JobService
-from .hub_catalog import HubCatalog
-from .hub_files import HubFiles
-from .projects import HubProjects, StaticProjects
-from .rest.handlers import routes
-from .rest.submit_form import routes as submit_form_routes
-from .rest.watch import routes as watch_routes
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import ConfigError
+from server_ext.jobs.defaults import DEFAULT_ACCELERATORS
+from server_ext.jobs.plan import PlanSettings
+from server_ext.jobs.tables import parse_tables
+from server_ext.rest.handlers import routes
+from server_ext.rest.submit_form import routes as submit_form_routes
+from server_ext.rest.watch import routes as watch_routes
+from server_ext.service import wiring
+from server_ext.service.config import default_state_dir
+from server_ext.service.hub_catalog import HubCatalog
+from server_ext.service.hub_files import HubFiles
+from server_ext.service.jobs import JobService
+from server_ext.service.projects import HubProjects, StaticProjects
 
 
 class MLPlatformApp(ExtensionApp):
@@ -90,7 +89,7 @@ class MLPlatformApp(ExtensionApp):
         return str(default_state_dir())
 
     projects_dir = Unicode(help="""The local runtime's project directories (credentials and datasets, see
-                           hub_ext.local_files); default $MLPLATFORM_PROJECTS_DIR; empty: none.
+                           hub_ext.local.files); default $MLPLATFORM_PROJECTS_DIR; empty: none.
 
                            c.MLPlatformApp.projects_dir = "/srv/mlplatform/projects"
                            """).tag(config=True)
@@ -105,7 +104,7 @@ class MLPlatformApp(ExtensionApp):
                     c.MLPlatformApp.projects = ["alice", "vision"]
                     """).tag(config=True)
 
-    accelerators = Dict(help="""The accelerator catalogue (hub_ext.catalog syntax); empty: on Kubernetes the one
+    accelerators = Dict(help="""The accelerator catalogue (hub_ext.core.catalog syntax); empty: on Kubernetes the one
                         the hub published in each project, else the built-in one.
 
                         c.MLPlatformApp.accelerators = {"1g.5gb": {"type": "mig", "profile": "1g.5gb"}}
@@ -198,7 +197,7 @@ class MLPlatformApp(ExtensionApp):
 
     def _hub_settings(self):
         """In a JupyterHub, the local runtime plans with the hub's catalogue and each project's
-        accelerator limits (`server_ext.hub_catalog`); with no hub, the built-in catalogue."""
+        accelerator limits (`server_ext.service.hub_catalog`); with no hub, the built-in catalogue."""
         api, token, owner = (os.environ.get(k) for k in ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN",
                                                          "JUPYTERHUB_USER"))
         if not (api and token and owner):
@@ -211,7 +210,7 @@ class MLPlatformApp(ExtensionApp):
         return settings_for
 
     async def _kube_service(self, fixed) -> JobService:
-        from .kube_target import connect, published
+        from server_ext.runtimes.kube.target import connect, published
 
         kube, _ = await connect(self.kube_context or None)
         api, token, owner = (os.environ.get(k) for k in ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN",
@@ -242,7 +241,7 @@ class MLPlatformApp(ExtensionApp):
                                                          "JUPYTERHUB_USER"))
         if api and token and owner:
             return HubFiles(api, token, owner)
-        from hub_ext.cluster import list_available
+        from hub_ext.kube.cluster import list_available
 
         mounts = wiring.mount_settings()
         return lambda project: list_available(kube, project, mounts)

@@ -1,6 +1,6 @@
 """The notebook side's exception tree (it extends the hub side's, so one boundary handles both).
 
-    hub_ext.errors.PlatformError
+    hub_ext.core.errors.PlatformError
      ├── UserInputError     a field of a job spec, flag or REST body is wrong: HTTP 400
      │                      INVALID_ARGUMENT (403 PERMISSION_DENIED for a project the caller may
      │                      not use); CLI exit 2; nothing is created
@@ -17,8 +17,15 @@ contain secret values or stack traces.
 
 from __future__ import annotations
 
-from hub_ext.errors import (ConfigError, PlatformError, UpstreamError, UserInputError, UserInputErrors, collect,
-                            errors_of)
+from hub_ext.core.errors import (
+    ConfigError,
+    PlatformError,
+    UpstreamError,
+    UserInputError,
+    UserInputErrors,
+    collect,
+    errors_of,
+)
 
 __all__ = ["PlatformError", "UserInputError", "UserInputErrors", "collect", "errors_of", "UpstreamError", "JobNotFound",
            "JobExists", "JobFinished",

@@ -12,7 +12,7 @@ provider's groups decide projects and GPU profiles.
 
 Guarantees (see :mod:`.settings` for the settings themselves):
 
-- Misconfiguration stops the hub at start with a :class:`~hub_ext.errors.ConfigError` naming
+- Misconfiguration stops the hub at start with a :class:`~hub_ext.core.errors.ConfigError` naming
   each config key to fix: no one allowed to log in, a malformed groups claim path, no auth state
   key (``JUPYTERHUB_CRYPT_KEY`` / ``CryptKeeper.keys``), ``JupyterHub.load_groups`` set (groups
   come from the provider).
@@ -31,9 +31,9 @@ import os
 import urllib.request
 from typing import Any, Mapping
 
-from ..errors import ConfigError, Problem
-from ..logs import use_hub_format
-from .settings import Endpoints, github_settings, google_settings, oidc_settings
+from hub_ext.core.errors import ConfigError, Problem
+from hub_ext.core.logs import use_hub_format
+from hub_ext.login.rules.settings import Endpoints, github_settings, google_settings, oidc_settings
 
 __all__ = ["configure_oidc", "configure_google", "configure_github", "discover", "apply"]
 

@@ -12,7 +12,7 @@
   GenericOAuthenticator does not check it at all (17.x), GoogleOAuthenticator only for Google.
   The same checks run when auth state is refreshed, so they hold for every spawn too.
 - At hub start (JupyterHub's ``check_allow_config`` hook, before any login) the hub stops with a
-  :class:`~hub_ext.errors.ConfigError` naming ``<Section>.allowed_groups`` when no one could log
+  :class:`~hub_ext.core.errors.ConfigError` naming ``<Section>.allowed_groups`` when no one could log
   in, however the traits were set: ``configure_*`` checks its own arguments, this also catches a
   later ``c.GenericOAuthenticator.allowed_groups = set()``.
 - Google's ``hd`` (hosted domain) check and allowed/admin groups are OAuthenticator's own.
@@ -33,8 +33,8 @@ from oauthenticator.google import GoogleOAuthenticator
 from tornado import web
 from traitlets import Bool, HasTraits, Integer
 
-from ..errors import ConfigError, Problem
-from .settings import NO_ONE_ALLOWED
+from hub_ext.core.errors import ConfigError, Problem
+from hub_ext.login.rules.settings import NO_ONE_ALLOWED
 
 __all__ = ["IdentityChecks", "PlatformGitHubAuthenticator", "PlatformGoogleAuthenticator", "PlatformOIDCAuthenticator"]
 

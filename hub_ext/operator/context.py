@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..kube import Kube
-from .health import Metrics
-from .leader import Leader
-from .projects import ProjectNamespaces
-from .settings import OperatorSettings
-from .watched import Watched, claim_part, job_part
+from hub_ext.kube.client import Kube
+from hub_ext.operator.health import Metrics
+from hub_ext.operator.leader import Leader
+from hub_ext.operator.projects import ProjectNamespaces
+from hub_ext.operator.rules.settings import OperatorSettings
+from hub_ext.operator.watched import Watched, claim_part, job_part
 
 
 @dataclass(frozen=True)

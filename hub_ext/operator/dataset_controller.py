@@ -52,7 +52,7 @@ this replica stops leading (`Leader.on_stopped`).
 Writes: the condition through the status subresource as a strategic merge patch (conditions merge
 by ``type``: another controller's conditions are kept), then the annotations as a merge patch. The
 condition first, so an ``mlplatform.io/load-id`` naming a load never vouches for a condition
-written for an older one. A reconcile that fails on the API (after `hub_ext.kube`'s retries) is
+written for an older one. A reconcile that fails on the API (after `hub_ext.kube.client`'s retries) is
 tried again after 1 s, doubling to 5 min.
 
 Logs: one line per decision with the dataset (``namespace/name``) and the load id; never a value
@@ -70,15 +70,24 @@ import aiohttp
 import kopf
 from aiolimiter import AsyncLimiter
 
-from ..datasets import dataset_label, is_dataset
-from ..errors import UserInputError
-from ..kube import MERGE_PATCH, METADATA_ONLY, STRATEGIC_MERGE, Conflict, Forbidden, KubeError, NotFound, timestamp
-from ..kube_mounts import LOADED_LOAD, dataset_state
-from . import datasets as ds
-from . import volumes
-from .context import OperatorContext
-from .gate_keeper import GateKeeper
-from .snapshots import Snapshots
+from hub_ext.manifests.datasets import dataset_label, is_dataset
+from hub_ext.core.errors import UserInputError
+from hub_ext.kube.client import (
+    MERGE_PATCH,
+    METADATA_ONLY,
+    STRATEGIC_MERGE,
+    Conflict,
+    Forbidden,
+    KubeError,
+    NotFound,
+    timestamp,
+)
+from hub_ext.manifests.mounts import LOADED_LOAD, dataset_state
+from hub_ext.operator.context import OperatorContext
+from hub_ext.operator.gate_keeper import GateKeeper
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.rules import volumes
+from hub_ext.operator.snapshots import Snapshots
 
 log = logging.getLogger("mlplatform.operator.datasets")
 TAIL_LINES = 3

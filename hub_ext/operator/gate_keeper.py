@@ -12,7 +12,7 @@ Level-triggered, on the leader only, like the dataset controller:
 
 The pods of a listing are checked `CONCURRENCY` at a time.
 
-`check` reads each dataset PVC the pod mounts (`hub_ext.kube_mounts.dataset_state`; a mount of one
+`check` reads each dataset PVC the pod mounts (`hub_ext.manifests.mounts.dataset_state`; a mount of one
 of a dataset's volumes, `volumes`, counts as the dataset's), removes the gate when all are ready and
 each is mounted on its dataset's current volume, and otherwise posts a Warning Event on the pod for each dataset whose load
 failed (`gates.failed_event`: once per dataset and failure; a 409 means it is there). A pod being
@@ -29,11 +29,11 @@ from typing import Any, Callable, Mapping
 
 import kopf
 
-from ..datasets import is_dataset
-from ..kube import STRATEGIC_MERGE, Conflict, KubeError, NotFound, timestamp
-from ..kube_mounts import dataset_state
-from . import admission, gates, volumes
-from .context import OperatorContext
+from hub_ext.manifests.datasets import is_dataset
+from hub_ext.kube.client import STRATEGIC_MERGE, Conflict, KubeError, NotFound, timestamp
+from hub_ext.manifests.mounts import dataset_state
+from hub_ext.operator.context import OperatorContext
+from hub_ext.operator.rules import admission, gates, volumes
 
 log = logging.getLogger("mlplatform.operator.gates")
 CONCURRENCY = 8  # held pods checked (PVCs read, gate removed) at once

@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Awaitable, Callable
 
-from ..kube import Conflict, Kube, KubeError, NotFound
+from hub_ext.kube.client import Conflict, Kube, KubeError, NotFound
 
 log = logging.getLogger("mlplatform.operator.leader")
 Callback = Callable[[], Awaitable[None]]

@@ -18,15 +18,15 @@ import signal
 import kopf
 import kubernetes_asyncio
 
-from ..kube import Kube
-from . import dataset_controller, gate_keeper, health, logs, webhooks
-from .datasets import LOADER_LABEL
-from .gates import GATED_LABEL
-from .context import OperatorContext
-from .leader import Leader
-from .projects import ProjectNamespaces
-from .settings import OperatorSettings, parse
-from .tls import Certificates
+from hub_ext.kube.client import Kube
+from hub_ext.operator import dataset_controller, gate_keeper, health, logs, webhooks
+from hub_ext.operator.context import OperatorContext
+from hub_ext.operator.leader import Leader
+from hub_ext.operator.projects import ProjectNamespaces
+from hub_ext.operator.rules.datasets import LOADER_LABEL
+from hub_ext.operator.rules.gates import GATED_LABEL
+from hub_ext.operator.rules.settings import OperatorSettings, parse
+from hub_ext.operator.tls import Certificates
 
 log = logging.getLogger("mlplatform.operator")
 

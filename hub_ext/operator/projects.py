@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from ..kube import Kube
+from hub_ext.kube.client import Kube
 
 TTL_S = 30.0
 NOT_PROJECT_S = 2.0

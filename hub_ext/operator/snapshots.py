@@ -24,10 +24,10 @@ import logging
 import time
 from typing import Mapping
 
-from ..kube import Conflict, Forbidden, Kube, KubeError, MERGE_PATCH, NotFound
-from ..kube_mounts import SNAPSHOT, snapshot_suffix
-from . import datasets as ds
-from . import volumes
+from hub_ext.kube.client import MERGE_PATCH, Conflict, Forbidden, Kube, KubeError, NotFound
+from hub_ext.manifests.mounts import SNAPSHOT, snapshot_suffix
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.rules import volumes
 
 log = logging.getLogger("mlplatform.operator")
 SNAPSHOT_ANNOTATION = SNAPSHOT

@@ -39,8 +39,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ..kube import Conflict, Kube, KubeError
-from .settings import OperatorSettings
+from hub_ext.kube.client import Conflict, Kube, KubeError
+from hub_ext.operator.rules.settings import OperatorSettings
 
 log = logging.getLogger("mlplatform.operator.tls")
 CA_DAYS = 3650

@@ -35,16 +35,16 @@ from typing import Any, Mapping
 import jsonpatch
 import kopf
 
-from ..credentials import KIND_LABEL
-from ..datasets import is_dataset
-from ..errors import UserInputError
-from ..kube import Kube, KubeError, METADATA_ONLY, NotFound, path_of
-from ..kube_mounts import dataset_state
-from . import admission, gates, volumes
-from . import datasets as ds
-from .context import OperatorContext
-from .dataset_controller import dataset_label_filter
-from .watched import Watched
+from hub_ext.core.credentials import KIND_LABEL
+from hub_ext.manifests.datasets import is_dataset
+from hub_ext.core.errors import UserInputError
+from hub_ext.kube.client import METADATA_ONLY, Kube, KubeError, NotFound, path_of
+from hub_ext.manifests.mounts import dataset_state
+from hub_ext.operator.context import OperatorContext
+from hub_ext.operator.dataset_controller import dataset_label_filter
+from hub_ext.operator.rules import admission, gates, volumes
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.watched import Watched
 
 log = logging.getLogger("mlplatform.operator.webhooks")
 READ_TIMEOUT_S = 1.5  # per GET, never retried: the API server gives the whole review 5 s

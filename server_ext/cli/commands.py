@@ -34,16 +34,15 @@ import datetime
 from dataclasses import dataclass
 from typing import TextIO
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
+from server_ext.cli import output
+from server_ext.cli.flags import flagged
 from server_ext.errors import JobFinished
 from server_ext.jobs.backend import FINAL
 from server_ext.jobs.machines import TIERS
 from server_ext.jobs.plan import ROLES, task_name
-from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Submission
-
-from . import output
-from .flags import flagged
+from server_ext.service.jobs import JobService
 
 _COUNT_FIELD = {"worker": "workerCount", "ps": "parameterServerCount", "evaluator": "evaluatorCount"}
 _LIST_FIELDS = {"pageSize": "--page-size", "filter": "--filter", "pageToken": "--page-size"}

@@ -37,10 +37,22 @@ import os
 import pathlib
 from typing import Any, Callable, NoReturn
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.jobs.model import load_config, parse_job
-from server_ext.jobs.options import (KMS_PARTS, OPTIONS, SCALE_TIERS, accelerator, at_least_one, boolean, bucket,
-                                     csv_list, labels, non_negative, port, scale_tier)
+from server_ext.jobs.options import (
+    KMS_PARTS,
+    OPTIONS,
+    SCALE_TIERS,
+    accelerator,
+    at_least_one,
+    boolean,
+    bucket,
+    csv_list,
+    labels,
+    non_negative,
+    port,
+    scale_tier,
+)
 from server_ext.jobs.submission import Submission, attributed, from_options, given_fields
 
 PROG = "kubectl ai-platform"

@@ -10,11 +10,11 @@ Guarantees:
 - Exit codes as gcloud's: 0 ok; 1 the operation failed (no such job, the backend failed, a job
   streamed with ``--stream-logs`` or run by ``local train`` did not succeed); 2 a usage error or an
   invalid argument, in which case nothing was created.
-- Every expected error (`UsageError`, the `hub_ext.errors`/`server_ext.errors` tree) is translated
+- Every expected error (`UsageError`, the `hub_ext.core.errors`/`server_ext.errors` tree) is translated
   here, once, into one line on stderr in gcloud's shape, ``ERROR: (kubectl ai-platform.jobs.submit.training)
   Invalid value for [--master-accelerator]: …``, naming the flag or field; never a traceback.
-- ``--dry-run`` needs no cluster: the jobs service (`server_ext.wiring.dry_run_service`) runs the
-  submit's own steps against the `server_ext.jobs.dry_run.DryRun` backend, which creates nothing and
+- ``--dry-run`` needs no cluster: the jobs service (`server_ext.service.wiring.dry_run_service`) runs the
+  submit's own steps against the `server_ext.runtimes.dry_run.DryRun` backend, which creates nothing and
   answers what it would, so it refuses what the real command would refuse before submitting: it
   validates and plans the job with the built-in catalogue
   (`server_ext.jobs.defaults.DEFAULT_ACCELERATORS`), resolves ``--region`` through the region table
@@ -32,13 +32,13 @@ Guarantees:
   terminal, as the platform's are, unless ``MLPLATFORM_DEBUG=1``.
 - `open_target(args)` picks where the jobs are, as `target_of` decides (pure):
 
-  Each jobs service is built by `server_ext.wiring`, as the notebook server's is:
+  Each jobs service is built by `server_ext.service.wiring`, as the notebook server's is:
 
   - ``local train`` → its own `LocalBackend` on a fresh directory of its own,
     ``<state_dir>/local-train/<jobId>/`` (`local_train_dir`), so it never shares a notebook
     server's state (as gcloud's, the run is not a job of ``jobs list``; its log stays there);
   - ``--local``, ``MLPLATFORM_LOCAL=1`` or ``local: true`` in the plugin's settings file
-    (`server_ext.config.cli_config`): inside a notebook server that runs the local runtime
+    (`server_ext.service.config.cli_config`): inside a notebook server that runs the local runtime
     (`server_ext.client.from_environment` finds it, ``$MLPLATFORM_BACKEND`` is not
     ``kubernetes``), that server's ml/v1 API, since the server *is* the local runtime (one
     backend supervises its jobs; ``--local`` and plain commands see the same jobs); elsewhere
@@ -54,7 +54,7 @@ Guarantees:
     planning with the catalogue the hub published in the project.
 
 - ``--region`` with no region table configured (a platform of one cluster) is accepted whatever
-  it names, with one note on stderr per command (`server_ext.config.region_note`), ``--dry-run``
+  it names, with one note on stderr per command (`server_ext.service.config.region_note`), ``--dry-run``
   and a Katib Experiment included; with a table, a region it lacks is refused naming
   ``--region`` and the regions it has.
 
@@ -63,7 +63,7 @@ Guarantees:
   ``--project``), so they work as printed.
 - The project is ``--project``/``--namespace``/``-n``, else ``$MLPLATFORM_PROJECT``, else the
   context's namespace (Kubernetes), else the caller's personal project
-  (`hub_ext.entitlements.personal_project_name` of ``$JUPYTERHUB_USER``, else of the OS user).
+  (`hub_ext.core.entitlements.personal_project_name` of ``$JUPYTERHUB_USER``, else of the OS user).
 - Times: ``describe --format yaml|json`` prints the API's values unchanged (RFC 3339, UTC with
   ``Z``); ``jobs list``'s CREATED, a submit's ``startTime``/``endTime`` and ``--summarize`` show
   them in this machine's local time zone without an offset, as gcloud's ``date(tz=LOCAL)`` does.
@@ -82,20 +82,19 @@ import sys
 from dataclasses import replace
 from typing import Awaitable, Callable, Mapping, TextIO
 
-from hub_ext.entitlements import personal_project_name
-from hub_ext.errors import ConfigError, PlatformError, UpstreamError, UserInputError
-from hub_ext.logs import LOGGER
-from server_ext import wiring
+from hub_ext.core.entitlements import personal_project_name
+from hub_ext.core.errors import ConfigError, PlatformError, UpstreamError, UserInputError
+from hub_ext.core.logs import LOGGER
+from server_ext.cli import commands, output
+from server_ext.cli.flags import PROG, UsageError, command_path, flagged, local_train_job, parse_args, submission_of
 from server_ext.client import RemoteService, from_environment
 from server_ext.client.environment import server_from_environment
 from server_ext.errors import JobExists, JobFinished, JobNotFound
-from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Mounts, Submission
 from server_ext.jobs.tables import JobTables
-from server_ext.config import cli_config, context_for_region, region_note
-
-from . import commands, output
-from .flags import PROG, UsageError, command_path, flagged, local_train_job, parse_args, submission_of
+from server_ext.service import wiring
+from server_ext.service.config import cli_config, context_for_region, region_note
+from server_ext.service.jobs import JobService
 
 _TRUE = ("1", "true", "yes", "on")
 _LIBRARY_LOGGERS = ("kubernetes_asyncio", "kubernetes")
@@ -129,7 +128,7 @@ def target_of(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> 
 
 def state_dir(env: Mapping[str, str] = os.environ) -> pathlib.Path:
     """The local runtime's state directory: ``$MLPLATFORM_STATE_DIR``, else the default one."""
-    from server_ext.config import default_state_dir
+    from server_ext.service.config import default_state_dir
 
     return pathlib.Path(env["MLPLATFORM_STATE_DIR"]).expanduser() if env.get("MLPLATFORM_STATE_DIR") \
         else default_state_dir()
@@ -198,8 +197,8 @@ async def _open_backend(args: argparse.Namespace, user: str, err: TextIO,
     """A jobs service over a started Kubernetes backend, planning with the project's published
     catalogue, its credentials and datasets chosen through the user's own RBAC; the project; what
     closes the backend and its connections."""
-    from hub_ext.cluster import list_available
-    from server_ext.kube_target import connect, published
+    from hub_ext.kube.cluster import list_available
+    from server_ext.runtimes.kube.target import connect, published
 
     context = context_for_region(getattr(args, "region", None), cli_config(env).get("regions", {}),
                                  getattr(args, "context", None))
@@ -346,7 +345,7 @@ def _quiet_logs(env: Mapping[str, str], err: TextIO) -> None:
     warnings (such as "Config not found", said better by our own error) stay off the terminal unless
     ``MLPLATFORM_DEBUG=1``; what the user needs is printed by the commands."""
     debug = env.get("MLPLATFORM_DEBUG", "").lower() in _TRUE
-    logger = logging.getLogger(LOGGER)  # every module of the platform logs under it (hub_ext.logs)
+    logger = logging.getLogger(LOGGER)  # every module of the platform logs under it (hub_ext.core.logs)
     if debug:
         if not logger.handlers:
             logger.addHandler(logging.StreamHandler(err))

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from hub_ext.errors import UserInputError, errors_of
+from hub_ext.core.errors import UserInputError, errors_of
 
 PROG = "kubectl ai-platform"
 LIST_COLUMNS = (("jobId", "JOB_ID"), ("state", "STATUS"), ("createTime", "CREATED"))

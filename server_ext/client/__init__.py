@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-from .environment import server_from_environment
-from .notebook import Client, JobHandle, connect, job, jobs, submit
-from .rest import ServerJobs
-from .service import RemoteService
+from server_ext.client.environment import server_from_environment
+from server_ext.client.notebook import Client, JobHandle, connect, job, jobs, submit
+from server_ext.client.rest import ServerJobs
+from server_ext.client.service import RemoteService
 
 __all__ = ["ServerJobs", "RemoteService", "from_environment", "server_from_environment",
            "Client", "JobHandle", "connect", "submit", "job", "jobs"]

@@ -14,7 +14,7 @@ Pure.
 A `UserInputError` read from an answer carries **every** fieldViolation of it, in order, as
 ``violations``: a tuple of ``(field, description)`` pairs (empty when the answer names no field);
 `field` and `message` are the first's, and its text lists them all (``f1: d1; f2: d2``). This
-server sends one for each independent mistake of a request (`hub_ext.errors.UserInputErrors`), as
+server sends one for each independent mistake of a request (`hub_ext.core.errors.UserInputErrors`), as
 other ml.v1 servers may, and the submit form shows each next to its field.
 
 Connection failures are `UpstreamError` too (`unreachable`). Messages are the server's (never a
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..errors import JobExists, JobFinished, JobNotFound, PlatformError, UpstreamError, UserInputError
+from server_ext.errors import JobExists, JobFinished, JobNotFound, PlatformError, UpstreamError, UserInputError
 
 _UPSTREAM = re.compile(r"could not (.+?): (.*)", re.S)
 _FINISHED = re.compile(r"Job \S+ is ([A-Z_]+);")

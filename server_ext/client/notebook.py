@@ -54,14 +54,14 @@ import weakref
 from dataclasses import replace
 from typing import Any, Iterator, Mapping
 
-from ..errors import JobExists, UpstreamError, UserInputError
-from ..jobs.backend import FINAL
-from ..jobs.model import load_config
-from ..jobs.options import OPTIONS
-from ..jobs.submission import Submission, attributed, from_options, given_fields
-from .environment import server_from_environment
-from .rest import ServerJobs
-from .service import RemoteService
+from server_ext.client.environment import server_from_environment
+from server_ext.client.rest import ServerJobs, list_all
+from server_ext.client.service import RemoteService
+from server_ext.errors import JobExists, UpstreamError, UserInputError
+from server_ext.jobs.backend import FINAL
+from server_ext.jobs.model import load_config
+from server_ext.jobs.options import OPTIONS
+from server_ext.jobs.submission import Submission, attributed, from_options, given_fields
 
 __all__ = ["Client", "JobHandle", "connect", "submit", "job", "jobs", "background", "default_job_id"]
 
@@ -147,7 +147,7 @@ def default_project(env: Mapping[str, str] = os.environ) -> str:
     user running Python (as ``kubectl ai-platform``'s). Only a server the platform spawned sets
     ``MLPLATFORM_PROJECT`` and ``JUPYTERHUB_USER``: a script run elsewhere (``MLPLATFORM_SERVER_URL``)
     names its project with ``MLPLATFORM_PROJECT`` or ``project=``."""
-    from hub_ext.entitlements import personal_project_name
+    from hub_ext.core.entitlements import personal_project_name
 
     return env.get("MLPLATFORM_PROJECT") or personal_project_name(env.get("JUPYTERHUB_USER") or getpass.getuser())
 
@@ -215,17 +215,6 @@ class Client:
         return [JobHandle(self, project, j) for j in self.call(list_all(self.jobs, project, filter))]
 
 
-async def list_all(jobs: ServerJobs, project: str, filter: str | None = None) -> list[dict]:
-    """Every job of `project` matching `filter` (all pages), newest first."""
-    out, token = [], None
-    while True:
-        page = await jobs.list(project, filter, 100, token)
-        out += page.get("jobs", [])
-        token = page.get("nextPageToken")
-        if not token:
-            return out
-
-
 class JobHandle:
     """One job. `job` is its JSON as last read; `state` reads it again unless it has ended."""
 
@@ -268,7 +257,7 @@ class JobHandle:
     def widget(self):
         """This job's widget: a `JobDetail` (state timeline, live log, cancel), or for a sweep (a job
         with ``hyperparameters``) its `SweepMonitor` with an opened trial's log below it."""
-        from ..widgets import views
+        from server_ext.widgets import views
 
         return views.widget_of(self.client, self.job, project=self.project)
 
@@ -354,7 +343,7 @@ def experiment_notes(doc: Any, project: str) -> list[str]:
     """What the server changes in a Katib Experiment `doc` submitted to `project` (its namespace)."""
     if not (isinstance(doc, Mapping) and doc.get("kind") == "Experiment"):
         return []
-    from ..jobs.kube.native_experiment import notes
+    from server_ext.jobs.kube.native_experiment import notes
 
     return notes(doc, project)
 

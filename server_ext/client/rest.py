@@ -28,10 +28,10 @@ import logging
 from typing import Any, AsyncIterator
 from urllib.parse import quote
 
-from ..errors import UpstreamError
-from ..jobs.backend import LogLine
-from .errors import from_response, unreachable
-from .sse import SSEParser
+from server_ext.client.errors import from_response, unreachable
+from server_ext.client.sse import SSEParser
+from server_ext.errors import UpstreamError
+from server_ext.jobs.backend import LogLine
 
 log = logging.getLogger("mlplatform.client")
 
@@ -193,3 +193,14 @@ def _log_line(data: str, action: str) -> LogLine:
         raise UpstreamError(action, "the notebook server sent a malformed log event") from None
     return LogLine(seq, task, text, when if isinstance(when, str) and when else None,
                    stream if stream in ("stdout", "stderr") else None)
+
+
+async def list_all(jobs: ServerJobs, project: str, filter: str | None = None) -> list[dict]:
+    """Every job of `project` matching `filter` (all pages), newest first."""
+    out, token = [], None
+    while True:
+        page = await jobs.list(project, filter, 100, token)
+        out += page.get("jobs", [])
+        token = page.get("nextPageToken")
+        if not token:
+            return out

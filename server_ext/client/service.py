@@ -17,9 +17,9 @@ import pathlib
 from dataclasses import dataclass, replace
 from typing import Any, AsyncIterator
 
-from ..jobs.backend import LogLine
-from ..jobs.submission import Submission, to_rest
-from .rest import ServerJobs
+from server_ext.client.rest import ServerJobs
+from server_ext.jobs.backend import LogLine
+from server_ext.jobs.submission import Submission, to_rest
 
 
 @dataclass

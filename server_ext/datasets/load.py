@@ -1,8 +1,8 @@
 """Copy every object under ``s3://bucket/prefix`` or ``gs://bucket/prefix`` into a directory: the
 program a dataset's loader Job runs (``python -m server_ext.datasets.load --source URI --dest DIR``,
-`hub_ext.operator.datasets.loader_job`).
+`hub_ext.operator.rules.datasets.loader_job`).
 
-Source (`hub_ext.operator.datasets.parse_source`, the one parser the controller uses too): the
+Source (`hub_ext.manifests.dataset_source.parse_source`, the one parser the controller uses too): the
 prefix names a folder, so ``s3://b/images`` copies ``images/a.jpg`` to ``DIR/a.jpg`` and
 ``images/x/b.jpg`` to ``DIR/x/b.jpg`` (never ``images-old/…``); ``s3://b`` copies the whole
 bucket. Folder markers (keys ending in ``/``) are skipped. A key that is not a safe relative path
@@ -10,7 +10,7 @@ bucket. Folder markers (keys ending in ``/``) are skipped. A key that is not a s
 segment starts with ``.mlplatform-`` (the loader's own names) fails the load, naming the key:
 nothing is left out without a word.
 
-Credentials and endpoints: read from the environment exactly as `server_ext.jobs.fetch` reads
+Credentials and endpoints: read from the environment exactly as `server_ext.runtimes.fetch` reads
 them (its `Stores`): AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_PROFILE, AWS_REGION,
 AWS_ENDPOINT_URL_S3, GOOGLE_APPLICATION_CREDENTIALS, STORAGE_EMULATOR_HOST; none → anonymous
 (public buckets); the node's ambient identity is never used. An AWS_CONFIG_FILE that does not exist
@@ -64,10 +64,10 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.operator.datasets import EXIT_PERMANENT, Source, parse_source
-from server_ext.jobs.fetch import Stores, write_body
+from hub_ext.core.errors import UpstreamError, UserInputError
+from hub_ext.operator.rules.datasets import EXIT_PERMANENT, Source, parse_source
 from server_ext.jobs.package_uri import Location
+from server_ext.runtimes.fetch import Stores, write_body
 
 MANIFEST = ".mlplatform-load.json"
 TMP_DIR = ".mlplatform-tmp"

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AsyncIterator, Protocol
 
-from .plan import JobPlan
+from server_ext.jobs.plan import JobPlan
 
 STATES = ("QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED")
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")

@@ -3,7 +3,7 @@
 Pure constants.
 
 Guarantees: `DEFAULT_ACCELERATORS` is `RAW_ACCELERATORS` parsed with
-`hub_ext.catalog.parse_accelerators` (at import, so a broken entry fails loudly here); it offers a
+`hub_ext.core.catalog.parse_accelerators` (at import, so a broken entry fails loudly here); it offers a
 whole A100 and a whole H100 (pinned to their GPU Feature Discovery product labels) and the
 A100-40GB MIG slices ``1g.5gb``, ``2g.10gb``, ``3g.20gb``, ``4g.20gb`` and ``7g.40gb`` under the
 device plugin's ``mixed`` strategy, so job accelerator names such as ``NVIDIA_TESLA_A100``,
@@ -13,10 +13,9 @@ device plugin's ``mixed`` strategy, so job accelerator names such as ``NVIDIA_TE
 
 from __future__ import annotations
 
-from hub_ext.catalog import Accelerator, parse_accelerators
-
-from .machines import Machines
-from .plan import PlanSettings
+from hub_ext.core.catalog import Accelerator, parse_accelerators
+from server_ext.jobs.machines import Machines
+from server_ext.jobs.plan import PlanSettings
 
 RAW_ACCELERATORS: dict[str, dict] = {
     "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB", "display_name": "NVIDIA A100 40GB"},

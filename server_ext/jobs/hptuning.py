@@ -37,7 +37,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 
 FIELD = "trainingInput.hyperparameters"
 MAX_VALUES = 1000

@@ -29,7 +29,7 @@ import json
 import re
 from typing import Any, Callable, Iterable
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 
 DEFAULT_PAGE, MAX_PAGE = 20, 100
 MAX_FILTER = 2000  # characters

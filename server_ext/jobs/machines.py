@@ -30,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from hub_ext.catalog import Accelerator
-from hub_ext.errors import UserInputError
+from hub_ext.core.catalog import Accelerator
+from hub_ext.core.errors import UserInputError
 
 _GCE = re.compile(r"(?P<family>n1|n2|n2d|e2|c2)-(?P<shape>standard|highmem|highcpu)-(?P<cpus>\d+)")
 _GIB_PER_CPU = {("n1", "standard"): 3.75, ("n1", "highmem"): 6.5, ("n1", "highcpu"): 0.9,

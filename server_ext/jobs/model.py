@@ -7,7 +7,7 @@ Google's rules, kept in the API's own JSON shape. Pure.
   types (`server_ext.jobs.schema`: unknown fields refused with their path; ``"4"``/``4`` for
   counts; loose booleans; a value of the wrong type stops there) and then checked, every check
   that does not need another's value run, so all the independent mistakes of one document are
-  told at once (`hub_ext.errors.UserInputErrors`; a lone one is a plain `UserInputError`; a check
+  told at once (`hub_ext.core.errors.UserInputErrors`; a lone one is a plain `UserInputError`; a check
   whose input is already wrong, such as a count's type, is skipped):
   - ``jobId``: ``[A-Za-z][A-Za-z0-9_]*``, at most 128 characters;
   - labels: keys and values as Google allows (lower-case letters, digits, ``_`` and ``-``,
@@ -20,7 +20,7 @@ Google's rules, kept in the API's own JSON shape. Pure.
     (64 per replica: the most one node offers, 16 whole GPUs or 8 GPUs cut into 7 MIG slices each);
   - code: a ``pythonModule`` with ``packageUris`` (which may be left out when a package ships with
     the job: `parse_job(doc, shipped_package=True)`, ``--package-path``), or a master container image;
-    each of ``packageUris`` must be a URI `server_ext.jobs.fetch` can fetch (``gs://``, ``s3://``,
+    each of ``packageUris`` must be a URI `server_ext.runtimes.fetch` can fetch (``gs://``, ``s3://``,
     ``configmap://``, ``file://`` or a plain path; no two with the same file name), refused as
     ``trainingInput.packageUris[i]`` otherwise;
   - ``hyperparameters``: checked by `server_ext.jobs.hptuning.parse_spec` (so a bad sweep is refused
@@ -52,11 +52,10 @@ from typing import Any, Mapping
 
 import yaml
 
-from hub_ext.errors import UserInputError, collect
-
-from .package_uri import parse_all
-from .hptuning import parse_spec
-from .schema import coerce
+from hub_ext.core.errors import UserInputError, collect
+from server_ext.jobs.hptuning import parse_spec
+from server_ext.jobs.package_uri import parse_all
+from server_ext.jobs.schema import coerce
 
 _ZERO_DURATION = re.compile(r"0*(?:\.0*)?s")
 JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")

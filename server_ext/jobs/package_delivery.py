@@ -1,8 +1,8 @@
 """How a built ``--package-path`` sdist reaches its job: limits, names and layouts. Pure.
 
-The I/O half (building the sdist, reading it, uploading it) is `server_ext.jobs.package`; the
+The I/O half (building the sdist, reading it, uploading it) is `server_ext.runtimes.package`; the
 URIs these names make are read back by `server_ext.jobs.package_uri` (and fetched by
-`server_ext.jobs.fetch`).
+`server_ext.runtimes.fetch`).
 
 - `choose_delivery(size, limit, staging_bucket)`: ``"configmap"`` when the sdist fits in a
   ConfigMap (`CONFIGMAP_LIMIT`, ~900 KiB: Kubernetes caps a ConfigMap's data at 1 MiB, and the
@@ -12,7 +12,7 @@ URIs these names make are read back by `server_ext.jobs.package_uri` (and fetche
 - `package_configmap(...)`: the ConfigMap, owned by the job object (create the job first, then
   this; the job's pods wait for it to appear), ``immutable`` (its bytes cannot be changed in
   place; deleted and recreated, they no longer match the digest the job recorded), its URI
-  `configmap_uri(...)` (``configmap://<name>/<file>``), which `server_ext.jobs.fetch` copies from
+  `configmap_uri(...)` (``configmap://<name>/<file>``), which `server_ext.runtimes.fetch` copies from
   ``$MLPLATFORM_PACKAGES_DIR/<name>/<file>`` where the pod mounts it.
 - `digest_env(uri, sha256)`: the fetch container's env entry recording the package's digest
   (`server_ext.jobs.package_uri.DIGESTS_ENV`), written into the job's pod template at submit, so the
@@ -31,9 +31,8 @@ import hashlib
 import re
 from typing import Literal
 
-from hub_ext.errors import UserInputError
-
-from .package_uri import DIGESTS_ENV, digests_env
+from hub_ext.core.errors import UserInputError
+from server_ext.jobs.package_uri import DIGESTS_ENV, digests_env
 
 CONFIGMAP_LIMIT = 900 * 1024
 MANAGED_BY = "jupyterhub-mlplatform"

@@ -1,4 +1,4 @@
-"""Package URIs, their recorded digests and the size limit, as `server_ext.jobs.fetch` reads them. Pure.
+"""Package URIs, their recorded digests and the size limit, as `server_ext.runtimes.fetch` reads them. Pure.
 
 `parse_uri` turns one URI (``gs://``, ``s3://``, ``configmap://``, ``file://`` or a path) into a
 `Location`, with the sha256 its bytes must have when one is recorded: a ``#sha256=<hex>`` fragment
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import unquote, urlsplit
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 
 FIELD = "trainingInput.packageUris"
 DIGESTS_ENV = "MLPLATFORM_PACKAGE_DIGESTS"

@@ -16,10 +16,10 @@
   shipped with the job), or the container's own entry point (``containerCommand``/``containerArgs``);
   ``jobDir`` is passed as ``--job-dir`` as AI Platform did;
 - the mounts: the credentials and datasets the job asked for (already checked against the
-  project by `hub_ext.mounts.select`).
+  project by `hub_ext.core.mounts.select`).
 
 The runtime and every replica's machine type and accelerator are checked each on its own, so all
-their mistakes are told at once (`hub_ext.errors.UserInputErrors`); the project's limits, which
+their mistakes are told at once (`hub_ext.core.errors.UserInputErrors`); the project's limits, which
 need every replica's shape, only once those are valid.
 
 `with_package(plan, sdist, sha256, size, staging_bucket=…)` attaches a package built from
@@ -43,14 +43,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, Mapping
 
-from hub_ext.catalog import Accelerator
-from hub_ext.errors import UserInputError, collect
-from hub_ext.mounts import Credential, Dataset
-
-from . import package_delivery
-from .hptuning import Spec, at_once, parse_spec
-from .machines import Machines
-from .model import Job, kubernetes_name
+from hub_ext.core.catalog import Accelerator
+from hub_ext.core.errors import UserInputError, collect
+from hub_ext.core.mounts import Credential, Dataset
+from server_ext.jobs import package_delivery
+from server_ext.jobs.hptuning import Spec, at_once, parse_spec
+from server_ext.jobs.machines import Machines
+from server_ext.jobs.model import Job, kubernetes_name
 
 ROLES = ("master", "worker", "ps", "evaluator")
 _FIELD = {"master": "master", "worker": "worker", "ps": "parameterServer", "evaluator": "evaluator"}

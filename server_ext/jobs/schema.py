@@ -35,7 +35,7 @@ import pathlib
 import re
 from typing import Any
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 
 DISCOVERY = pathlib.Path(__file__).parent / "data" / "ml-v1-discovery.json"
 OPEN_ENUMS = ("acceleratorConfig.type",)

@@ -2,7 +2,7 @@
 Experiment, the `Package` to build and ship, the `Mounts`), which every face fills: the REST create
 body (`from_rest`), the CLI's flags and ``client.submit``'s keyword arguments (`from_options`, from
 the options of `server_ext.jobs.options`), the widgets' form (through ``client.submit``). The jobs
-service takes it (`server_ext.jobs.service.JobService.create`); `Submission.to_job` is the one
+service takes it (`server_ext.service.jobs.JobService.create`); `Submission.to_job` is the one
 conversion to the ``ml.v1`` Job; `to_rest` is the create body a client sends. Pure.
 
 Fields are named in REST terms everywhere: ``package`` / ``package.path`` /
@@ -31,10 +31,9 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
-from hub_ext.errors import UserInputError, UserInputErrors, collect, errors_of
-
-from .model import Job, parse_job
-from .options import OPTIONS
+from hub_ext.core.errors import UserInputError, UserInputErrors, collect, errors_of
+from server_ext.jobs.model import Job, parse_job
+from server_ext.jobs.options import OPTIONS
 
 CUSTOM_FIELDS = ("masterType", "workerType", "parameterServerType", "evaluatorType", "workerCount",
                  "parameterServerCount", "evaluatorCount")
@@ -100,7 +99,7 @@ def to_rest(sub: Submission) -> dict:
 # ---------------------------------------------------------------- the REST body
 
 def _names(value: Any, where: str) -> tuple[str, ...]:
-    """A list of names (one name alone is read as a list of it), as `hub_ext.mounts.select` reads them."""
+    """A list of names (one name alone is read as a list of it), as `hub_ext.core.mounts.select` reads them."""
     if value in (None, ""):
         return ()
     if isinstance(value, str):
@@ -218,7 +217,7 @@ def from_options(options: Mapping[str, Any], config: dict | None = None, project
 
 def _experiment(options: Mapping[str, Any], config: dict, notes: list[str] | None) -> dict:
     """A Katib Experiment, taken as it is, named after the ``job`` option."""
-    from .kube.native_experiment import named
+    from server_ext.jobs.kube.native_experiment import named
 
     given = [OPTIONS[name][0] for name in JOB_OPTIONS
              if name not in ("job", "region") and options.get(name)]

@@ -26,13 +26,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from hub_ext.catalog import Accelerator
-from hub_ext.errors import ConfigError, Problem
-from hub_ext.kube_mounts import MountSettings
-
-from .kube.kubeflow import DEFAULT_FETCHER_IMAGE, KubeSettings
-from .machines import Machine, Machines
-from .plan import DEFAULT_RUNTIMES, FRAMEWORKS, PlanSettings, Runtime, Runtimes
+from hub_ext.core.catalog import Accelerator
+from hub_ext.core.errors import ConfigError, Problem
+from hub_ext.manifests.mounts import MountSettings
+from server_ext.jobs.kube.kubeflow import DEFAULT_FETCHER_IMAGE, KubeSettings
+from server_ext.jobs.machines import Machine, Machines
+from server_ext.jobs.plan import DEFAULT_RUNTIMES, FRAMEWORKS, PlanSettings, Runtime, Runtimes
 
 KEYS = ("machines", "accelerator_aliases", "legacy_gpu", "runtimes", "replace_runtimes",
         "default_runtime_version", "fetcher_image")

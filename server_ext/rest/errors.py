@@ -12,7 +12,7 @@ from http.client import responses
 
 from tornado.web import HTTPError
 
-from ..errors import PlatformError, google_error
+from server_ext.errors import PlatformError, google_error
 
 _STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
            405: "UNIMPLEMENTED", 409: "ALREADY_EXISTS", 429: "RESOURCE_EXHAUSTED", 502: "UNAVAILABLE",

@@ -44,12 +44,12 @@ from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..errors import PlatformError, UserInputError, UserInputErrors
-from ..jobs.model import JOB_ID, parse_job
-from ..jobs.kube.native_experiment import notes
-from . import inputs
-from .errors import error_body
-from .package_field import read_create_body
+from server_ext.errors import PlatformError, UserInputError, UserInputErrors
+from server_ext.jobs.kube.native_experiment import notes
+from server_ext.jobs.model import JOB_ID, parse_job
+from server_ext.rest import inputs
+from server_ext.rest.errors import error_body
+from server_ext.rest.package_field import read_create_body
 
 AUTH_RESOURCE = "mlplatform"
 KEEPALIVE_S = 15.0

@@ -17,7 +17,7 @@ import json
 import re
 from typing import Any
 
-from ..errors import UserInputError
+from server_ext.errors import UserInputError
 
 MAX_DEPTH = 64  # a Job is ~6 levels deep; a Katib Experiment's trialSpec with a pod spec ~20
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-from ..errors import UserInputError
-from ..jobs.submission import MAX_PATH, Submission, from_rest, path_text
+from server_ext.errors import UserInputError
+from server_ext.jobs.submission import MAX_PATH, Submission, from_rest, path_text
 
 __all__ = ["MAX_PATH", "read_create_body", "inside_root"]
 

@@ -31,9 +31,9 @@ from typing import Any
 from jupyter_server.auth.decorator import authorized
 from tornado import web
 
-from ..errors import UserInputError
-from .handlers import _Handler
-from .package_field import read_create_body
+from server_ext.errors import UserInputError
+from server_ext.rest.handlers import _Handler
+from server_ext.rest.package_field import read_create_body
 
 FORM_FIELDS = ("job_id", "module", "package_path", "args", "scale_tier", "machine_type", "accelerator",
                "accelerator_count", "project", "credentials", "datasets", "hyperparameters_on", "hyperparameters")
@@ -41,9 +41,9 @@ FORM_FIELDS = ("job_id", "module", "package_path", "args", "scale_tier", "machin
 
 def form_choices(info: dict, project: str, env) -> dict:
     """The form's choices for `project` from `info` (`form.platform_info`'s answer). Pure."""
-    from ..jobs.model import MAX_ACCELERATORS
-    from ..widgets.form import _FIELDS, SCALE_TIERS
-    from ..widgets.form_choices import accelerator_offers, is_local, mount_choices, runtime_note
+    from server_ext.jobs.model import MAX_ACCELERATORS
+    from server_ext.widgets.form import _FIELDS, SCALE_TIERS
+    from server_ext.widgets.form_choices import accelerator_offers, is_local, mount_choices, runtime_note
 
     offers, note = accelerator_offers(info, project, is_local(env))
     names = {kind: mount_choices(info, project, kind) for kind in ("credentials", "datasets")}
@@ -58,8 +58,8 @@ def form_choices(info: dict, project: str, env) -> dict:
 def create_body(values: dict, now: datetime.datetime) -> dict:
     """The ``POST …/jobs`` body of the form's `values`, as the widget submits them; `UserInputError`
     carrying every mistake (``violations``). Pure."""
-    from ..client.notebook import default_job_id
-    from ..widgets.form import _several, check_values, submit_arguments
+    from server_ext.client.notebook import default_job_id
+    from server_ext.widgets.form import _several, check_values, submit_arguments
 
     if not isinstance(values, dict) or not set(values) <= set(FORM_FIELDS):
         unknown = sorted(set(values) - set(FORM_FIELDS)) if isinstance(values, dict) else []
@@ -83,7 +83,7 @@ class SubmitFormHandler(_Handler):
     @web.authenticated
     @authorized("read")
     async def get(self, project: str):
-        from ..widgets.form import platform_info
+        from server_ext.widgets.form import platform_info
 
         service = await self.service()
         await service._check(self.user, project)

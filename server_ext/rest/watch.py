@@ -24,8 +24,8 @@ from jupyter_server.auth.decorator import authorized
 from tornado import web
 from tornado.iostream import StreamClosedError
 
-from ..errors import PlatformError
-from .handlers import KEEPALIVE_S, _Handler
+from server_ext.errors import PlatformError
+from server_ext.rest.handlers import KEEPALIVE_S, _Handler
 
 WATCH_EVERY_S = 1.0
 MAX_PAGES = 100  # 10,000 jobs

@@ -15,7 +15,7 @@ browser as deltas (`protocol.md`); logs never pass through the kernel's stdout.
 
 from __future__ import annotations
 
-from ..client.notebook import connect
+from server_ext.client.notebook import connect
 
 __all__ = ["jobs", "job", "sweep", "submit"]
 
@@ -23,7 +23,7 @@ __all__ = ["jobs", "job", "sweep", "submit"]
 def jobs(filter: str | None = None, project: str | None = None):
     """The project's jobs table (ml.v1 `filter`, e.g. ``labels.team=vision``), with the clicked
     job's detail below it. A `views.Browser`: ``.main`` is the `JobsTable`."""
-    from .views import Browser, JobsTable
+    from server_ext.widgets.views import Browser, JobsTable
 
     client = connect(project)
     table = JobsTable(client, client.project, filter=filter)
@@ -34,7 +34,7 @@ def jobs(filter: str | None = None, project: str | None = None):
 
 def job(job_id: str, project: str | None = None, task: str | None = None):
     """A `JobDetail` of `job_id` (`task`: e.g. ``worker-replica-0``, a sweep's ``trial-3``)."""
-    from .views import JobDetail
+    from server_ext.widgets.views import JobDetail
 
     client = connect(project)
     return JobDetail(client, job_id, client.project, task=task)
@@ -43,7 +43,7 @@ def job(job_id: str, project: str | None = None, task: str | None = None):
 def sweep(job_id: str, project: str | None = None):
     """A `SweepMonitor` of the sweep `job_id`, a trial's log below it when one is opened (a
     `views.Browser`: ``.main`` is the monitor)."""
-    from .views import sweep_browser
+    from server_ext.widgets.views import sweep_browser
 
     client = connect(project)
     return sweep_browser(client, job_id, client.project)
@@ -51,6 +51,6 @@ def sweep(job_id: str, project: str | None = None):
 
 def submit(project: str | None = None):
     """The job submission form."""
-    from .form import SubmitForm
+    from server_ext.widgets.form import SubmitForm
 
     return SubmitForm(connect(project))

@@ -40,9 +40,16 @@ from typing import Any, Mapping
 
 import ipywidgets as w
 
-from ..errors import PlatformError, UserInputError
-from ..jobs.model import MAX_ACCELERATORS
-from .form_choices import CPU_ONLY, NO_ACCELERATOR, accelerator_offers, is_local, mount_choices, runtime_note
+from server_ext.errors import PlatformError, UserInputError
+from server_ext.jobs.model import MAX_ACCELERATORS
+from server_ext.widgets.form_choices import (
+    CPU_ONLY,
+    NO_ACCELERATOR,
+    accelerator_offers,
+    is_local,
+    mount_choices,
+    runtime_note,
+)
 
 SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1", "CUSTOM")
 _FIELDS = {  # error field (server or flag spelling) → form field
@@ -161,7 +168,7 @@ def check_values(values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Every problem of the form's values the job model finds, as ``(field, message)`` pairs in
     the form's order: each field is checked on its own (`parse_job` of a job whose other fields
     are sound), so one mistake never hides another. Pure."""
-    from ..jobs.model import parse_job
+    from server_ext.jobs.model import parse_job
 
     problems: list[tuple[str, str]] = []
 

@@ -4,7 +4,7 @@
 Guarantees:
 
 - `accelerator_offers(info, project)` offers exactly the accelerators `project` may use, from the
-  same trusted values the jobs API plans with in a JupyterHub (`server_ext.hub_catalog.catalogue_of`
+  same trusted values the jobs API plans with in a JupyterHub (`server_ext.service.hub_catalog.catalogue_of`
   of the hub's ``catalog`` and ``projects`` answers): an accelerator its limits do not list, or
   list as 0, is not offered, and each offer's `Offer.most` is the project's limit (at most the
   model's `MAX_ACCELERATORS` per replica); with no limits (an admin) every catalogue accelerator.
@@ -26,10 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from hub_ext.mounts import COPY_SUFFIX
-
-from ..errors import PlatformError
-from ..jobs.model import MAX_ACCELERATORS
+from hub_ext.core.mounts import COPY_SUFFIX
+from server_ext.errors import PlatformError
+from server_ext.jobs.model import MAX_ACCELERATORS
 
 NO_ACCELERATOR = ""
 CPU_ONLY = "none (CPU only)"
@@ -51,7 +50,7 @@ def is_local(env: Mapping[str, str]) -> bool:
 def google_name(name: str, catalogue: Mapping) -> str | None:
     """A name the job model resolves to the catalogue entry `name` (``NVIDIA_A100_1G_5GB``,
     ``NVIDIA_TESLA_A100``, ``NVIDIA_H100_80GB``…), or None when none does."""
-    from ..jobs.machines import Machines, mig_name
+    from server_ext.jobs.machines import Machines, mig_name
 
     acc = catalogue[name]
     machines = Machines(catalogue)
@@ -74,8 +73,8 @@ def google_name(name: str, catalogue: Mapping) -> str | None:
 
 def accelerator_offers(info: Mapping, project: str, local: bool = True) -> tuple[list[Offer], str]:
     """(the accelerators `project` may use, first "none (CPU only)"; a note for the user)."""
-    from ..hub_catalog import catalogue_of
-    from ..jobs.defaults import DEFAULT_ACCELERATORS
+    from server_ext.jobs.defaults import DEFAULT_ACCELERATORS
+    from server_ext.service.hub_catalog import catalogue_of
 
     catalog, projects = info.get("catalog"), info.get("projects")
     note = ""
@@ -144,7 +143,7 @@ def own_devices(info: Mapping, env: Mapping[str, str]) -> str:
 def mount_choices(info: Mapping, project: str, kind: str) -> list[str]:
     """The names the forms offer for `kind` (``credentials``, ``datasets``) of `project`, from the
     platform's listing in `info`; a dataset whose load has a snapshot is offered a second time as
-    ``<name>:copy`` (a private writable copy for the job, `hub_ext.mounts.COPY_SUFFIX`)."""
+    ``<name>:copy`` (a private writable copy for the job, `hub_ext.core.mounts.COPY_SUFFIX`)."""
     entries = [c for c in (info.get(kind) or {}).get(kind, [])
                if c.get("name") and c.get("project", project) == project]
     names = {c["name"] for c in entries}

@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ..errors import JobNotFound, PlatformError
-from ..client.notebook import Client, list_all
-from . import state
+from server_ext.client.rest import list_all
+from server_ext.errors import JobNotFound, PlatformError
+from server_ext.widgets import state
+
+if TYPE_CHECKING:  # the widgets are the notebook API's views: `client.notebook` makes them (JobHandle.widget)
+    from server_ext.client.notebook import Client
 
 log = logging.getLogger("mlplatform.widgets")
 

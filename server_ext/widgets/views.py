@@ -28,18 +28,20 @@ import pathlib
 import secrets
 import threading
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import anywidget
 import ipywidgets
 import traitlets as t
 
-from ..client.notebook import Client
-from ..errors import PlatformError
-from ..jobs.listing import compile_filter
-from . import state
-from .liveness import Liveness
-from .sync import JobsPoll, LogFollower, shared_poll
+from server_ext.errors import PlatformError
+from server_ext.jobs.listing import compile_filter
+from server_ext.widgets import state
+from server_ext.widgets.liveness import Liveness
+from server_ext.widgets.sync import JobsPoll, LogFollower, shared_poll
+
+if TYPE_CHECKING:  # the widgets are the notebook API's views: `client.notebook` makes them (JobHandle.widget)
+    from server_ext.client.notebook import Client
 
 STATIC = pathlib.Path(__file__).parent / "static"
 COMMON = STATIC / "common.js"  # the views' shared helpers and badge CSS, served before each view

@@ -11,7 +11,7 @@ as the kube tier runs it, and moto's S3 server:
    the bytes read from the object store.
 2. **copies**: one dataset claim in the snapshot-capable class, loaded; the operator's snapshot of
    the load (``Loaded`` → the claim names its ready snapshot); then ``--copies`` claims made at once
-   from it, shaped as the jobs service makes them (`server_ext.jobs.kube.dataset_copies`). Figures:
+   from it, shaped as the jobs service makes them (`server_ext.runtimes.kube.dataset_copies`). Figures:
    create → ``Bound`` (p50, max), the wall time of all, and the bytes written (the snapshot and the
    copies' directories).
 
@@ -33,14 +33,13 @@ import tempfile
 import time
 import uuid
 
-from hub_ext.kube_mounts import dataset_snapshot
-from hub_ext.operator import datasets as ds
+from hub_ext.manifests.mounts import dataset_snapshot
+from hub_ext.operator.rules import datasets as ds
 from tests.cluster.cluster import Cluster
 from tests.cluster.identities import install_platform
 from tests.controllers.snapshots import SnapshotController
 from tests.kube.dataset_env import aws_secret, dataset, put_many
 from tests.kube.operator_env import make_project, running_operator
-
 
 NODES = [{"name": "bench-node", "allocatable": {"cpu": "64", "memory": "256Gi", "pods": "200"}}]
 

@@ -30,9 +30,9 @@ import tempfile
 import time
 import uuid
 
-from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
-from hub_ext.operator import datasets as ds
-from hub_ext.operator import gates
+from hub_ext.manifests.mounts import MountSettings, dataset_from_pvc, volumes
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.rules import gates
 from tests.cluster.cluster import Cluster
 from tests.cluster.identities import install_platform
 from tests.kube.dataset_env import SlowS3, aws_secret, dataset, put_many

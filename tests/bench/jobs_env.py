@@ -36,7 +36,7 @@ import types
 import aiohttp
 import kubernetes_asyncio
 
-from hub_ext.kube import Kube
+from hub_ext.kube.client import Kube
 from server_ext.jobs.kube.kubeflow import API, job_manifest
 from tests.kube.job_env import SETTINGS, plan
 

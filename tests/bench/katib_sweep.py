@@ -36,7 +36,7 @@ import tempfile
 import time
 import uuid
 
-from server_ext.jobs.kube.backend import KubeBackend
+from server_ext.runtimes.kube.backend import KubeBackend
 from tests.bench.jobs_env import SETTINGS, is_watch, new_kube
 from tests.cluster.cluster import Cluster
 from tests.controllers.katib_system import Katib
@@ -105,10 +105,10 @@ async def first_trial(backend, kube, cluster: Cluster, i: int) -> dict[str, floa
 
 async def local_first_trial(work: pathlib.Path, i: int) -> float:
     from server_ext.jobs.backend import FINAL
-    from server_ext.jobs.local.backend import LocalBackend
     from server_ext.jobs.machines import Machines
     from server_ext.jobs.model import parse_job
     from server_ext.jobs.plan import PlanSettings, plan_job
+    from server_ext.runtimes.local.backend import LocalBackend
     from tests.bench.local_trials import stamp
 
     doc = {"jobId": f"first_{i}", "trainingInput": {

@@ -1,4 +1,4 @@
-"""Per-trial overhead of a local sweep (`server_ext.jobs.local.sweeps`) against running the trial
+"""Per-trial overhead of a local sweep (`server_ext.runtimes.local.sweeps`) against running the trial
 script directly. Goal: at most 5% for 1-second trials.
 
     .venv/bin/python -m tests.bench.local_trials [--trials 10] [--seconds 1.0]
@@ -32,10 +32,10 @@ import tempfile
 import time
 
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local.backend import LocalBackend
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job
+from server_ext.runtimes.local.backend import LocalBackend
 
 TRIAL = '''\
 import argparse, json, os, time

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import requests
 
-from hub_ext.demo import DemoSecrets, demo_config, demo_source, find_proxy_command
+from hub_ext.local.demo import DemoSecrets, demo_config, demo_source, find_proxy_command
 from tests.bench.figures import table
 from tests.harness.hub import HubProcess
 from tests.hub.test_hub_harness import form_login

@@ -52,7 +52,7 @@ import time
 
 import psutil
 
-from hub_ext.operator.datasets import LOADED, LOADER_LABEL
+from hub_ext.operator.rules.datasets import LOADED, LOADER_LABEL
 from tests.cluster.cluster import Cluster
 from tests.cluster.identities import install_platform
 from tests.kube.operator_env import OperatorProcess, make_project

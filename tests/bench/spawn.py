@@ -22,8 +22,8 @@ cluster's); API CPU is kube-apiserver's and etcd's. A start that fails is counte
 from __future__ import annotations
 
 import argparse
-import collections
 import asyncio
+import collections
 import os
 import pathlib
 import statistics
@@ -60,7 +60,7 @@ def make(kind: str, i: int):
     from jupyterhub.objects import Hub
     from kubespawner import KubeSpawner
 
-    from hub_ext.kube_spawner import PlatformSpawner
+    from hub_ext.spawners.kube import PlatformSpawner
 
     hub = Hub(ip="127.0.0.1", port=8081, base_url="/hub/")
     common = dict(user=user(i), hub=hub, api_token=f"token-{i}", oauth_client_id=f"c-{i}",

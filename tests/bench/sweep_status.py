@@ -34,7 +34,7 @@ import sys
 import time
 
 from server_ext.jobs.kube.katib import experiment_manifest
-from server_ext.jobs.kube.backend import KubeBackend
+from server_ext.runtimes.kube.backend import KubeBackend
 from tests.bench.jobs_env import SETTINGS, Server, is_watch, new_kube
 from tests.kube.job_env import plan
 

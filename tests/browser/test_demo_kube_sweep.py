@@ -40,7 +40,7 @@ import pytest
 import requests
 import yaml
 
-from hub_ext.demo import free_port
+from hub_ext.local.demo import free_port
 from tests.browser.test_lab_panel import PANEL
 from tests.conftest import ROOT
 from tests.harness.browser import screenshot

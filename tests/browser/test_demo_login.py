@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from hub_ext.demo import DemoSecrets, demo_config, demo_source
+from hub_ext.local.demo import DemoSecrets, demo_config, demo_source
 from tests.harness.browser import run_notebook, screenshot
 
 pytestmark = pytest.mark.browser

@@ -10,11 +10,20 @@ import re
 
 import pytest
 
-from hub_ext.demo import DemoSecrets
-from tests.harness.browser import run_notebook, screenshot
+from hub_ext.local.demo import DemoSecrets
 from tests.cluster.identities import hub_kubeconfig
-from tests.kube.platform_env import (CANARY, GCP_KEY, NODES, dataset_pvc, delete_projects, kube_hub_config, pod_home,
-                                     pvc_dir, set_loaded)
+from tests.harness.browser import run_notebook, screenshot
+from tests.kube.platform_env import (
+    CANARY,
+    GCP_KEY,
+    NODES,
+    dataset_pvc,
+    delete_projects,
+    kube_hub_config,
+    pod_home,
+    pvc_dir,
+    set_loaded,
+)
 
 pytestmark = pytest.mark.browser
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from hub_ext.login.settings import NOT_ALLOWED
+from hub_ext.login.rules.settings import NOT_ALLOWED
 from tests.harness.browser import screenshot
 from tests.harness.hub import HubProcess
 from tests.harness.oidc import OIDCProvider, client

@@ -24,8 +24,8 @@ import sys
 import tempfile
 import threading
 
-from .cluster import Cluster
-from .controlplane import binaries_missing
+from tests.cluster.cluster import Cluster
+from tests.cluster.controlplane import binaries_missing
 
 
 def parse(argv=None) -> argparse.Namespace:

@@ -21,13 +21,13 @@ from typing import Any
 
 import yaml
 
-from .controlplane import ControlPlane, free_port
-from .kubelet import Kubelet
-from .kubelet_server import serve
-from .network import PodNetwork
-from .provisioner import STORAGE_CLASS, Provisioner
-from .proxy import FaultProxy
-from .rest import ApiError, Rest
+from tests.cluster.controlplane import ControlPlane, free_port
+from tests.cluster.kubelet import Kubelet
+from tests.cluster.kubelet_server import serve
+from tests.cluster.network import PodNetwork
+from tests.cluster.provisioner import STORAGE_CLASS, Provisioner
+from tests.cluster.proxy import FaultProxy
+from tests.cluster.rest import ApiError, Rest
 
 HERE = pathlib.Path(__file__).resolve().parent
 CRD_DIR = HERE / "crds"

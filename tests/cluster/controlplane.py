@@ -27,7 +27,7 @@ import urllib.request
 
 import yaml
 
-from .pki import PKI, Pair
+from tests.cluster.pki import PKI, Pair
 
 HERE = pathlib.Path(__file__).resolve().parent
 BIN = pathlib.Path(os.environ.get("MLPLATFORM_CLUSTER_BIN", HERE / "bin"))

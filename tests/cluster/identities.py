@@ -17,8 +17,8 @@ import pathlib
 
 import yaml
 
-from .cluster import Cluster, api_path
-from .rest import ApiError
+from tests.cluster.cluster import Cluster, api_path
+from tests.cluster.rest import ApiError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HUB_NAMESPACE, HUB_SERVICE_ACCOUNT = "jhub", "hub"

@@ -40,11 +40,11 @@ import pathlib
 import signal
 import uuid
 
-from .kubelet_process import DEFAULT_IMAGES, ProcessMode, _signal_group
-from .logs import PodLogs
-from .network import PodNetwork
-from .podfiles import PodFiles
-from .rest import STRATEGIC, ApiError, Rest
+from tests.cluster.kubelet_process import DEFAULT_IMAGES, ProcessMode, _signal_group
+from tests.cluster.logs import PodLogs
+from tests.cluster.network import PodNetwork
+from tests.cluster.podfiles import PodFiles
+from tests.cluster.rest import STRATEGIC, ApiError, Rest
 
 log = logging.getLogger("tests.cluster.kubelet")
 

@@ -39,8 +39,8 @@ import shutil
 import signal
 import sys
 
-from .network import private_mounts
-from .podfiles import PodFiles
+from tests.cluster.network import private_mounts
+from tests.cluster.podfiles import PodFiles
 
 # Kubernetes' expansion of command, args and env values: `$(VAR)` of a defined variable is its value,
 # `$$` is a `$` (so `$$(VAR)` stays `$(VAR)`), anything else is kept

@@ -15,7 +15,7 @@ import ssl
 
 from aiohttp import web
 
-from .logs import PodLogs, format_line, select
+from tests.cluster.logs import PodLogs, format_line, select
 
 
 def _time(value: str) -> dt.datetime:

@@ -28,7 +28,7 @@ import subprocess
 import time
 from collections import deque
 
-from .controlplane import free_port
+from tests.cluster.controlplane import free_port
 
 log = logging.getLogger("tests.cluster.network")
 

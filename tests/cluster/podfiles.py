@@ -24,8 +24,8 @@ import time
 
 import yaml
 
-from .provisioner import CSI_DRIVER
-from .rest import ApiError, Rest
+from tests.cluster.provisioner import CSI_DRIVER
+from tests.cluster.rest import ApiError, Rest
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 

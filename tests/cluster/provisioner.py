@@ -22,7 +22,7 @@ import logging
 import pathlib
 import shutil
 
-from .rest import ApiError, Rest
+from tests.cluster.rest import ApiError, Rest
 
 log = logging.getLogger("tests.cluster.provisioner")
 NAME = "mlplatform.test/hostpath"

@@ -25,8 +25,8 @@ import pathlib
 import shutil
 import time
 
-from .provisioner import CSI_DRIVER, snapshot_dir
-from .rest import ApiError, Rest
+from tests.cluster.provisioner import CSI_DRIVER, snapshot_dir
+from tests.cluster.rest import ApiError, Rest
 
 CONTENTS = "/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents"
 BEING_CREATED = "snapshot.storage.kubernetes.io/volumesnapshot-being-created"

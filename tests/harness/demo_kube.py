@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import secrets
 import shutil
 import signal
 import subprocess
@@ -41,12 +42,10 @@ import tempfile
 import threading
 import time
 
-import secrets
-
 import requests
 
-from hub_ext.demo import ADMIN_USER, DemoSecrets, find_proxy_command, free_port, write_config
-from hub_ext.local_files import PRIVATE_UMASK
+from hub_ext.local.demo import ADMIN_USER, DemoSecrets, find_proxy_command, free_port, write_config
+from hub_ext.local.files import PRIVATE_UMASK
 from tests.harness.hub import related_processes, stop_group, wait_answering
 
 DEFAULT_PORT = 8000

@@ -26,7 +26,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlsplit
 
-from hub_ext.demo import free_port
+from hub_ext.local.demo import free_port
 
 
 class GitHubAPI:

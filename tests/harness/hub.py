@@ -34,7 +34,7 @@ from pathlib import Path
 
 import requests
 
-from hub_ext.demo import free_port, render_config
+from hub_ext.local.demo import free_port, render_config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 NODE_BIN = PROJECT_ROOT / "node_modules" / ".bin"
@@ -166,7 +166,7 @@ class HubProcess:
     """A running ``jupyterhub``; use as a context manager or call :meth:`start` / :meth:`stop`.
 
     ``config``: Python source of a ``jupyterhub_config.py`` or a settings dict (see
-    :func:`hub_ext.demo.render_config`). ``directory``: where config, database, cookie secret
+    :func:`hub_ext.local.demo.render_config`). ``directory``: where config, database, cookie secret
     and log go (created). ``env``: extra environment for the hub (e.g. ``KUBECONFIG``).
     """
 

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import requests
 
-from hub_ext.demo import free_port
+from hub_ext.local.demo import free_port
 from tests.harness.hub import related_processes, stop_group, wait_answering
 
 MARKER_ENV = "MLPLATFORM_HARNESS_LAB"

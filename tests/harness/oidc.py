@@ -22,7 +22,7 @@ from pathlib import Path
 
 import requests
 
-from hub_ext.demo import free_port
+from hub_ext.local.demo import free_port
 from tests.harness.hub import wait_answering
 
 HERE = Path(__file__).resolve().parent

@@ -15,7 +15,7 @@ import secrets
 import sys
 from pathlib import Path
 
-from hub_ext.demo import CONFIGURE, DemoSecrets, demo_config, render_config
+from hub_ext.local.demo import CONFIGURE, DemoSecrets, demo_config, render_config
 
 PASSWORD = secrets.token_urlsafe(12)  # every provider user's password in these tests
 
@@ -35,7 +35,7 @@ def platform_settings(state_dir: Path) -> dict:
 def login_hub_source(state_dir: Path, function: str, **kwargs) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     return (render_config(platform_settings(state_dir)) + CONFIGURE +
-            f"\nfrom hub_ext.login import {function}\nfrom hub_ext.login.settings import Endpoints\n\n"
+            f"\nfrom hub_ext.login import {function}\nfrom hub_ext.login.rules.settings import Endpoints\n\n"
             f"{function}(c, {args})\n")
 
 

@@ -8,7 +8,7 @@ import time
 import pytest
 import requests
 
-from hub_ext.demo import DemoSecrets, demo_config
+from hub_ext.local.demo import DemoSecrets, demo_config
 
 pytestmark = pytest.mark.hub
 

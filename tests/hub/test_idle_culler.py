@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from hub_ext.demo import DemoSecrets, demo_source
+from hub_ext.local.demo import DemoSecrets, demo_source
 from tests.conftest import ROOT
 from tests.hub.test_hub_harness import demo_hub_config, form_login
 from tests.hub.test_local_platform import server_env

@@ -18,8 +18,8 @@ import time
 import pytest
 import requests
 
-from hub_ext.demo import DemoSecrets, demo_source
-from hub_ext.entitlements import personal_project_name
+from hub_ext.core.entitlements import personal_project_name
+from hub_ext.local.demo import DemoSecrets, demo_source
 from tests.conftest import ROOT
 from tests.harness.hub import HubProcess
 from tests.hub.test_hub_harness import demo_hub_config

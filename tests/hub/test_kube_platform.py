@@ -16,9 +16,9 @@ import pytest
 import requests
 import yaml
 
-from hub_ext.demo import DemoSecrets
-from tests.hub.test_hub_harness import form_login
+from hub_ext.local.demo import DemoSecrets
 from tests.cluster.identities import hub_kubeconfig
+from tests.hub.test_hub_harness import form_login
 from tests.kube.platform_env import CANARY, GCP_KEY, NODES, dataset_pvc, delete_projects, kube_hub_config, set_loaded
 
 pytestmark = pytest.mark.hub

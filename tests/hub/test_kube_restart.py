@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from hub_ext.demo import DemoSecrets
-from hub_ext.tenancy import HUB_BINDING, OPERATOR_BINDING, ROLE
+from hub_ext.local.demo import DemoSecrets
+from hub_ext.manifests.tenancy import HUB_BINDING, OPERATOR_BINDING, ROLE
 from tests.cluster.identities import hub_kubeconfig
 from tests.kube.platform_env import MANAGED, NODES, delete_projects, kube_hub_config
 

@@ -14,8 +14,8 @@ import time
 import pytest
 import requests
 
-from hub_ext.demo import DemoSecrets, demo_source, find_proxy_command
-from hub_ext.entitlements import personal_project_name
+from hub_ext.core.entitlements import personal_project_name
+from hub_ext.local.demo import DemoSecrets, demo_source, find_proxy_command
 from tests.hub.test_hub_harness import demo_hub_config, form_login
 
 pytestmark = pytest.mark.hub

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 import requests
 
-from hub_ext.login.settings import NOT_ALLOWED, Endpoints
+from hub_ext.login.rules.settings import NOT_ALLOWED, Endpoints
 from tests.harness.github_api import GitHubAPI
 from tests.harness.hub import HubProcess
 from tests.harness.oidc import OIDCProvider, browse, client, form_action, oidc_login

@@ -15,8 +15,8 @@ import time
 import pytest
 import requests
 
-from hub_ext.demo import DemoSecrets
-from hub_ext.tenancy import member_binding_name
+from hub_ext.local.demo import DemoSecrets
+from hub_ext.manifests.tenancy import member_binding_name
 from tests.cluster.identities import hub_kubeconfig
 from tests.hub.test_hub_harness import form_login
 from tests.kube.platform_env import NODES, delete_projects, kube_hub_config

@@ -11,8 +11,8 @@ import time
 import pytest
 import requests
 
-from hub_ext.demo import DemoSecrets, demo_source
-from hub_ext.entitlements import personal_project_name
+from hub_ext.core.entitlements import personal_project_name
+from hub_ext.local.demo import DemoSecrets, demo_source
 from tests.hub.test_hub_harness import demo_hub_config, form_login
 from tests.hub.test_local_platform import server_env, spawn, wait_stopped
 

@@ -4,7 +4,7 @@ ServiceAccount of `helm-values/hub-rbac.yaml`."""
 
 import pytest
 
-from hub_ext.demo import DemoSecrets
+from hub_ext.local.demo import DemoSecrets
 from tests.cluster.identities import hub_kubeconfig
 from tests.hub.test_spawn_experience import gone_soon, server_rows
 from tests.kube.platform_env import delete_projects, kube_hub_config

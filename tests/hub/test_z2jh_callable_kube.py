@@ -5,7 +5,7 @@ with a problem refuses the spawn naming the path, before any pod is made."""
 
 import pytest
 
-from hub_ext.demo import CONFIGURE, DemoSecrets
+from hub_ext.local.demo import CONFIGURE, DemoSecrets
 from tests.cluster.identities import hub_kubeconfig
 from tests.hub.test_hub_harness import form_login
 from tests.hub.test_kube_platform import wait_ready

@@ -4,7 +4,7 @@ gets its profile, and a result with a problem refuses the spawn naming the path 
 
 import pytest
 
-from hub_ext.demo import CONFIGURE, DemoSecrets, render_config
+from hub_ext.local.demo import CONFIGURE, DemoSecrets, render_config
 from tests.hub.test_hub_harness import demo_hub_config, form_login
 from tests.hub.test_local_platform import server_env
 

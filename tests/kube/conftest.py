@@ -1,6 +1,6 @@
 """Fixtures the Kubernetes job backend tests share, on the session's real control plane:
 
-- `kube`: an async client (`hub_ext.kube.Kube`) of the test's cluster, as admin through the proxy;
+- `kube`: an async client (`hub_ext.kube.client.Kube`) of the test's cluster, as admin through the proxy;
 - `runner`: the project's ServiceAccount (`KubeSettings.service_account`) that job pods run as,
   made as the hub makes it when it provisions a project (admission refuses a pod whose
   ServiceAccount does not exist);
@@ -25,12 +25,13 @@ from __future__ import annotations
 import kubernetes_asyncio
 import pytest
 
-from hub_ext.kube import Kube
-from server_ext.jobs.kube.backend import KubeBackend
-from tests.kube.job_env import NODES, SETTINGS
-from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixture: mlplatform operator)
+from hub_ext.kube.client import Kube
+from server_ext.runtimes.kube.backend import KubeBackend
 from tests.controllers.katib_system import Katib
 from tests.controllers.outofcluster import TrainingOperator
+from tests.kube.job_env import NODES, SETTINGS
+from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixture: mlplatform operator)
+
 # the real object stores, registered once for the tier: moto's state is per process, so a second S3
 # server (a second registration of the session fixture, e.g. by a module importing it) finds IAM auth on
 from tests.local.object_stores import gcs_store, s3_store  # noqa: F401

@@ -1,6 +1,6 @@
 """A test helper, not product code: what the controller helpers (`tests.kube.training_operator`,
 `tests.kube.katib_controller`, which play the real Training Operator and Katib until those run on
-the test control plane, issue 15) share. They are ordinary API clients (`hub_ext.kube.Kube`). A
+the test control plane, issue 15) share. They are ordinary API clients (`hub_ext.kube.client.Kube`). A
 `Controller` watches one namespace through watch caches that wake it on any change; each time it
 wakes, it makes one pass over what it controls (`reconcile_all`): a pass reads the caches and
 writes only what differs, so waking it once too often changes nothing. Objects it creates are
@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from typing import Self
 
-from hub_ext.kube import Kube
-from hub_ext.watchcache import WatchCache
+from hub_ext.kube.client import Kube
+from hub_ext.kube.watchcache import WatchCache
 
 
 def controller_ref(obj: dict) -> dict:

@@ -13,8 +13,8 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from hub_ext.credentials import secret_manifest, validate_files
-from hub_ext.operator import datasets as ds
+from hub_ext.core.credentials import secret_manifest, validate_files
+from hub_ext.operator.rules import datasets as ds
 
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade", "te", "trailer"}
 
@@ -101,8 +101,8 @@ def dataset(ns: str, name: str, source: str, credential: str | None = None) -> d
 
 async def runner_rest(admin, cluster, ns: str, directory) -> "Rest":
     """The project's runner ServiceAccount's client (what a notebook or a job holds), with the
-    project Role the hub binds (`hub_ext.tenancy.project_objects`) made in `ns`."""
-    from hub_ext.tenancy import Project, project_objects
+    project Role the hub binds (`hub_ext.manifests.tenancy.project_objects`) made in `ns`."""
+    from hub_ext.manifests.tenancy import Project, project_objects
     from tests.cluster.identities import service_account_kubeconfig
     from tests.cluster.rest import Rest
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.kube_mounts import MountSettings
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.manifests.mounts import MountSettings
 from server_ext.jobs.kube.kubeflow import KubeSettings
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job

@@ -13,7 +13,7 @@ where the real one cannot serve:
 
 The real controller is cluster-wide; it runs only while a module that asks for it runs, so the two
 never act on the same Experiment. It is an ordinary API
-client (`hub_ext.kube.Kube`) of the real Katib CRDs (`tests/cluster/crds`, which carry no schema:
+client (`hub_ext.kube.client.Kube`) of the real Katib CRDs (`tests/cluster/crds`, which carry no schema:
 the API server keeps what it writes as written), and does what Katib does:
 
 - Experiment controller: writes ``Created`` then ``Running`` (status subresource, merge patch) and
@@ -62,9 +62,8 @@ import random
 import re
 import string
 
-
-from hub_ext.kube import Conflict, Kube, KubeError, NotFound, reason
-from hub_ext.watchcache import WatchCache
+from hub_ext.kube.client import Conflict, Kube, KubeError, NotFound, reason
+from hub_ext.kube.watchcache import WatchCache
 from server_ext.jobs.kube.kubeflow import resource_path
 from tests.kube.controller import Controller, controller_ref
 from tests.kube.training_operator import KINDS, MERGE, is_true, now, set_condition

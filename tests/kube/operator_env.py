@@ -12,12 +12,12 @@ runs pods as processes; the operator runs as one here).
 
 The handle: ``namespace``; ``await start()`` / ``await stop()`` (SIGTERM, as the kubelet stops a
 pod; the webhook configurations stay, so the API server meets a webhook that is down);
-``log()`` (its output so far); ``health_url``; ``kube`` (an admin `hub_ext.kube.Kube`). At the end
+``log()`` (its output so far); ``health_url``; ``kube`` (an admin `hub_ext.kube.client.Kube`). At the end
 the process stops and the webhook configurations are deleted, so no later test meets them.
 Options through ``@pytest.mark.operator_args([...])``: extra flags (e.g. ``--s3-endpoint``).
 
 `make_project` makes a project namespace as the hub does for the operator: the Namespace of
-`hub_ext.tenancy.project_objects` (the platform's label) and its RoleBinding ``mlplatform-operator``
+`hub_ext.manifests.tenancy.project_objects` (the platform's label) and its RoleBinding ``mlplatform-operator``
 (the operator's rights there; it has none in other namespaces).
 """
 
@@ -38,9 +38,9 @@ import kubernetes_asyncio
 import pytest
 import yaml
 
-from hub_ext.entitlements import Project
-from hub_ext.kube import Kube
-from hub_ext.tenancy import OPERATOR_BINDING, project_objects
+from hub_ext.core.entitlements import Project
+from hub_ext.kube.client import Kube
+from hub_ext.manifests.tenancy import OPERATOR_BINDING, project_objects
 from tests.cluster.cluster import api_path
 from tests.cluster.controlplane import free_port
 from tests.cluster.identities import policies_compiled, service_account_kubeconfig

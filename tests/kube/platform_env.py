@@ -33,7 +33,7 @@ import pathlib
 import time
 import types
 
-from hub_ext.demo import DEMO_PLATFORM
+from hub_ext.local.demo import DEMO_PLATFORM
 from tests.cluster.identities import hub_kubeconfig
 
 PLATFORM = {k: v for k, v in DEMO_PLATFORM.items() if k != "inventory"}
@@ -68,7 +68,7 @@ def make_user(name: str, groups=(), admin: bool = False, uid: int = 1):
 async def restart_hub() -> None:
     """What a hub restart does to the platform's process state: the hub's `PlatformService`
     stops (its watch caches) and goes; spawners made afterwards get a fresh one."""
-    from hub_ext.service import KEY
+    from hub_ext.spawners.service import KEY
 
     service = HUB_SETTINGS.pop(KEY, None)
     if service is not None:
@@ -99,7 +99,7 @@ def hub_identity(cluster, path, monkeypatch) -> pathlib.Path:
 
 async def whoami(api_client) -> str:
     """The user name the API server authenticates a client as (a SelfSubjectReview)."""
-    from hub_ext.kube import Kube
+    from hub_ext.kube.client import Kube
 
     review = await Kube(api_client).request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews",
                                             {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"})
@@ -163,7 +163,7 @@ def watch_progress(spawner):
 def make_spawner(user, user_options=None, **traits):
     from jupyterhub.objects import Hub
 
-    from hub_ext.kube_spawner import PlatformSpawner
+    from hub_ext.spawners.kube import PlatformSpawner
 
     hub = Hub(ip="127.0.0.1", port=8081, base_url="/hub/")
     settings = {**PLATFORM, "start_timeout": 30, "http_timeout": 10, "image": IMAGE,
@@ -212,7 +212,7 @@ def set_loaded(cluster, ns: str, name: str, status: str, reason: str = "", messa
 
 
 async def mark_loaded(kube, ns: str, name: str) -> None:
-    """`set_loaded` True through an async admin `hub_ext.kube.Kube`."""
+    """`set_loaded` True through an async admin `hub_ext.kube.client.Kube`."""
     await kube.request("PATCH", f"/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}/status",
                        _loaded("True", "Loaded", ""), content_type="application/merge-patch+json")
 
@@ -258,7 +258,7 @@ def kube_hub_config(state_dir, demo_secrets, **platform) -> str:
     import os
     import sys
 
-    from hub_ext.demo import demo_config, demo_source
+    from hub_ext.local.demo import demo_config, demo_source
 
     config = demo_config(demo_secrets, state_dir=state_dir, python=sys.executable, allow_root=os.geteuid() == 0)
     config.pop("LocalPlatformSpawner")

@@ -17,12 +17,12 @@ import sysconfig
 import pytest
 import yaml
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import Project
-from hub_ext.publish import catalog_json
-from hub_ext.tenancy import CATALOG_CONFIGMAP, MEMBER_LABEL, project_objects
-from tests.kube.job_env import pod
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import Project
+from hub_ext.core.publish import catalog_json
+from hub_ext.manifests.tenancy import CATALOG_CONFIGMAP, MEMBER_LABEL, project_objects
 from tests.cluster.kubelet import node_manifest
+from tests.kube.job_env import pod
 from tests.kube.platform_env import CANARY, GCP_KEY, NVIDIA_TAINT, dataset_pvc, mark_loaded, secret_body
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA
 
@@ -171,7 +171,7 @@ async def test_credentials_and_datasets_of_the_project_are_mounted_into_the_job(
 
 async def member(kube_cluster, ns: str, tmp_path, username: str = "alice"):
     """A kubeconfig acting as `username`'s own Kubernetes identity (``oidc:<name>``), bound to the
-    project Role by the objects the hub makes for a member (`hub_ext.tenancy.project_objects`)."""
+    project Role by the objects the hub makes for a member (`hub_ext.manifests.tenancy.project_objects`)."""
     identity = f"oidc:{username}"
     project = Project(name=ns, display_name=ns, personal=True, profiles=frozenset(), limits=None)
     for obj in project_objects(project, CATALOG, [], members=[(username, identity)]):

@@ -13,20 +13,20 @@ import uuid
 
 import pytest
 
-from hub_ext.errors import UserInputError
-from hub_ext.kube import Kube
-from hub_ext.kube_mounts import dataset_from_pvc
-from hub_ext.mounts import Available
-from hub_ext.operator import datasets as ds
-from server_ext.jobs.kube.backend import KubeBackend
-from server_ext.jobs.service import JobService
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import Available
+from hub_ext.kube.client import Kube
+from hub_ext.manifests.mounts import dataset_from_pvc
+from hub_ext.operator.rules import datasets as ds
 from server_ext.jobs.submission import Mounts, Submission
+from server_ext.runtimes.kube.backend import KubeBackend
+from server_ext.service.jobs import JobService
 from tests.cluster.rest import ApiError
 from tests.kube.dataset_env import aws_secret, dataset, put_many, runner_rest
-from tests.kube.job_env import PLAN_SETTINGS, SETTINGS as JOB_SETTINGS
+from tests.kube.job_env import PLAN_SETTINGS
+from tests.kube.job_env import SETTINGS as JOB_SETTINGS
 from tests.kube.platform_env import until
-from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator and project)
-    MOUNTS, READ_ALL, claim_path, digest, operator, project, slow_s3)
+from tests.kube.test_operator_datasets import MOUNTS, READ_ALL, claim_path, digest, operator, project, slow_s3  # noqa: F401  (the module's operator and project)
 
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
 
@@ -160,7 +160,7 @@ async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, pro
         "a claim posing as a dataset": {**copy, "metadata": {"name": "fake", "labels": {
             "mlplatform.io/dataset-copy-of": "frames", "mlplatform.io/dataset": "true"}}},
         "a copy without its label": {**copy, "metadata": {"name": "unlabelled"}},
-        # a dataset's volumes are the operator's (a reload in use: hub_ext.operator.volumes)
+        # a dataset's volumes are the operator's (a reload in use: hub_ext.operator.rules.volumes)
         "a claim posing as a dataset's volume": {**copy, "metadata": {"name": "frames-vol-x", "labels": {
             "mlplatform.io/dataset-copy-of": "frames", "mlplatform.io/dataset-volume-of": "frames"}}},
     }

@@ -1,6 +1,6 @@
 """Datasets added through the hub on the real control plane, the hub acting as the ServiceAccount of
 `helm-values/hub-rbac.yaml` (`tests.kube.platform_env`: a right the hub's ClusterRole lacks fails
-the test), through the datasets page's faces (`hub_ext.datasets_page`: what its page and REST
+the test), through the datasets page's faces (`hub_ext.web.datasets_page`: what its page and REST
 handlers call) and the user's PlatformSpawner:
 
 - a member adds a dataset to their team project: the PVC is made as the hub makes it, bound by
@@ -21,11 +21,19 @@ import json
 
 import pytest
 
-from hub_ext import credentials_page, datasets_page
-from hub_ext.errors import UserInputError, UserInputErrors
+from hub_ext.core.errors import UserInputError, UserInputErrors
+from hub_ext.web import credentials_page, datasets_page
 from tests.cluster.identities import HUB_USER
-from tests.kube.platform_env import (GCP_KEY, make_spawner, make_user, platform_cluster, set_loaded, until,
-                                     wait_bound, whoami)
+from tests.kube.platform_env import (
+    GCP_KEY,
+    make_spawner,
+    make_user,
+    platform_cluster,
+    set_loaded,
+    until,
+    wait_bound,
+    whoami,
+)
 
 pytestmark = pytest.mark.kube
 

@@ -1,6 +1,6 @@
 """A dataset reloaded while pods read it (issue 21.1), on the real control plane with the operator as
 its own ServiceAccount, the real loader against moto's S3, pods run by the process kubelet, and
-Kubernetes' own pvc-protection (`hub_ext.operator.volumes` says what is chosen and why):
+Kubernetes' own pvc-protection (`hub_ext.operator.rules.volumes` says what is chosen and why):
 
 - a pod reading the dataset keeps its data, unchanged to the byte, through a reload of new contents:
   the new load goes to a new volume claim of the dataset's (owned by it; the project's quota counts
@@ -21,14 +21,25 @@ import uuid
 import aiohttp
 import pytest
 
-from hub_ext.kube import Kube, KubeError
-from hub_ext.kube_mounts import LOADED_LOAD, dataset_from_pvc, volumes as pod_volumes
-from hub_ext.operator import datasets as ds
-from hub_ext.operator import gates, volumes
+from hub_ext.kube.client import Kube, KubeError
+from hub_ext.manifests.mounts import LOADED_LOAD, dataset_from_pvc
+from hub_ext.manifests.mounts import volumes as pod_volumes
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.rules import gates, volumes
 from tests.kube.dataset_env import aws_secret, dataset, put_many
 from tests.kube.platform_env import until
 from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator and project)
-    MOUNTS, READ_ALL, RUNNER, claim_path, digest, files_of, operator, project, slow_s3, volume_dir)
+    MOUNTS,
+    READ_ALL,
+    RUNNER,
+    claim_path,
+    digest,
+    files_of,
+    operator,
+    project,
+    slow_s3,
+    volume_dir,
+)
 
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
 

@@ -172,8 +172,8 @@ async def cache(kube_cluster, kube_target):
     """hub_ext's WatchCache of the test namespace's ConfigMaps, through the proxy."""
     import kubernetes_asyncio
 
-    from hub_ext.kube import Kube as HubKube
-    from hub_ext.watchcache import WatchCache
+    from hub_ext.kube.client import Kube as HubKube
+    from hub_ext.kube.watchcache import WatchCache
 
     api = await kubernetes_asyncio.config.new_client_from_config(config_file=kube_target.kubeconfig)
     wc = WatchCache(HubKube(api), f"/api/v1/namespaces/{kube_target.namespace}/configmaps", retry_delay=0.05)

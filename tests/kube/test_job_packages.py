@@ -17,14 +17,14 @@ import sys
 
 import pytest
 
-from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube
+from hub_ext.core.errors import UpstreamError, UserInputError
+from hub_ext.kube.client import Kube
 from server_ext.errors import JobNotFound
-from server_ext.jobs.fetch import fetch_all
 from server_ext.jobs.package_uri import PACKAGES_DIR_ENV
-from server_ext.jobs.kube.backend import KubeBackend
-from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Package, Submission
+from server_ext.runtimes.fetch import fetch_all
+from server_ext.runtimes.kube.backend import KubeBackend
+from server_ext.service.jobs import JobService
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, state
 
 pytestmark = pytest.mark.kube
@@ -95,7 +95,7 @@ async def test_the_package_ships_in_a_configmap_owned_by_the_job(backend, kube, 
         target.parent.mkdir(parents=True)
         target.write_bytes(base64.b64decode(cm["binaryData"][item["key"]]))
     env = {**os.environ, PACKAGES_DIR_ENV: str(packages)}
-    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "server_ext.jobs.fetch", "--dest",
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "server_ext.runtimes.fetch", "--dest",
                                                     str(tmp_path / "code"), uri], env=env, capture_output=True,
                                    text=True, timeout=60)
     assert done.returncode == 0, done.stderr

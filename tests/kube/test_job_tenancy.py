@@ -20,17 +20,17 @@ import shutil
 import pytest
 import requests
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import Project
-from hub_ext.errors import UserInputError
-from hub_ext.publish import catalog_json
-from hub_ext.tenancy import CATALOG_CONFIGMAP, ROLE, ROLE_RULES, SERVICE_ACCOUNT
-from server_ext.jobs import package
-from server_ext.jobs.fetch import fetch_all
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import Project
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.publish import catalog_json
+from hub_ext.manifests.tenancy import CATALOG_CONFIGMAP, ROLE, ROLE_RULES, SERVICE_ACCOUNT
 from server_ext.jobs.package_uri import DIGESTS_ENV
-from server_ext.jobs.kube.backend import KubeBackend
-from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Package, Submission
+from server_ext.runtimes import package
+from server_ext.runtimes.fetch import fetch_all
+from server_ext.runtimes.kube.backend import KubeBackend
+from server_ext.service.jobs import JobService
 from tests.cluster.identities import service_account_kubeconfig
 from tests.cluster.rest import ApiError, Rest
 from tests.kube.job_env import NODES, PLAN_SETTINGS, SETTINGS, pods, state

@@ -10,14 +10,13 @@ import uuid
 
 import pytest
 
-from hub_ext.kube_mounts import dataset_from_pvc, volumes
-from hub_ext.operator import datasets as ds
-from hub_ext.operator import gates
+from hub_ext.manifests.mounts import dataset_from_pvc, volumes
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.rules import gates
 from tests.kube.dataset_env import aws_secret, dataset, put_many
 from tests.kube.platform_env import until
 from tests.kube.test_katib_real import INJECTION, condition, native_experiment
-from tests.kube.test_operator_datasets import (  # noqa: F401  (the module's operator and project)
-    MOUNTS, RUNNER, claim_path, digest, operator, project, slow_s3)
+from tests.kube.test_operator_datasets import MOUNTS, RUNNER, claim_path, digest, operator, project, slow_s3  # noqa: F401  (the module's operator and project)
 
 pytestmark = [pytest.mark.kube, pytest.mark.asyncio(loop_scope="module")]
 

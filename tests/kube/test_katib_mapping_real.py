@@ -141,7 +141,7 @@ async def test_early_stopping_is_refused_where_katib_has_no_early_stopping_servi
     it is Python-only) refuses the Experiment in its webhook, and the platform tells the user so at
     submit: not a sweep that runs without early stopping, nor one that waits for a service that
     cannot start."""
-    from hub_ext.errors import UserInputError
+    from hub_ext.core.errors import UserInputError
 
     ns = sweeps_ns
     doc = custom_body("early_stop", [{"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 0.01,

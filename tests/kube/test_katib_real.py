@@ -23,7 +23,7 @@ from tests.kube.test_kube_sweeps import validate_swagger
 pytestmark = pytest.mark.kube
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
-INJECTION = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}  # hub_ext.tenancy.NAMESPACE_LABELS
+INJECTION = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}  # hub_ext.manifests.tenancy.NAMESPACE_LABELS
 
 
 def native_experiment(name: str, algorithm: str = "random", trials: int = 3, parallel: int = 2) -> dict:
@@ -236,7 +236,7 @@ async def test_with_katib_down_its_webhooks_refuse_experiments_and_pods_of_label
     Experiment create fails, and so does every pod create in a namespace labelled for metrics-collector
     injection (the hub labels every project's: notebooks and plain jobs there are blocked too);
     an unlabelled namespace's pods are not affected."""
-    from hub_ext.kube import KubeError
+    from hub_ext.kube.client import KubeError
 
     ns = sweeps_ns
     pod = {"metadata": {"name": "plain"}, "spec": {"restartPolicy": "Never", "containers": [

@@ -18,7 +18,7 @@ import pytest
 
 from server_ext.errors import JobFinished, JobNotFound
 from server_ext.jobs.kube import katib as mapping
-from server_ext.jobs.kube import sweeps as mapping_sweeps
+from server_ext.runtimes.kube import sweeps as mapping_sweeps
 from tests.kube.job_env import state
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped
 from tests.kube.test_katib_real import sweep_body, sweeps_ns, trials_of  # noqa: F401 (fixture)

@@ -24,7 +24,7 @@ import pathlib
 import jsonschema
 import pytest
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.errors import JobExists
 from server_ext.jobs.kube.native_experiment import native_experiment
 from tests.kube.job_env import plan, pods, pytorch_doc, state, until
@@ -135,7 +135,7 @@ def test_native_experiments_are_checked():
 
 
 async def test_the_service_routes_an_experiment_to_submit_experiment():
-    from server_ext.jobs.service import JobService
+    from server_ext.service.jobs import JobService
     from tests.kube.job_env import PLAN_SETTINGS
 
     class Cluster:

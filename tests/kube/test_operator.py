@@ -98,7 +98,7 @@ async def test_the_operator_reads_secrets_and_runs_jobs_only_in_projects(operato
     that is not one it may do neither (it still sees the dataset claims there: its watches)."""
     import kubernetes_asyncio
 
-    from hub_ext.kube import Forbidden, Kube, METADATA_ONLY
+    from hub_ext.kube.client import METADATA_ONLY, Forbidden, Kube
     from tests.cluster.identities import service_account_kubeconfig
     from tests.kube.operator_env import NAMESPACE, SERVICE_ACCOUNT, make_project
 

@@ -37,17 +37,18 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from hub_ext.kube import Kube, KubeError
-from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, volumes
-from hub_ext.mounts import Available, select
-from hub_ext.operator import datasets as ds
-from hub_ext.operator import gates
-from server_ext.jobs.kube.backend import KubeBackend
-from server_ext.jobs.service import JobService
+from hub_ext.core.mounts import Available, select
+from hub_ext.kube.client import Kube, KubeError
+from hub_ext.manifests.mounts import MountSettings, dataset_from_pvc, volumes
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.rules import gates
 from server_ext.jobs.submission import Mounts, Submission
+from server_ext.runtimes.kube.backend import KubeBackend
+from server_ext.service.jobs import JobService
 from tests.cluster.identities import install_platform
 from tests.kube.dataset_env import SlowS3, aws_secret, dataset, put_many
-from tests.kube.job_env import PLAN_SETTINGS, SETTINGS as JOB_SETTINGS
+from tests.kube.job_env import PLAN_SETTINGS
+from tests.kube.job_env import SETTINGS as JOB_SETTINGS
 from tests.kube.operator_env import OperatorProcess, make_project, running_operator
 from tests.kube.platform_env import until
 

@@ -31,10 +31,10 @@ import kubernetes_asyncio
 import pytest
 import pytest_asyncio
 
-from hub_ext.credentials import secret_manifest, validate_files
-from hub_ext.kube import Kube, KubeError
-from hub_ext.kube_mounts import MountSettings, credential_of_kind, volumes
-from hub_ext.mounts import Available, select
+from hub_ext.core.credentials import secret_manifest, validate_files
+from hub_ext.core.mounts import Available, select
+from hub_ext.kube.client import Kube, KubeError
+from hub_ext.manifests.mounts import MountSettings, credential_of_kind, volumes
 from tests.cluster.identities import install_platform, service_account_kubeconfig
 from tests.kube.operator_env import make_project, running_operator
 from tests.kube.platform_env import until
@@ -245,7 +245,7 @@ async def test_the_webhook_down_refuses_project_pods_clearly_and_nothing_else_an
     await operator.stop()
 
     # the failurePolicy Fail refusal: the API server's text names the webhook of the platform's
-    # operator, and the platform's clients (hub_ext.kube) tell it as such
+    # operator, and the platform's clients (hub_ext.kube.client) tell it as such
     for name, call in (("credential-mounts", admin.request("POST", f"/api/v1/namespaces/{ns}/pods", asks,
                                                            query=DRY_RUN)),
                        ("credential-secrets", runner.create(gcp_secret(ns, "other-key")))):

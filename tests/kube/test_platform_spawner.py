@@ -18,9 +18,26 @@ import pytest
 from tornado import web
 
 from tests.cluster.identities import HUB_USER
-from tests.kube.platform_env import (CANARY, GCP_KEY, IMAGE, create, dataset_pvc, delete_projects, make_spawner,
-                                     make_user, platform_cluster, restart_hub, secret_body, set_loaded, stop_as_hub,
-                                     until, wait_bound, wait_default_service_account, watch_progress, whoami)
+from tests.kube.platform_env import (
+    CANARY,
+    GCP_KEY,
+    IMAGE,
+    create,
+    dataset_pvc,
+    delete_projects,
+    make_spawner,
+    make_user,
+    platform_cluster,
+    restart_hub,
+    secret_body,
+    set_loaded,
+    stop_as_hub,
+    until,
+    wait_bound,
+    wait_default_service_account,
+    watch_progress,
+    whoami,
+)
 
 pytestmark = pytest.mark.kube
 
@@ -349,8 +366,8 @@ async def test_a_conflict_while_provisioning_is_resolved_by_reading(cluster):
 
 
 async def test_credentials_are_added_validated_and_deleted_through_the_hub(cluster):
-    from hub_ext.credentials import files_from_fields
-    from hub_ext.errors import UserInputError
+    from hub_ext.core.credentials import files_from_fields
+    from hub_ext.core.errors import UserInputError
 
     sp = await provisioned(make_user(ALICE, ["vision"]))
     resources = sp.shared.resources

@@ -20,11 +20,10 @@ import time
 import pytest
 from tornado import web
 
-from hub_ext import credentials_page
-from hub_ext.credentials import files_from_fields
-from hub_ext.errors import UserInputError
-from tests.kube.platform_env import (GCP_KEY, create, make_spawner, make_user, platform_cluster, secret_body,
-                                     until)
+from hub_ext.core.credentials import files_from_fields
+from hub_ext.core.errors import UserInputError
+from hub_ext.web import credentials_page
+from tests.kube.platform_env import GCP_KEY, create, make_spawner, make_user, platform_cluster, secret_body, until
 
 pytestmark = pytest.mark.kube
 

@@ -226,7 +226,7 @@ async def test_the_hub_binds_roles_and_changes_namespaces_only_in_projects(visio
 async def test_render_project_prints_exactly_what_the_hub_made(vision, tmp_path):
     """`mlplatform render-project` (what an operator reviews before deploying) against the objects
     the hub really made for bob on the API server: the same objects, the same wanted fields."""
-    from hub_ext.cli import main
+    from hub_ext.cli.main import main
 
     config = tmp_path / "jupyterhub_config.py"
     config.write_text('c.JupyterHub.spawner_class = "platform"\n'

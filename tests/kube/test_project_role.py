@@ -1,7 +1,7 @@
 """The project's RBAC on the real API server, with real identities.
 
 The hub, acting as the ServiceAccount of `helm-values/hub-rbac.yaml` (not as admin), provisions a
-project with the platform's own code (`hub_ext.tenancy` objects through `hub_ext.provision`): the
+project with the platform's own code (`hub_ext.manifests.tenancy` objects through `hub_ext.kube.provision`): the
 API server refuses a Role that grants more than the hub holds, so this also proves the ClusterRole
 covers the project Role. Then the project's runner ServiceAccount, with a token from TokenRequest
 as its notebook pod has it, makes every call the notebook server and `kubectl ai-platform` make (a
@@ -21,11 +21,11 @@ import kubernetes_asyncio
 import pytest
 import yaml
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import Project
-from hub_ext.kube import Kube, KubeError
-from hub_ext.provision import Provisioner
-from hub_ext.tenancy import SERVICE_ACCOUNT, project_objects
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import Project
+from hub_ext.kube.client import Kube, KubeError
+from hub_ext.kube.provision import Provisioner
+from hub_ext.manifests.tenancy import SERVICE_ACCOUNT, project_objects
 from tests.cluster.identities import hub_kubeconfig, service_account_kubeconfig
 
 pytestmark = pytest.mark.kube

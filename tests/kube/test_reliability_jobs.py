@@ -40,14 +40,14 @@ from dataclasses import dataclass
 import kubernetes_asyncio
 import pytest
 
-from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube import Kube
+from hub_ext.core.errors import UpstreamError, UserInputError
+from hub_ext.kube.client import Kube
+from hub_ext.operator.rules.gates import GATED_LABEL
 from server_ext.errors import JobExists
-from server_ext.jobs.kube.backend import SELECTOR, KubeBackend
-from hub_ext.operator.gates import GATED_LABEL
-from server_ext.jobs.kube.sweeps import EXPERIMENT_LABEL
 from server_ext.jobs.model import JOB_ID_ANNOTATION, kubernetes_name
 from server_ext.jobs.plan import with_package
+from server_ext.runtimes.kube.backend import SELECTOR, KubeBackend
+from server_ext.runtimes.kube.sweeps import EXPERIMENT_LABEL
 from tests.kube.job_env import SETTINGS, plan, pytorch_doc, single_doc, tf_doc
 
 pytestmark = pytest.mark.kube

@@ -10,7 +10,7 @@ import types
 import pytest
 from tornado import web
 
-from hub_ext.entitlements import personal_project_name
+from hub_ext.core.entitlements import personal_project_name
 from tests.kube.platform_env import make_spawner, make_user, platform_cluster, until, watch_progress
 
 pytestmark = pytest.mark.kube

@@ -345,7 +345,7 @@ def long_experiment(name: str, **annotations: str) -> dict:
 
 
 def ended_as_cancelled(obj: dict, end: str = "Failed", why: str = "ExperimentCancelled", **extra) -> dict:
-    """The status patch a cancel writes (server_ext.jobs.kube.sweeps), on `obj`'s conditions, plus `extra`."""
+    """The status patch a cancel writes (server_ext.runtimes.kube.sweeps), on `obj`'s conditions, plus `extra`."""
     when = "2026-12-05T00:00:00Z"
     conditions = [{**c, "status": "False"} if c["type"] == "Running" else c for c in obj["status"]["conditions"]]
     conditions.append({"type": end, "status": "True", "reason": why, "message": "cancelled",
@@ -456,8 +456,8 @@ LONG = "a" * 58
 
 @pytest.mark.hub
 def test_the_hub_api_and_spawn_form_keep_each_user_to_their_own(kube_cluster, hub_factory, tmp_path):
-    from hub_ext.demo import DemoSecrets
-    from hub_ext.tenancy import OWNER_ANNOTATION
+    from hub_ext.local.demo import DemoSecrets
+    from hub_ext.manifests.tenancy import OWNER_ANNOTATION
     from tests.cluster.identities import hub_kubeconfig
     from tests.hub.test_kube_platform import call, token_for
     from tests.kube.platform_env import GCP_KEY, delete_projects, kube_hub_config

@@ -13,8 +13,8 @@ import re
 
 import pytest
 
-from hub_ext.errors import UserInputError
-from hub_ext.kube import Forbidden
+from hub_ext.core.errors import UserInputError
+from hub_ext.kube.client import Forbidden
 from server_ext.jobs.kube.kubeflow import job_manifest, resource_path
 from tests.kube.job_env import NODES, SETTINGS, plan, pods, pytorch_doc, state, until
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped

@@ -23,9 +23,9 @@ import comm
 import pytest
 
 from server_ext.client.notebook import Client
-from server_ext.jobs.kube.backend import KINDS, SELECTOR
-from server_ext.jobs.kube.sweeps import EXPERIMENT_LABEL, katib_path
 from server_ext.jobs.kube.kubeflow import resource_path
+from server_ext.runtimes.kube.backend import KINDS, SELECTOR
+from server_ext.runtimes.kube.sweeps import EXPERIMENT_LABEL, katib_path
 from server_ext.widgets.sync import JobsPoll
 from server_ext.widgets.views import JobDetail, JobsTable
 from tests.bench.widget_traffic import TRAFFIC, RecordingComm, from_view

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from server_ext.kube_target import published_of
+from server_ext.runtimes.kube.target import published_of
 from tests.kube.platform_env import make_spawner, make_user, platform_cluster
 
 pytestmark = pytest.mark.kube

@@ -8,7 +8,7 @@ outside pytest (the benchmarks); the fixtures below are those, once per session.
 Fixtures (registered by tests/local/conftest.py):
 - `s3_store`: `S3Store` — endpoint, a bucket, an IAM user allowed ``s3:*`` and one allowed
   nothing, and `credentials_env(...)`, which writes AWS shared-credentials/config FILES and returns
-  the environment naming them (paths only, as `hub_ext.mounts` exposes credentials).
+  the environment naming them (paths only, as `hub_ext.core.mounts` exposes credentials).
 - `gcs_store`: `GcsStore` — the emulator's URL, a bucket, `put`, and `credentials_env(...)`, which
   writes a well-formed service-account key (a fresh RSA key) and returns the environment naming it.
 """

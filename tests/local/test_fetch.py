@@ -1,4 +1,4 @@
-"""`server_ext.jobs.fetch` against a real S3 server (moto, IAM auth on) and a real GCS emulator on
+"""`server_ext.runtimes.fetch` against a real S3 server (moto, IAM auth on) and a real GCS emulator on
 loopback, credentials given as FILES named by environment variables; and its CLI as a subprocess."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from hub_ext.errors import UpstreamError, UserInputError
-from server_ext.jobs.fetch import fetch_all
+from hub_ext.core.errors import UpstreamError, UserInputError
 from server_ext.jobs.package_uri import PACKAGES_DIR_ENV, parse_all
+from server_ext.runtimes.fetch import fetch_all
 
 pytestmark = pytest.mark.local
 
@@ -212,7 +212,7 @@ async def test_files_and_configmap_packages(tmp_path):
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "GOOGLE_", "STORAGE_EMULATOR"))}
-    return subprocess.run([sys.executable, "-m", "server_ext.jobs.fetch", *args], env={**base, **env}, cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "server_ext.runtimes.fetch", *args], env={**base, **env}, cwd=ROOT,
                           capture_output=True, text=True, timeout=60)
 
 

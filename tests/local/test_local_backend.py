@@ -17,16 +17,16 @@ import uuid
 
 import pytest
 
-from hub_ext.errors import UserInputError
-from hub_ext.mounts import Credential
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import Credential
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local.backend import LocalBackend
-from server_ext.jobs.local.procs import Replica, read_exit
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
-from server_ext.jobs.package import digest
 from server_ext.jobs.plan import PlanSettings, plan_job, with_package
+from server_ext.runtimes.local.backend import LocalBackend
+from server_ext.runtimes.local.procs import Replica, read_exit
+from server_ext.runtimes.package import digest
 
 pytestmark = pytest.mark.local
 
@@ -326,7 +326,7 @@ async def test_refusals_duplicates_and_projects(backend, tmp_path, monkeypatch):
          "trainingInput.masterConfig.imageUri"),
         (make_plan(uid("missing"), [], [str(tmp_path / "nope.tar.gz")]), "trainingInput.packageUris[0]"),
     ]
-    monkeypatch.setitem(sys.modules, "server_ext.jobs.fetch", None)  # as where the fetch module is not installed
+    monkeypatch.setitem(sys.modules, "server_ext.runtimes.fetch", None)  # as where the fetch module is not installed
     refused.append((make_plan(uid("remote"), [], ["gs://bucket/t.tar.gz"]), "trainingInput.packageUris"))
     for plan, field in refused:
         with pytest.raises(UserInputError) as e:
@@ -358,8 +358,8 @@ async def test_more_processes_than_the_local_limit_are_refused_before_anything_i
 
 
 async def test_the_local_process_limit_is_configurable(tmp_path, monkeypatch):
-    from hub_ext.errors import ConfigError
-    from server_ext.jobs.local.backend import MAX_PROCESSES_ENV
+    from hub_ext.core.errors import ConfigError
+    from server_ext.runtimes.local.backend import MAX_PROCESSES_ENV
 
     premium = make_plan(uid("premium"), ["--epochs=1"], scaleTier="PREMIUM_1")  # 31 replicas: within the default
     two = make_plan(uid("two"), ["--epochs=1", "--sleep=0"], **cluster(1))
@@ -386,7 +386,7 @@ async def test_the_local_process_limit_is_configurable(tmp_path, monkeypatch):
 async def test_a_state_directory_has_one_owner(tmp_path):
     """A second backend on the same directory, here or in another process, is refused while the first
     runs (it would adopt the first one's jobs and fail those still being prepared)."""
-    from hub_ext.errors import ConfigError
+    from hub_ext.core.errors import ConfigError
 
     state = tmp_path / "state"
     first = await LocalBackend.create(state)
@@ -395,7 +395,7 @@ async def test_a_state_directory_has_one_owner(tmp_path):
             await LocalBackend.create(state)
         assert f"pid {os.getpid()}" in str(e.value) and "without --local" in str(e.value)
         other = subprocess.run([sys.executable, "-c", "import asyncio, sys\n"
-                                "from server_ext.jobs.local.backend import LocalBackend\n"
+                                "from server_ext.runtimes.local.backend import LocalBackend\n"
                                 "asyncio.run(LocalBackend.create(sys.argv[1]))", str(state)],
                                capture_output=True, text=True, timeout=60)
         assert other.returncode != 0 and "is in use by another process" in other.stderr

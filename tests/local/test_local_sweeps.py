@@ -12,13 +12,13 @@ import uuid
 import optuna
 import pytest
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.errors import JobNotFound
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local.backend import LocalBackend
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job
+from server_ext.runtimes.local.backend import LocalBackend
 from tests.local.test_local_backend import job_pids
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA
 

@@ -1,4 +1,4 @@
-"""`server_ext.jobs.package` and `package_delivery`: sdists built by the real PyPA `build` front end in a subprocess, the
+"""`server_ext.runtimes.package` and `package_delivery`: sdists built by the real PyPA `build` front end in a subprocess, the
 delivery choice, the ConfigMap, and staging to real object stores (then fetched back)."""
 
 from __future__ import annotations
@@ -11,12 +11,17 @@ import tarfile
 
 import pytest
 
-from hub_ext.errors import UserInputError
-from server_ext.jobs.fetch import fetch_all
+from hub_ext.core.errors import UserInputError
+from server_ext.jobs.package_delivery import (
+    CONFIGMAP_LIMIT,
+    choose_delivery,
+    configmap_uri,
+    package_configmap,
+    staging_uri,
+)
 from server_ext.jobs.package_uri import PACKAGES_DIR_ENV
-from server_ext.jobs.package import build_sdist, stage
-from server_ext.jobs.package_delivery import (CONFIGMAP_LIMIT, choose_delivery, configmap_uri, package_configmap,
-                                              staging_uri)
+from server_ext.runtimes.fetch import fetch_all
+from server_ext.runtimes.package import build_sdist, stage
 
 pytestmark = pytest.mark.local
 

@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 
-from server_ext.jobs.local.backend import LocalBackend
+from server_ext.runtimes.local.backend import LocalBackend
 from tests.local.test_local_backend import make_plan, sdist, texts, uid, wait_for  # noqa: F401 (sdist: fixture)
 
 pytestmark = pytest.mark.local

@@ -25,12 +25,12 @@ from pathlib import Path
 import pytest
 import requests
 
-from hub_ext.demo import prepare_state_dir, write_config
+from hub_ext.local.demo import prepare_state_dir, write_config
 from server_ext.jobs.backend import FINAL
-from server_ext.jobs.local.backend import LocalBackend
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job
+from server_ext.runtimes.local.backend import LocalBackend
 from tests.conftest import ROOT
 
 TRAINER = ROOT / "examples" / "trainer" / "trainer"

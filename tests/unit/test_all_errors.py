@@ -6,8 +6,8 @@ found wrong is skipped; a lone mistake is the plain `UserInputError` it always w
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import UserInputError, UserInputErrors, collect, http_answer
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import UserInputError, UserInputErrors, collect, http_answer
 from server_ext.cli.flags import flagged, parse_args, submission_of
 from server_ext.cli.output import input_error
 from server_ext.client.errors import from_response
@@ -15,9 +15,9 @@ from server_ext.errors import google_error
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job
-from server_ext.jobs.service import JobService
 from server_ext.jobs.submission import Mounts, Submission
 from server_ext.rest.package_field import read_create_body
+from server_ext.service.jobs import JobService
 
 pytestmark = pytest.mark.unit
 

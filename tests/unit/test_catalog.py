@@ -2,8 +2,8 @@
 
 import pytest
 
-from hub_ext.catalog import Accelerator, parse_accelerators
-from hub_ext.errors import ConfigError
+from hub_ext.core.catalog import Accelerator, parse_accelerators
+from hub_ext.core.errors import ConfigError
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from hub_ext.cli import main
+from hub_ext.cli.main import main
 
 pytestmark = pytest.mark.unit
 

@@ -8,12 +8,12 @@ import json
 import pytest
 import yaml
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.cli.flags import parse_args
 from server_ext.cli.main import main
-from server_ext.jobs.service import LOCAL_EXPERIMENT
-from tests.unit.test_cli_flags import EXPERIMENT
 from server_ext.jobs.model import MAX_ACCELERATORS, MAX_REPLICAS, parse_job
+from server_ext.service.jobs import LOCAL_EXPERIMENT
+from tests.unit.test_cli_flags import EXPERIMENT
 
 pytestmark = pytest.mark.unit
 

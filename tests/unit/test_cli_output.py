@@ -8,14 +8,14 @@ import types
 
 import pytest
 
-from hub_ext.errors import UpstreamError, UserInputError
+from hub_ext.core.errors import UpstreamError, UserInputError
 from server_ext.cli import commands, output
 from server_ext.cli.flags import UsageError, parse_args
 from server_ext.cli.main import error_message
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import LogLine
 from server_ext.jobs.defaults import default_plan_settings
-from server_ext.jobs.service import JobService
+from server_ext.service.jobs import JobService
 
 pytestmark = pytest.mark.unit
 UTC = datetime.timezone.utc

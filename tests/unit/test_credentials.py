@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from hub_ext.credentials import files_from_fields, secret_manifest, validate_files, check_name
-from hub_ext.errors import UserInputError
+from hub_ext.core.credentials import check_name, files_from_fields, secret_manifest, validate_files
+from hub_ext.core.errors import UserInputError
 
 pytestmark = pytest.mark.unit
 

@@ -13,14 +13,26 @@ import pytest
 from traitlets import TraitError
 from traitlets.config import Config
 
-from hub_ext.datasets import (CREDENTIAL_ANNOTATION, PROGRESS_ANNOTATION, DatasetRequest, DatasetSettings,
-                              check_may_delete, check_request, dataset_label, is_dataset, percent, progress_of,
-                              pvc_manifest, row, storage_bytes)
-from hub_ext.entitlements import Project
-from hub_ext.errors import ConfigError, UserInputError, UserInputErrors
-from hub_ext.form import render_form
-from hub_ext.kube_mounts import MountSettings
-from hub_ext.mounts import Available, Dataset
+from hub_ext.manifests.datasets import (
+    CREDENTIAL_ANNOTATION,
+    PROGRESS_ANNOTATION,
+    DatasetRequest,
+    DatasetSettings,
+    check_may_delete,
+    check_request,
+    dataset_label,
+    is_dataset,
+    percent,
+    progress_of,
+    pvc_manifest,
+    row,
+    storage_bytes,
+)
+from hub_ext.core.entitlements import Project
+from hub_ext.core.errors import ConfigError, UserInputError, UserInputErrors
+from hub_ext.core.mounts import Available, Dataset
+from hub_ext.manifests.mounts import MountSettings
+from hub_ext.spawners.form import render_form
 from tests.kube.platform_env import PLATFORM
 
 pytestmark = pytest.mark.unit
@@ -121,9 +133,9 @@ def test_a_size_without_a_unit_is_not_a_size(text):
 
 
 def test_the_hub_accepts_no_source_the_loader_would_refuse_and_reads_it_alike():
-    """The loader parses the annotation again (`hub_ext.operator.datasets.parse_source`): nothing
+    """The loader parses the annotation again (`hub_ext.manifests.dataset_source.parse_source`): nothing
     the hub makes may fail there, and the bucket it loads is the one the user named."""
-    from hub_ext.operator.datasets import parse_source
+    from hub_ext.operator.rules.datasets import parse_source
 
     uris = ["s3://raw", "s3://raw/", "gs://vision-data/imagenet/train", "gs://a.b_c-d/x/y/", "s3://raw/a%20b",
             "gs://" + "b" * 222 + "/x", "gs://" + "b" * 223, "s3://raw/" + "p" * 1024, "s3://raw/" + "p" * 1025,
@@ -206,7 +218,7 @@ def test_a_new_dataset_reads_as_loading_until_the_loader_reports():
 
 
 def test_the_annotations_are_the_loaders():
-    from hub_ext.operator import datasets as loader
+    from hub_ext.operator.rules import datasets as loader
 
     assert (CREDENTIAL_ANNOTATION, PROGRESS_ANNOTATION) == (loader.CREDENTIAL_ANNOTATION, loader.PROGRESS_ANNOTATION)
 
@@ -368,7 +380,7 @@ def test_configure_registers_the_page_the_api_and_the_scope():
 @pytest.mark.parametrize("trait, value", [("dataset_max_size", "lots"), ("dataset_max_size", "10"),
                                           ("dataset_access_modes", ["ReadOnlyMany"]), ("dataset_access_modes", [])])
 def test_a_bad_dataset_setting_is_refused_naming_it(trait, value):
-    from hub_ext.dataset_config import DatasetConfig
+    from hub_ext.spawners.dataset_config import DatasetConfig
 
     with pytest.raises(TraitError, match=f"PlatformSpawner.{trait}"):
         DatasetConfig(**{trait: value})

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hub_ext.demo import ADMIN_USER, DEMO_PLATFORM, PROJECT_ROOT, DemoSecrets, banner, demo_config, render_config
+from hub_ext.local.demo import ADMIN_USER, DEMO_PLATFORM, PROJECT_ROOT, DemoSecrets, banner, demo_config, render_config
 
 pytestmark = pytest.mark.unit
 
@@ -107,8 +107,8 @@ def test_banner_shows_url_and_passwords():
 
 
 def test_demo_platform_parses():
-    from hub_ext.inventory import declared_inventory
-    from hub_ext.platform import Runtime
+    from hub_ext.local.inventory import declared_inventory
+    from hub_ext.spawners.runtime import Runtime
 
     runtime = Runtime.parse({k: v for k, v in DEMO_PLATFORM.items() if k != "inventory"})
     assert [p.slug for p in runtime.profiles] == ["cpu", "mig-1g", "mig-3g", "gpu"]

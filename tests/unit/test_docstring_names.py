@@ -1,5 +1,5 @@
 """Docstrings name only what exists: every module of ours a docstring of hub_ext or server_ext
-names (``server_ext.config.cli_config``, ``kubeflow.job_manifest`` beside it, ``jobs/model.py``)
+names (``server_ext.service.config.cli_config``, ``kubeflow.job_manifest`` beside it, ``jobs/model.py``)
 is there, with the name after it. Read from the source (ast), nothing imported.
 
 - An absolute name (``hub_ext.…``, ``server_ext.…``) must be a module, or a module and one of its
@@ -110,8 +110,8 @@ def test_docstrings_name_only_modules_and_files_that_exist():
 
 
 def test_the_check_finds_a_moved_name():
-    assert _resolves("server_ext.config.cli_config", strict=True)
-    assert not _resolves("server_ext.kube_target.cli_config", strict=True)  # it moved to server_ext.config
+    assert _resolves("server_ext.service.config.cli_config", strict=True)
+    assert not _resolves("server_ext.runtimes.kube.target.cli_config", strict=True)  # it moved to server_ext.service.config
     assert not _resolves("server_ext.no_such_module", strict=True)
     assert _resolves("server_ext.jobs.kube.kubeflow.job_manifest", strict=False)
     assert not _resolves("server_ext.jobs.kube.kubeflow.no_such_name", strict=False)

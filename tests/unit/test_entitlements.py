@@ -2,11 +2,20 @@
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import (Entitlements, Grant, Ledger, Project, TeamProject, choose, parse_entitlements,
-                                  personal_project_name, projects_for)
-from hub_ext.errors import ConfigError, UserInputError
-from hub_ext.profiles import parse_profiles
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import (
+    Entitlements,
+    Grant,
+    Ledger,
+    Project,
+    TeamProject,
+    choose,
+    parse_entitlements,
+    personal_project_name,
+    projects_for,
+)
+from hub_ext.core.errors import ConfigError, UserInputError
+from hub_ext.core.profiles import parse_profiles
 
 pytestmark = pytest.mark.unit
 

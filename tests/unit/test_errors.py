@@ -2,7 +2,7 @@
 
 import pytest
 
-from hub_ext.errors import UserInputError, http_answer
+from hub_ext.core.errors import UserInputError, http_answer
 
 pytestmark = pytest.mark.unit
 

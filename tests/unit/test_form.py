@@ -5,11 +5,11 @@ from html.parser import HTMLParser
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import parse_entitlements, projects_for
-from hub_ext.form import options_from_form, render_form
-from hub_ext.mounts import Available, Credential, Dataset
-from hub_ext.profiles import parse_profiles
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import parse_entitlements, projects_for
+from hub_ext.core.mounts import Available, Credential, Dataset
+from hub_ext.core.profiles import parse_profiles
+from hub_ext.spawners.form import options_from_form, render_form
 
 pytestmark = pytest.mark.unit
 
@@ -75,7 +75,7 @@ def test_options_from_form_keeps_only_the_chosen_profile_and_project():
 def test_choice_descriptions_are_shown_and_tied_to_their_select():
     """Production lists (jupyterhub-fancy-profiles) describe each choice: the form shows them,
     escaped, next to the option, and the free-form entry's description too."""
-    from hub_ext.profiles import parse_profile_list
+    from hub_ext.core.profiles import parse_profile_list
 
     profiles = parse_profile_list([{"display_name": "Lab", "slug": "lab", "profile_options": {"image": {
         "display_name": "Image", "choices": {

@@ -235,8 +235,8 @@ def test_a_google_cloud_project_id_is_refused_naming_the_projects_the_user_may_u
     """Scripts often pass ``--project my-gcp-project``: the refusal says which projects exist here."""
     import asyncio
 
-    from hub_ext.errors import UserInputError
-    from server_ext.jobs.service import JobService
+    from hub_ext.core.errors import UserInputError
+    from server_ext.service.jobs import JobService
     from tests.unit.test_job_kubeflow import PLAN_SETTINGS
 
     async def projects(user):

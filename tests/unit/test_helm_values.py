@@ -8,14 +8,19 @@ import re
 
 import jsonschema
 import pytest
-import re
-
 import yaml
 
-from hub_ext.cli import check_config
-from hub_ext.entitlements import Project
-from hub_ext.tenancy import (ACCELERATOR_RESOURCES, ENTITLED_PREFIX, HUB_PROJECT_ROLE, OPERATOR_BINDING,
-                             OPERATOR_PROJECT_ROLE, ROLE_RULES, project_objects)
+from hub_ext.cli.main import check_config
+from hub_ext.core.entitlements import Project
+from hub_ext.manifests.tenancy import (
+    ACCELERATOR_RESOURCES,
+    ENTITLED_PREFIX,
+    HUB_PROJECT_ROLE,
+    OPERATOR_BINDING,
+    OPERATOR_PROJECT_ROLE,
+    ROLE_RULES,
+    project_objects,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -102,7 +107,7 @@ def test_the_hub_holds_every_permission_it_grants_only_in_projects():
 def test_the_operator_reads_secrets_and_runs_loaders_only_in_projects():
     """Cluster-wide the operator watches and reads what holds no secret; credentials' metadata,
     loader Jobs and dataset writes it may do only where the hub binds its project role (each
-    project namespace, hub_ext.tenancy). Its use of these rights is proven on the real API server
+    project namespace, hub_ext.manifests.tenancy). Its use of these rights is proven on the real API server
     by the kube tier (tests/kube/test_operator*.py, as its own ServiceAccount)."""
     docs = _rbac("operator.yaml")
     cluster_wide = _granted(docs[("ClusterRole", "mlplatform-operator")]["rules"])
@@ -147,7 +152,7 @@ def test_the_project_policies_cover_every_way_a_pod_refers_to_a_secret():
 
 
 def test_the_pod_policy_reserves_the_secret_names_credentials_may_not_take():
-    from hub_ext.credentials import RESERVED_PREFIXES, RESERVED_SUFFIXES
+    from hub_ext.core.credentials import RESERVED_PREFIXES, RESERVED_SUFFIXES
 
     text = (ROOT / "helm-values" / "project-policies.yaml").read_text()
     for ref in ("v.secret.secretName", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name"):

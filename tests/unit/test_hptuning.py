@@ -3,7 +3,7 @@ whole `Spec` objects, bad ones refused with the field's path (parametrized table
 
 import pytest
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.jobs.hptuning import MAX_VALUES, Param, Spec, parse_spec, trial_args
 
 pytestmark = pytest.mark.unit

@@ -2,9 +2,9 @@
 
 import pytest
 
-from hub_ext.errors import UpstreamError, UserInputError
-from server_ext.hub_catalog import catalogue_of
+from hub_ext.core.errors import UpstreamError, UserInputError
 from server_ext.jobs.defaults import DEFAULT_ACCELERATORS
+from server_ext.service.hub_catalog import catalogue_of
 
 pytestmark = pytest.mark.unit
 

@@ -1,13 +1,13 @@
 """A notebook server's choice of credentials and datasets for jobs, rebuilt from the hub's platform
-API answers (`hub_ext.mounts.metadata`): the same paths the hub's spawner mounts, per project,
+API answers (`hub_ext.core.mounts.metadata`): the same paths the hub's spawner mounts, per project,
 and where a Kubernetes job mounts them."""
 
 import pytest
 
-from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc, volumes
-from hub_ext.mounts import Available, metadata, select
-from server_ext.hub_files import available_from_answers
+from hub_ext.core.errors import UpstreamError, UserInputError
+from hub_ext.core.mounts import Available, metadata, select
+from hub_ext.manifests.mounts import MountSettings, credential_from_secret, dataset_from_pvc, volumes
+from server_ext.service.hub_files import available_from_answers
 
 pytestmark = pytest.mark.unit
 

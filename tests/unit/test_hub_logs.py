@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from hub_ext.logs import LOGGER, use_hub_format
+from hub_ext.core.logs import LOGGER, use_hub_format
 
 pytestmark = pytest.mark.unit
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import ConfigError
-from hub_ext.inventory import Device, DeviceAllocator, declared_inventory, parse_nvidia_smi
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import ConfigError
+from hub_ext.local.inventory import Device, DeviceAllocator, declared_inventory, parse_nvidia_smi
 
 pytestmark = pytest.mark.unit
 

@@ -12,21 +12,29 @@ import json
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import Project
-from hub_ext.errors import UpstreamError, UserInputError
-from hub_ext.publish import catalog_json
-from hub_ext.tenancy import CATALOG_CONFIGMAP
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import Project
+from hub_ext.core.errors import UpstreamError, UserInputError
+from hub_ext.core.publish import catalog_json
+from hub_ext.manifests.tenancy import CATALOG_CONFIGMAP
 from server_ext.jobs import package_delivery
-from server_ext.jobs.fetch import fetch_all
-from server_ext.jobs.package_uri import (DEFAULT_MAX_BYTES, DIGESTS_ENV, MAX_BYTES_ENV, PACKAGES_DIR_ENV,
-                                         max_package_bytes, parse_all, parse_uri, recorded_digests)
-from server_ext.jobs.model import parse_job
 from server_ext.jobs.kube.native_experiment import native_experiment
-from server_ext.jobs.plan import plan_job
 from server_ext.jobs.kube.pod_guard import GPU_ENV, pod_spec_findings, workload_findings
+from server_ext.jobs.model import parse_job
+from server_ext.jobs.package_uri import (
+    DEFAULT_MAX_BYTES,
+    DIGESTS_ENV,
+    MAX_BYTES_ENV,
+    PACKAGES_DIR_ENV,
+    max_package_bytes,
+    parse_all,
+    parse_uri,
+    recorded_digests,
+)
+from server_ext.jobs.plan import plan_job
 from server_ext.jobs.tables import parse_tables
-from server_ext.kube_target import Published, published_of
+from server_ext.runtimes.fetch import fetch_all
+from server_ext.runtimes.kube.target import Published, published_of
 
 pytestmark = pytest.mark.unit
 

@@ -10,11 +10,21 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import UserInputError
-from hub_ext.kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc
-from server_ext.jobs.kube.kubeflow import (CANCEL_ANNOTATION, RUN_MODULE, SPEC_ANNOTATION, KubeSettings, cancel_patch,
-                                      deadline_seconds, job_manifest, pod_selector, replica_type, resource_path)
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import UserInputError
+from hub_ext.manifests.mounts import MountSettings, credential_from_secret, dataset_from_pvc
+from server_ext.jobs.kube.kubeflow import (
+    CANCEL_ANNOTATION,
+    RUN_MODULE,
+    SPEC_ANNOTATION,
+    KubeSettings,
+    cancel_patch,
+    deadline_seconds,
+    job_manifest,
+    pod_selector,
+    replica_type,
+    resource_path,
+)
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import JOB_ID_ANNOTATION, Job, parse_job
 from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job, with_package
@@ -250,7 +260,7 @@ def test_module_arguments_are_never_part_of_the_shell_script():
     assert 'exec "$py" -m "$0" "$@"' in RUN_MODULE and "--no-deps" in RUN_MODULE
     assert '--target "$code/site"' in RUN_MODULE
     (fetch,) = pod["initContainers"]
-    assert fetch["command"] == ["python", "-m", "server_ext.jobs.fetch", "--job", "j", "--dest", "/mlplatform/code",
+    assert fetch["command"] == ["python", "-m", "server_ext.runtimes.fetch", "--job", "j", "--dest", "/mlplatform/code",
                                 "gs://bucket/trainer-0.1.tar.gz"]
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.jobs.listing import compile_filter, page
 
 pytestmark = pytest.mark.unit

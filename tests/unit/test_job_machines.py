@@ -2,8 +2,8 @@
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import UserInputError
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import UserInputError
 from server_ext.jobs.machines import TIERS, Machine, Machines
 
 pytestmark = pytest.mark.unit

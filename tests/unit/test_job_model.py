@@ -8,7 +8,7 @@ import re
 import jsonschema
 import pytest
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.jobs.model import kubernetes_name, load_config, parse_job
 from server_ext.jobs.schema import schemas
 

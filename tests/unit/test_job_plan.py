@@ -3,9 +3,9 @@ once, from AI Platform's fields and the platform catalogue."""
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import UserInputError
-from hub_ext.mounts import Credential, Dataset
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import Credential, Dataset
 from server_ext.jobs.machines import Machine, Machines
 from server_ext.jobs.model import kubernetes_name, parse_job
 from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job, task_name

@@ -3,15 +3,15 @@ from the notebook server's config and the kubectl plugin's settings file."""
 
 import pytest
 
-from hub_ext.errors import ConfigError, UserInputError
-from hub_ext.kube_mounts import MountSettings
-from server_ext.config import cli_config
+from hub_ext.core.errors import ConfigError, UserInputError
+from hub_ext.manifests.mounts import MountSettings
 from server_ext.jobs.defaults import DEFAULT_ACCELERATORS, DEFAULT_CREDENTIAL_TYPES
 from server_ext.jobs.kube.kubeflow import DEFAULT_FETCHER_IMAGE
 from server_ext.jobs.machines import Machine
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import DEFAULT_RUNTIMES, plan_job
 from server_ext.jobs.tables import JobTables, parse_tables
+from server_ext.service.config import cli_config
 
 pytestmark = pytest.mark.unit
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from hub_ext.errors import UserInputError, errors_of
-from hub_ext.operator import gates
+from hub_ext.core.errors import UserInputError, errors_of
+from hub_ext.operator.rules import gates
 from server_ext.jobs.kube import waiting
 from server_ext.jobs.kube.kubeflow import JOB_LABEL
 from server_ext.jobs.model import parse_job

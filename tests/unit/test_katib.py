@@ -6,10 +6,10 @@ files with ``UPDATE_GOLDEN=1``."""
 
 import copy
 import json
-import re
 import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -17,15 +17,14 @@ import jsonschema
 import pytest
 import yaml
 
-from hub_ext.errors import UserInputError
-from server_ext.jobs.kube import katib, metric_reports
+from hub_ext.core.errors import UserInputError
 from server_ext.jobs.hptuning import parse_spec
+from server_ext.jobs.kube import katib, metric_reports
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import plan_job
 from tests.cluster.crd_schema import prune, validate
-from tests.unit.test_job_kubeflow import (GCP, MODULE, PLAN_SETTINGS, SETTINGS, check_kubernetes,
-                                          kubernetes_expand)
 from tests.unit.golden import assert_golden
+from tests.unit.test_job_kubeflow import GCP, MODULE, PLAN_SETTINGS, SETTINGS, check_kubernetes, kubernetes_expand
 
 pytestmark = pytest.mark.unit
 

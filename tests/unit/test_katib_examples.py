@@ -15,7 +15,7 @@ import io
 import pytest
 import yaml
 
-from hub_ext.errors import UserInputError
+from hub_ext.core.errors import UserInputError
 from server_ext.cli.main import main
 from server_ext.jobs.kube.native_experiment import job_id_of, named, native_experiment, notes
 from tests.unit.test_katib import check_experiment

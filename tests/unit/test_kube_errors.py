@@ -1,4 +1,4 @@
-"""Kubernetes errors are translated once, in `hub_ext.kube`: the API's answers become the
+"""Kubernetes errors are translated once, in `hub_ext.kube.client`: the API's answers become the
 platform's `KubeError`s (NotFound, Conflict, Gone, Forbidden, Invalid with its causes,
 Unavailable), each an `UpstreamError` whose reason reads as before, and no other module of the
 platform catches `ApiException` (only `kube_spawner`, around KubeSpawner's own calls).
@@ -17,9 +17,19 @@ import pathlib
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from hub_ext.errors import UpstreamError, http_answer
-from hub_ext.kube import (Conflict, Forbidden, Gone, Invalid, Kube, KubeError, NotFound, Unavailable, error_of,
-                          reason)
+from hub_ext.core.errors import UpstreamError, http_answer
+from hub_ext.kube.client import (
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    Kube,
+    KubeError,
+    NotFound,
+    Unavailable,
+    error_of,
+    reason,
+)
 from server_ext.errors import google_error
 
 pytestmark = pytest.mark.unit
@@ -110,7 +120,7 @@ async def test_transient_answers_are_retried_then_unavailable():
 async def test_a_create_refused_by_a_quota_not_yet_counted_is_sent_again(monkeypatch):
     """A new project's ResourceQuota: until the quota controller has counted it, the API server
     refuses creates it governs (nothing done), so the POST is sent again; another 403 is not."""
-    import hub_ext.kube as kube_module
+    import hub_ext.kube.client as kube_module
     monkeypatch.setattr(kube_module, "QUOTA_PENDING_POLL", 0)
     pending = refused(403, "Forbidden", 'tfjobs.kubeflow.org "j" is forbidden: status unknown for quota: '
                                         "mlplatform-resources, resources: count/tfjobs.kubeflow.org")
@@ -156,7 +166,7 @@ def _catchers(path: pathlib.Path) -> list[int]:
 
 
 def test_only_the_api_layer_catches_ApiException():
-    allowed = {"hub_ext/kube.py", "hub_ext/kube_spawner.py"}  # kube_spawner: around KubeSpawner's own calls
+    allowed = {"hub_ext/kube/client.py", "hub_ext/spawners/kube.py"}  # kube_spawner: around KubeSpawner's own calls
     offenders = {str(p.relative_to(ROOT)): _catchers(p) for area in ("hub_ext", "server_ext")
                  for p in sorted((ROOT / area).rglob("*.py"))}
     assert {p: lines for p, lines in offenders.items() if lines and p not in allowed} == {}

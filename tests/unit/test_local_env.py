@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from hub_ext.errors import UserInputError
-from hub_ext.mounts import Credential, Dataset
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import Credential, Dataset
 from server_ext.jobs.local import env as local_env
 from server_ext.jobs.local.env import PackageSource
 from server_ext.jobs.machines import Machines

@@ -1,5 +1,5 @@
-"""The local sweeps reach the job records only through `server_ext.jobs.local.store.JobRecords`, and
-`server_ext.jobs.local.backend.LocalBackend` lends them as that protocol says: every method with
+"""The local sweeps reach the job records only through `server_ext.runtimes.local.store.JobRecords`, and
+`server_ext.runtimes.local.backend.LocalBackend` lends them as that protocol says: every method with
 its signature, and the attributes it names."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import pathlib
 
 import pytest
 
-from server_ext.jobs.local.backend import LocalBackend
-from server_ext.jobs.local.store import JobRecords
+from server_ext.runtimes.local.backend import LocalBackend
+from server_ext.runtimes.local.store import JobRecords
 
 pytestmark = pytest.mark.unit
-SWEEPS = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "jobs" / "local" / "sweeps.py"
+SWEEPS = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "runtimes" / "local" / "sweeps.py"
 
 
 def _members() -> dict[str, object]:

@@ -9,9 +9,9 @@ from optuna.pruners import MedianPruner, NopPruner
 from optuna.samplers import GridSampler, RandomSampler, TPESampler
 from optuna.trial import TrialState, create_trial
 
-from hub_ext.errors import UserInputError
-from server_ext.jobs.local import sweep_space as space
+from hub_ext.core.errors import UserInputError
 from server_ext.jobs.hptuning import parse_spec
+from server_ext.runtimes.local import sweep_space as space
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import PlanSettings, plan_job

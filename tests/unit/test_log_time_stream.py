@@ -11,8 +11,8 @@ import pathlib
 import pytest
 
 from server_ext.jobs.backend import LogLine
-from server_ext.jobs.kube.backend import timed
-from server_ext.jobs.local.procs import read_log, stamps_path
+from server_ext.runtimes.kube.backend import timed
+from server_ext.runtimes.local.procs import read_log, stamps_path
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """One logger root: every module of hub_ext and server_ext logs under ``mlplatform.<area>``, so a
 warning from either side comes out through the hub's handler in the hub's format
-(`hub_ext.logs.use_hub_format`), and through the CLI's handler (`server_ext.cli.main`), never raw
+(`hub_ext.core.logs.use_hub_format`), and through the CLI's handler (`server_ext.cli.main`), never raw
 through Python's last-resort handler on the CLI's stderr.
 """
 
@@ -14,10 +14,10 @@ import re
 
 import pytest
 
-import hub_ext.login.claims as claims
-import server_ext.jobs.fetch as fetch
-import server_ext.jobs.local.backend as local_backend
-from hub_ext.logs import LOGGER, use_hub_format
+import hub_ext.login.rules.claims as claims
+import server_ext.runtimes.fetch as fetch
+import server_ext.runtimes.local.backend as local_backend
+from hub_ext.core.logs import LOGGER, use_hub_format
 from server_ext.cli import main as cli_main
 
 pytestmark = pytest.mark.unit

@@ -8,12 +8,15 @@ from oauthenticator.generic import GenericOAuthenticator
 from tornado import web
 from traitlets.config import Config
 
-from hub_ext.errors import ConfigError
+from hub_ext.core.errors import ConfigError
 from hub_ext.login import apply, configure_github, discover
-from hub_ext.login.authenticators import PlatformGitHubAuthenticator, PlatformGoogleAuthenticator, \
-    PlatformOIDCAuthenticator
-from hub_ext.login.claims import MAX_GROUP_NAME, ClaimGroups, GitHubGroups, group_names, parse_claim_path, resolve
-from hub_ext.login.settings import NOT_ALLOWED, Endpoints, github_settings, google_settings, oidc_settings
+from hub_ext.login.authenticators import (
+    PlatformGitHubAuthenticator,
+    PlatformGoogleAuthenticator,
+    PlatformOIDCAuthenticator,
+)
+from hub_ext.login.rules.claims import MAX_GROUP_NAME, ClaimGroups, GitHubGroups, group_names, parse_claim_path, resolve
+from hub_ext.login.rules.settings import NOT_ALLOWED, Endpoints, github_settings, google_settings, oidc_settings
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ import yaml
 from traitlets.config import Config
 
 from hub_ext.login.authenticators import PlatformGitHubAuthenticator, PlatformGoogleAuthenticator
-from hub_ext.login.claims import ClaimGroups, GitHubGroups
+from hub_ext.login.rules.claims import ClaimGroups, GitHubGroups
 from tests.unit.test_helm_values import chart_values, merged, validator
 
 pytestmark = pytest.mark.unit

@@ -1,4 +1,4 @@
-"""Team membership (pure decisions of `hub_ext.membership`) and the reconciler's wiring in
+"""Team membership (pure decisions of `hub_ext.manifests.membership`) and the reconciler's wiring in
 `hub_ext.setup.configure`: who keeps a member RoleBinding in a team project, which servers a
 leaver loses, and the hub-managed service that asks for a round every interval."""
 
@@ -7,12 +7,19 @@ import sys
 import pytest
 from traitlets.config import Config
 
-from hub_ext.entitlements import Project
-from hub_ext.errors import ConfigError
-from hub_ext.membership import (HubUser, Removal, Server, server_project, servers_to_stop, stale_bindings,
-                                wanted_members)
+from hub_ext.core.entitlements import Project
+from hub_ext.core.errors import ConfigError
+from hub_ext.manifests.membership import (
+    HubUser,
+    Removal,
+    Server,
+    server_project,
+    servers_to_stop,
+    stale_bindings,
+    wanted_members,
+)
+from hub_ext.manifests.tenancy import member_binding_name, project_objects
 from hub_ext.setup import configure
-from hub_ext.tenancy import member_binding_name, project_objects
 from tests.kube.platform_env import PLATFORM
 
 pytestmark = pytest.mark.unit
@@ -109,7 +116,7 @@ def test_configure_adds_the_reconciler_service_on_kubernetes():
     c = kube_config(member_reconcile_interval=2)
     configure(c)
     assert c.JupyterHub.services == [{"name": "mlplatform-reconciler", "command": [
-        sys.executable, "-m", "hub_ext.reconcile", "--interval", "2"]}]
+        sys.executable, "-m", "hub_ext.web.reconcile", "--interval", "2"]}]
     role = next(r for r in c.JupyterHub.load_roles if r["name"] == "mlplatform-reconciler")
     assert role["scopes"] == ["custom:mlplatform:reconcile"] and role["services"] == ["mlplatform-reconciler"]
     assert "custom:mlplatform:reconcile" in c.JupyterHub.custom_scopes

@@ -1,7 +1,7 @@
 """A profile's memory has one meaning, the one KubeSpawner gives it, and reaches the trait usable.
 
 KubeSpawner's ``mem_limit`` is JupyterHub's ByteSpecification: ``4G`` is 4·2³⁰ bytes there, and
-Kubernetes' ``8Gi`` is refused by it. The platform reads both spellings (``hub_ext.quantities``),
+Kubernetes' ``8Gi`` is refused by it. The platform reads both spellings (``hub_ext.core.quantities``),
 compares guarantees with limits by that meaning, hands the trait what it reads (``8Gi`` as its
 bytes) and refuses at hub start, naming the path, a size neither reads. The spawners are the real
 ones, their traits set as a spawn sets them (as in ``test_z2jh_merge``)."""
@@ -11,12 +11,12 @@ import copy
 import pytest
 from kubespawner import KubeSpawner
 
-from hub_ext.errors import ConfigError
-from hub_ext.kube_spawner import PlatformSpawner
-from hub_ext.local_spawner import LocalPlatformSpawner
-from hub_ext.platform import Runtime, kubespawner_traits
-from hub_ext.profiles import read_profile_list, read_profiles, resolve
-from hub_ext.quantities import cpu_hint, for_trait, memory_bytes
+from hub_ext.core.errors import ConfigError
+from hub_ext.core.profiles import read_profile_list, read_profiles, resolve
+from hub_ext.core.quantities import cpu_hint, for_trait, memory_bytes
+from hub_ext.spawners.kube import PlatformSpawner
+from hub_ext.spawners.local import LocalPlatformSpawner
+from hub_ext.spawners.runtime import Runtime, kubespawner_traits
 from tests.kube.platform_env import PLATFORM, make_user
 from tests.unit.test_z2jh_followups import kubeconfig  # noqa: F401 (fixture)
 

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from hub_ext.errors import UserInputError
-from hub_ext.local_files import project_files
-from hub_ext.mounts import Available, Credential, Dataset, select
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import Available, Credential, Dataset, select
+from hub_ext.local.files import project_files
 
 pytestmark = pytest.mark.unit
 
@@ -64,8 +64,8 @@ COPYABLE = Available(datasets=(Dataset("frames", "/datasets/frames", snapshot="f
 def test_a_copy_is_chosen_with_its_suffix_and_mounted_writable_from_its_own_claim():
     from dataclasses import replace
 
-    from hub_ext.kube_mounts import MountSettings, volumes
-    from hub_ext.mounts import choose_mounts
+    from hub_ext.core.mounts import choose_mounts
+    from hub_ext.manifests.mounts import MountSettings, volumes
 
     mounts = choose_mounts(COPYABLE, None, ["frames:copy"], "vision", allow_copies=True)
     (d,) = mounts.datasets

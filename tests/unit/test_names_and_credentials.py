@@ -6,12 +6,11 @@ import pytest
 from kubespawner import KubeSpawner
 from kubespawner.slugs import is_valid_object_name, safe_slug
 
-from hub_ext.credentials import (RESERVED_PREFIXES, RESERVED_SUFFIXES, check_may_delete, check_name,
-                                 is_reserved)
-from hub_ext.entitlements import personal_project_name
-from hub_ext.errors import UserInputError
-from hub_ext.provision import OWNER_ANNOTATION, _updated, _wanted_differs, foreign_owner
-from hub_ext import tenancy
+from hub_ext.core.credentials import RESERVED_PREFIXES, RESERVED_SUFFIXES, check_may_delete, check_name, is_reserved
+from hub_ext.core.entitlements import personal_project_name
+from hub_ext.core.errors import UserInputError
+from hub_ext.kube.provision import OWNER_ANNOTATION, _updated, _wanted_differs, foreign_owner
+from hub_ext.manifests import tenancy
 from server_ext.jobs.package_delivery import configmap_name
 
 pytestmark = pytest.mark.unit

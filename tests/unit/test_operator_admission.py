@@ -1,4 +1,4 @@
-"""The operator's admission decisions (hub_ext.operator.admission), whole values: the credential
+"""The operator's admission decisions (hub_ext.operator.rules.admission), whole values: the credential
 Secret check, and the JSON Patch that mounts credentials into a pod (applied to whole pods, and
 through kopf's own patch object as the webhook hands it over)."""
 
@@ -12,11 +12,19 @@ import jsonpatch
 import kopf
 import pytest
 
-from hub_ext.credentials import secret_manifest, validate_files
-from hub_ext.errors import UserInputError
-from hub_ext.operator import settings as op_settings
-from hub_ext.operator.admission import (Asked, check_secret, claims, loader_claim, mount_ops, read_only_ops, requested,
-                                         secret_files)
+from hub_ext.core.credentials import secret_manifest, validate_files
+from hub_ext.core.errors import UserInputError
+from hub_ext.operator.rules import settings as op_settings
+from hub_ext.operator.rules.admission import (
+    Asked,
+    check_secret,
+    claims,
+    loader_claim,
+    mount_ops,
+    read_only_ops,
+    requested,
+    secret_files,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The dataset loader's pure parts: a dataset PVC read (`hub_ext.operator.datasets`), its loader Job
+"""The dataset loader's pure parts: a dataset PVC read (`hub_ext.operator.rules.datasets`), its loader Job
 (whole manifest), the conditions and messages the controller writes, the loader's own decisions
 (`server_ext.datasets.load`: keys to paths, what to copy again) and `kube_mounts.dataset_state`."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from hub_ext.errors import UserInputError
-from hub_ext.kube_mounts import MountSettings, dataset_from_pvc, dataset_state
-from hub_ext.mounts import Credential
-from hub_ext.operator import datasets as ds
-from hub_ext.operator.settings import OperatorSettings
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import Credential
+from hub_ext.manifests.mounts import MountSettings, dataset_from_pvc, dataset_state
+from hub_ext.operator.rules import datasets as ds
+from hub_ext.operator.rules.settings import OperatorSettings
 from server_ext.datasets.load import LoadError, Obj, check_paths, plan, relative_path
 
 pytestmark = pytest.mark.unit

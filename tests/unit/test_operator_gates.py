@@ -1,5 +1,5 @@
 """What the pod webhook writes on a pod held for its datasets, and when the gate keeper lets it go
-(hub_ext.operator.gates). The API server's side (the scheduler leaves a gated pod alone, a gate
+(hub_ext.operator.rules.gates). The API server's side (the scheduler leaves a gated pod alone, a gate
 may be removed and never added) is proven by tests/kube/test_operator_datasets.py."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import jsonpatch
 import pytest
 
-from hub_ext.operator import gates
+from hub_ext.operator.rules import gates
 
 pytestmark = pytest.mark.unit
 

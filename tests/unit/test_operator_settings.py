@@ -7,7 +7,7 @@ import datetime as dt
 import pytest
 from cryptography import x509
 
-from hub_ext.operator import settings as op_settings
+from hub_ext.operator.rules import settings as op_settings
 from hub_ext.operator.tls import needs_renewal, new_ca, new_serving
 
 pytestmark = pytest.mark.unit
@@ -15,7 +15,7 @@ NOW = dt.datetime(2026, 12, 4, tzinfo=dt.timezone.utc)
 
 
 def test_defaults_agree_with_the_hubs_mount_settings():
-    from hub_ext.mount_config import MountConfig
+    from hub_ext.spawners.mount_config import MountConfig
 
     s = op_settings.parse(["--namespace", "ops", "--identity", "a"])
     assert s.mounts == MountConfig().mount_settings()

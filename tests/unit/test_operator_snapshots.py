@@ -1,10 +1,10 @@
 """The operator's snapshot of a dataset load (`hub_ext.operator.snapshots`) and how the hub reads
-which snapshot copies come from (`hub_ext.kube_mounts.dataset_snapshot`). Pure parts."""
+which snapshot copies come from (`hub_ext.manifests.mounts.dataset_snapshot`). Pure parts."""
 
 import pytest
 
-from hub_ext.kube_mounts import dataset_snapshot
-from hub_ext.operator import datasets as ds
+from hub_ext.manifests.mounts import dataset_snapshot
+from hub_ext.operator.rules import datasets as ds
 from hub_ext.operator.snapshots import class_for, snapshot_manifest, snapshot_name
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,5 @@
 """Which volume a dataset's load is written to and which one a new pod mounts
-(hub_ext.operator.volumes). The whole flow (a reader keeps its data through a reload, the volume
+(hub_ext.operator.rules.volumes). The whole flow (a reader keeps its data through a reload, the volume
 deleted after its last reader) is proven on the real control plane by tests/kube/test_dataset_reload.py."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 import jsonpatch
 import pytest
 
-from hub_ext.operator import gates, volumes
+from hub_ext.operator.rules import gates, volumes
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The hub's one `PlatformService` (hub_ext.service): made by `configure(c)` and kept in the tornado
+"""The hub's one `PlatformService` (hub_ext.spawners.service): made by `configure(c)` and kept in the tornado
 settings; every spawner of that hub reaches it through its user's settings and shares its
 parsed config (one reservation ledger), another hub shares nothing with it; a spawn plan carries
 the chosen mounts and their environment."""
@@ -12,9 +12,9 @@ import pytest
 from tornado import web
 from traitlets.config import Config
 
-from hub_ext.local_spawner import LocalPlatformSpawner
-from hub_ext.service import KEY, PlatformService
 from hub_ext.setup import configure
+from hub_ext.spawners.local import LocalPlatformSpawner
+from hub_ext.spawners.service import KEY, PlatformService
 
 pytestmark = pytest.mark.unit
 

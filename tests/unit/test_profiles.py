@@ -2,10 +2,21 @@
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import ConfigError, Problem, UserInputError
-from hub_ext.profiles import (Choice, Option, ParsedProfiles, Profile, Unlisted, adhoc_accelerator,
-                              parse_profile_list, parse_profiles, read_profile_list, read_profiles, resolve)
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import ConfigError, Problem, UserInputError
+from hub_ext.core.profiles import (
+    Choice,
+    Option,
+    ParsedProfiles,
+    Profile,
+    Unlisted,
+    adhoc_accelerator,
+    parse_profile_list,
+    parse_profiles,
+    read_profile_list,
+    read_profiles,
+    resolve,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """`mlplatform render-project`: the objects of a user's projects as YAML, from a jupyterhub_config.py
-or a z2jh values file, exactly as `hub_ext.tenancy.project_objects` makes them for the hub."""
+or a z2jh values file, exactly as `hub_ext.manifests.tenancy.project_objects` makes them for the hub."""
 
 import subprocess
 import sys
@@ -8,8 +8,8 @@ import textwrap
 import pytest
 import yaml
 
-from hub_ext.cli import main
-from hub_ext.entitlements import personal_project_name
+from hub_ext.cli.main import main
+from hub_ext.core.entitlements import personal_project_name
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.unit

@@ -3,11 +3,11 @@ holds the accelerator a refused spawn wanted, and ticks of another project's fil
 
 import pytest
 
-from hub_ext.capacity import own_servers_note, servers_holding
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import UserInputError
-from hub_ext.mounts import refuse_other_projects
-from hub_ext.progress_text import assigned, places_from_nvidia_smi, scheduled_node
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import refuse_other_projects
+from hub_ext.manifests.capacity import own_servers_note, servers_holding
+from hub_ext.manifests.progress_text import assigned, places_from_nvidia_smi, scheduled_node
 
 pytestmark = pytest.mark.unit
 

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from hub_ext.errors import UserInputError, UserInputErrors
+from hub_ext.core.errors import UserInputError, UserInputErrors
 from server_ext.cli.flags import flagged, parse_args
 from server_ext.cli.flags import submission_of as from_cli
 from server_ext.client.notebook import submission_of as from_client
 from server_ext.jobs.submission import Mounts, Package, Submission, from_options, from_rest, to_rest
 from server_ext.jobs.tables import parse_tables
-from server_ext.wiring import dry_run_service
+from server_ext.service.wiring import dry_run_service
 
 pytestmark = pytest.mark.unit
 
@@ -135,7 +135,7 @@ async def test_a_task_the_runtime_lacks_is_named_by_its_flag_not_a_traceback():
 
     from server_ext.cli import commands
     from server_ext.cli.flags import submission_of
-    from server_ext.jobs.service import JobService
+    from server_ext.service.jobs import JobService
     from tests.unit.test_cli_output import FakeBackend, default_plan_settings
 
     class NoWorkers(FakeBackend):

@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from hub_ext.capacity import free_capacity, usage
-from hub_ext.catalog import parse_accelerators
-from hub_ext.entitlements import Project
-from hub_ext.errors import ConfigError, UpstreamError, UserInputError, http_answer
-from hub_ext.kube_mounts import MountSettings, credential_from_secret, dataset_from_pvc, volumes
-from hub_ext.progress_text import describe
-from hub_ext.tenancy import TenancySettings, project_objects, quota_hard
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import Project
+from hub_ext.core.errors import ConfigError, UpstreamError, UserInputError, http_answer
+from hub_ext.manifests.capacity import free_capacity, usage
+from hub_ext.manifests.mounts import MountSettings, credential_from_secret, dataset_from_pvc, volumes
+from hub_ext.manifests.progress_text import describe
+from hub_ext.manifests.tenancy import TenancySettings, project_objects, quota_hard
 
 pytestmark = pytest.mark.unit
 

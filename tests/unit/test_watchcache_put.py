@@ -1,10 +1,10 @@
-"""A writer's own answer never hides what the watch told the cache first (hub_ext.watchcache.put)."""
+"""A writer's own answer never hides what the watch told the cache first (hub_ext.kube.watchcache.put)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hub_ext.watchcache import WatchCache
+from hub_ext.kube.watchcache import WatchCache
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,9 @@ import pathlib
 
 import pytest
 
-from hub_ext.catalog import parse_accelerators
-from hub_ext.errors import UserInputError
-from hub_ext.publish import accelerator_json
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.publish import accelerator_json
 from server_ext.client.notebook import Client
 from server_ext.jobs.machines import Machines
 from server_ext.jobs.model import parse_job
@@ -20,7 +20,7 @@ from server_ext.widgets.form_choices import accelerator_offers, google_name, run
 pytestmark = pytest.mark.unit
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-RAW = {  # a site's catalogue, as an operator writes it (hub_ext.catalog syntax)
+RAW = {  # a site's catalogue, as an operator writes it (hub_ext.core.catalog syntax)
     "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB", "display_name": "NVIDIA A100 40GB"},
     "h100": {"type": "gpu", "product": "NVIDIA-H100-80GB-HBM3", "display_name": "NVIDIA H100 80GB"},
     "a6000": {"type": "gpu", "product": "NVIDIA-RTX-A6000", "display_name": "NVIDIA RTX A6000"},

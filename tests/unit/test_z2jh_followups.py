@@ -9,7 +9,7 @@ import copy
 import pytest
 from kubespawner import KubeSpawner
 
-from hub_ext.kube_spawner import PlatformSpawner
+from hub_ext.spawners.kube import PlatformSpawner
 from tests.kube.platform_env import PLATFORM, make_user, use_kubeconfig
 
 pytestmark = pytest.mark.unit

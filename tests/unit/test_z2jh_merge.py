@@ -11,10 +11,10 @@ import copy
 import pytest
 from kubespawner import KubeSpawner
 
-from hub_ext.kube_spawner import PlatformSpawner
-from hub_ext.local_spawner import LocalPlatformSpawner
-from hub_ext.platform import Runtime, kubespawner_traits
-from hub_ext.profile_resolve import apply_override, merge_override
+from hub_ext.core.profiles.resolve import apply_override, merge_override
+from hub_ext.spawners.kube import PlatformSpawner
+from hub_ext.spawners.local import LocalPlatformSpawner
+from hub_ext.spawners.runtime import Runtime, kubespawner_traits
 from tests.kube.platform_env import PLATFORM, make_user
 from tests.unit.test_z2jh_followups import kubeconfig  # noqa: F401 (fixture)
 

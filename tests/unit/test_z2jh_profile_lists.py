@@ -12,13 +12,14 @@ import jsonschema
 import pytest
 import yaml
 
-from hub_ext.cli import check_config
-from hub_ext.errors import ConfigError
-from hub_ext.kube_spawner import PlatformSpawner
-from hub_ext.local_spawner import LocalPlatformSpawner
-from hub_ext.platform import PlatformConfig, Runtime, kubespawner_traits
-from hub_ext.profile_source import WHERE, call, refusal
-from hub_ext.profiles import read_profile_list, resolve
+from hub_ext.cli.main import check_config
+from hub_ext.core.errors import ConfigError
+from hub_ext.core.profiles import read_profile_list, resolve
+from hub_ext.spawners.kube import PlatformSpawner
+from hub_ext.spawners.local import LocalPlatformSpawner
+from hub_ext.spawners.platform import PlatformConfig
+from hub_ext.spawners.profile_source import WHERE, call, refusal
+from hub_ext.spawners.runtime import Runtime, kubespawner_traits
 
 pytestmark = pytest.mark.unit
 

@@ -68,13 +68,22 @@ import shlex
 import unicodedata
 from typing import Any, Mapping
 
-from hub_ext.errors import UserInputError
-
-from ..hptuning import FIELD, Param, Spec, number_text, parse_spec
-from .kubeflow import (CONTAINER, OWNER_ANNOTATION, RUN_MODULE, SPEC_ANNOTATION, KubeSettings, job_manifest, labels,
-                       literal, replica_type, spec_annotation)
-from ..model import JOB_ID_ANNOTATION
-from ..plan import JobPlan, Replica
+from hub_ext.core.errors import UserInputError
+from server_ext.jobs.hptuning import FIELD, Param, Spec, number_text, parse_spec
+from server_ext.jobs.kube.kubeflow import (
+    CONTAINER,
+    OWNER_ANNOTATION,
+    RUN_MODULE,
+    SPEC_ANNOTATION,
+    KubeSettings,
+    job_manifest,
+    labels,
+    literal,
+    replica_type,
+    spec_annotation,
+)
+from server_ext.jobs.model import JOB_ID_ANNOTATION
+from server_ext.jobs.plan import JobPlan, Replica
 
 API_VERSION = "kubeflow.org/v1beta1"
 KIND = "Experiment"

@@ -18,11 +18,11 @@
 - each pod asks for its replica's CPU and memory (requests = limits) and its accelerators
   (`Accelerator.limits`, requests equal), with the accelerator's node selector and tolerations;
   it runs as `KubeSettings.service_account`, with a memory-backed ``/dev/shm``;
-- credentials and datasets are mounted read-only (`hub_ext.kube_mounts.volumes`); the
+- credentials and datasets are mounted read-only (`hub_ext.manifests.mounts.volumes`); the
   environment holds only their *paths* (``GOOGLE_APPLICATION_CREDENTIALS``,
   ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE``, ``MLPLATFORM_DATASETS``), never a secret;
 - a ``pythonModule`` job fetches ``packageUris`` in an init container (``fetch-code``:
-  ``python -m server_ext.jobs.fetch --job <jobId> --dest <code_dir> <uri>…`` in `KubeSettings.fetcher_image`,
+  ``python -m server_ext.runtimes.fetch --job <jobId> --dest <code_dir> <uri>…`` in `KubeSettings.fetcher_image`,
   with the credential mounts) into an emptyDir; the training container installs them with its
   own Python (``pip install --no-deps --no-index --no-build-isolation --target <code_dir>/site``:
   no package index is needed, so an sdist builds with the image's own setuptools and wheel) and
@@ -31,7 +31,7 @@
 - a package shipped in a ConfigMap (`plan.ShippedPackage`, ``--package-path``) is mounted, read-only
   and not optional (the pod waits for it), into the ``fetch-code`` init container only: the volume
   ``package`` projects its one key to ``<name>/<file>`` under `KubeSettings.packages_dir`, which
-  ``MLPLATFORM_PACKAGES_DIR`` names, so `server_ext.jobs.fetch` finds ``configmap://<name>/<file>``
+  ``MLPLATFORM_PACKAGES_DIR`` names, so `server_ext.runtimes.fetch` finds ``configmap://<name>/<file>``
   at ``$MLPLATFORM_PACKAGES_DIR/<name>/<file>``; its URI is already the first of ``packageUris``.
   The training containers never see it;
 - a custom container runs its own ``containerCommand``/``containerArgs``; without
@@ -48,25 +48,21 @@ records ``mlplatform.io/cancel-requested``. `resource_path` gives the REST path 
 from __future__ import annotations
 
 import copy
-
 import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from hub_ext.slugs import safe_slug
-
-from hub_ext.credentials import MANAGED_BY
-from hub_ext.errors import UserInputError
-from hub_ext.kube_mounts import MountSettings, volumes
-from hub_ext.mounts import CREDENTIAL_ENV, Credential, Dataset
-from hub_ext.tenancy import SERVICE_ACCOUNT
-
-from ..package_delivery import digest_env
-from ..package_uri import PACKAGES_DIR_ENV
-
-from ..model import JOB_ID_ANNOTATION
-from ..plan import JobPlan, Replica, task_name
+from hub_ext.core.credentials import MANAGED_BY
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import CREDENTIAL_ENV, Credential, Dataset
+from hub_ext.core.slugs import safe_slug
+from hub_ext.manifests.mounts import MountSettings, volumes
+from hub_ext.manifests.tenancy import SERVICE_ACCOUNT
+from server_ext.jobs.model import JOB_ID_ANNOTATION
+from server_ext.jobs.package_delivery import digest_env
+from server_ext.jobs.package_uri import PACKAGES_DIR_ENV
+from server_ext.jobs.plan import JobPlan, Replica, task_name
 
 OWNER_ANNOTATION = "mlplatform.io/owner"
 SPEC_ANNOTATION = "mlplatform.io/job-spec"
@@ -109,7 +105,7 @@ exec "$py" -m "$0" "$@"
 class KubeSettings:
     mounts: MountSettings
     service_account: str = SERVICE_ACCOUNT
-    fetcher_image: str = DEFAULT_FETCHER_IMAGE  # an image holding this package (server_ext.jobs.fetch)
+    fetcher_image: str = DEFAULT_FETCHER_IMAGE  # an image holding this package (server_ext.runtimes.fetch)
     code_dir: str = "/mlplatform/code"
     packages_dir: str = "/mlplatform/packages"  # where a package ConfigMap is mounted (fetch-code only)
     fs_group: int | None = 100  # the group that may read mounted credentials (mode 0440)
@@ -270,7 +266,7 @@ def _fetch_container(plan: JobPlan, settings: KubeSettings, credential_mounts: l
         mounts.append({"name": "package", "mountPath": settings.packages_dir, "readOnly": True})
     return {
         "name": "fetch-code", "image": settings.fetcher_image, "terminationMessagePolicy": "FallbackToLogsOnError",
-        "command": ["python", "-m", "server_ext.jobs.fetch", "--job", plan.job.job_id, "--dest", settings.code_dir,
+        "command": ["python", "-m", "server_ext.runtimes.fetch", "--job", plan.job.job_id, "--dest", settings.code_dir,
                     *plan.package_uris],
         "env": env,
         "resources": {k: dict(v) for k, v in FETCH_RESOURCES.items()},

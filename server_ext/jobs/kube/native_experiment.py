@@ -59,14 +59,12 @@ import json
 import re
 from typing import Any
 
-from hub_ext.slugs import safe_slug
-
-from hub_ext.credentials import MANAGED_BY
-from hub_ext.errors import UserInputError
-
-from .kubeflow import JOB_LABEL, OWNER_ANNOTATION, OWNER_LABEL, api_version
-from ..model import JOB_ID_ANNOTATION
-from .pod_guard import workload_findings
+from hub_ext.core.credentials import MANAGED_BY
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.slugs import safe_slug
+from server_ext.jobs.kube.kubeflow import JOB_LABEL, OWNER_ANNOTATION, OWNER_LABEL, api_version
+from server_ext.jobs.kube.pod_guard import workload_findings
+from server_ext.jobs.model import JOB_ID_ANNOTATION
 
 API_VERSION = "kubeflow.org/v1beta1"
 KUBEFLOW_NAMESPACE = "kubeflow"  # Katib's examples' namespace (Kubeflow's own); user profiles are kubeflow-user-*

@@ -10,7 +10,7 @@ trial template) instead of trials that fail one by one at admission. It mirrors 
 - no ``hostPath`` volume, no ``hostPID``/``hostIPC``/``hostNetwork``, no ``hostPort``, no
   ``nodeName`` (a pod that names its node skips the scheduler, and with it taints and quotas);
 - the service account, when set (``serviceAccountName`` or the deprecated ``serviceAccount``), is
-  the project's runner (`hub_ext.tenancy.SERVICE_ACCOUNT`);
+  the project's runner (`hub_ext.manifests.tenancy.SERVICE_ACCOUNT`);
 - no reference to a platform-reserved Secret (`reserved_secret`: a name ending ``-hub-token`` or
   starting ``mlplatform-`` or ``jupyter-``) from a volume, a projected volume, ``env[].valueFrom.secretKeyRef``
   or ``envFrom[].secretRef``;
@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator, Mapping
 
-from hub_ext.tenancy import SERVICE_ACCOUNT
+from hub_ext.manifests.tenancy import SERVICE_ACCOUNT
 
 Finding = tuple[str, str]  # (field path, what is wrong)
 
@@ -53,7 +53,7 @@ _PLACEHOLDER = re.compile(r"\$\{trialParameters\.")
 
 def reserved_secret(name: Any) -> bool:
     """A Secret name the platform keeps for itself (a notebook's hub token or TLS Secret,
-    ``mlplatform-*``): the names credentials may not take (`hub_ext.credentials`)."""
+    ``mlplatform-*``): the names credentials may not take (`hub_ext.core.credentials`)."""
     return isinstance(name, str) and (name.endswith("-hub-token") or name.startswith(("mlplatform-", "jupyter-")))
 
 

@@ -47,8 +47,8 @@ import datetime
 import json
 from typing import Any
 
-from .kubeflow import CANCEL_ANNOTATION, SPEC_ANNOTATION
-from ..model import JOB_ID_ANNOTATION
+from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION, SPEC_ANNOTATION
+from server_ext.jobs.model import JOB_ID_ANNOTATION
 
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 

@@ -45,10 +45,10 @@ import datetime
 import math
 from typing import Any, Mapping, Sequence
 
-from . import katib as katib
-from ..hptuning import Spec
-from .kubeflow import CANCEL_ANNOTATION
-from .status import FINAL, rfc3339, submitted, true_conditions
+from server_ext.jobs.hptuning import Spec
+from server_ext.jobs.kube import katib as katib
+from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION
+from server_ext.jobs.kube.status import FINAL, rfc3339, submitted, true_conditions
 
 # Katib Trial condition → AI Platform trial state, first match wins.
 TRIAL_STATES = (("EarlyStopped", "SUCCEEDED"), ("Succeeded", "SUCCEEDED"), ("MetricsUnavailable", "FAILED"),

@@ -1,13 +1,13 @@
 """What a job is waiting for, in words: ``statusMessage``, the platform's field beside ``ml.v1``'s. Pure.
 
-The platform's pod webhook holds a pod that mounts a dataset not yet loaded (`hub_ext.operator.gates`:
+The platform's pod webhook holds a pod that mounts a dataset not yet loaded (`hub_ext.operator.rules.gates`:
 scheduling gate, label ``mlplatform.io/dataset-gated``, annotation naming the datasets), so a job
 submitted with a dataset still loading is accepted and simply starts later. Its state alone
 (QUEUED/PREPARING) would not say why; `status_message` says it from the job's held pods and the
 project's dataset PVCs:
 
 - loading: ``waiting for the dataset 'frames' to finish loading (42%)`` (the loader's progress,
-  `hub_ext.datasets.percent`; its condition's message when there is no percentage yet);
+  `hub_ext.manifests.datasets.percent`; its condition's message when there is no percentage yet);
 - failed: ``waiting for the dataset 'frames', whose load failed: <the loader's reason>`` (the pod
   stays held until a later load succeeds: the operator's rule);
 - gone: ``waiting for the dataset 'frames', which no longer exists``;
@@ -24,12 +24,11 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from hub_ext.datasets import percent, progress_of
-from hub_ext.kube_mounts import SOURCE, dataset_state
-from hub_ext.operator.gates import WAITING_ANNOTATION, is_held
-
-from .kubeflow import JOB_LABEL
-from .status import FINAL
+from hub_ext.manifests.datasets import percent, progress_of
+from hub_ext.manifests.mounts import SOURCE, dataset_state
+from hub_ext.operator.rules.gates import WAITING_ANNOTATION, is_held
+from server_ext.jobs.kube.kubeflow import JOB_LABEL
+from server_ext.jobs.kube.status import FINAL
 
 FIELD = "statusMessage"
 

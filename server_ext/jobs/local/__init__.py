@@ -1,3 +1,4 @@
-"""The jobs code of the local runtime: jobs and sweeps as local processes, their records on disk
-and the environment they run in.
+"""Jobs on the local runtime, decided (pure): what each process of a local job gets (`env`).
+`server_ext.runtimes.local` runs them (a sweep's Optuna search space, bound to Optuna's own
+objects, is `server_ext.runtimes.local.sweep_space`).
 """

@@ -9,12 +9,12 @@ plan alone (no I/O: ports and paths come in as arguments):
 - `package_sources(uris, shipped)`: each ``packageUris`` entry is ``shipped`` (the URI of the
   package shipped with the job, `plan.ShippedPackage.uri`: ``configmap://…`` or its staging
   bucket's; the backend holds a copy of its bytes, so it is never fetched), ``remote`` (``gs://``,
-  ``s3://``: fetched by `server_ext.jobs.fetch`) or ``local`` (a path or ``file://`` URI: an
+  ``s3://``: fetched by `server_ext.runtimes.fetch`) or ``local`` (a path or ``file://`` URI: an
   sdist/wheel to install, or a package directory whose parent goes on ``PYTHONPATH``); any other
   scheme (a ``configmap://`` URI not shipped with this job included) is refused with the entry's
   field path (``trainingInput.packageUris[1]``).
 - `task_env(plan, task, …)`: the base environment plus ``CLOUD_ML_JOB_ID``, the credential and
-  dataset paths of the plan (exactly as `hub_ext.mounts.select` exposes them: paths only, never
+  dataset paths of the plan (exactly as `hub_ext.core.mounts.select` exposes them: paths only, never
   the files' content), ``PYTHONPATH``, a per-task hypertune metrics file, and the cluster:
   - TensorFlow (``framework == "tensorflow"``, or several replicas and no framework):
     ``TF_CONFIG`` = ``{"cluster": {"master"|"chief": […], "worker": […], "ps": […]}, "task":
@@ -38,10 +38,9 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
-from hub_ext.errors import UserInputError
-from hub_ext.mounts import Available, select
-
-from ..plan import JobPlan
+from hub_ext.core.errors import UserInputError
+from hub_ext.core.mounts import Available, select
+from server_ext.jobs.plan import JobPlan
 
 HOST = "127.0.0.1"
 _CONFIG_KEYS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
@@ -128,7 +127,7 @@ def torch_env(plan: JobPlan, task: str, ports: Mapping[str, int]) -> dict[str, s
 
 
 def mounts_env(plan: JobPlan) -> dict[str, str]:
-    """The credential and dataset variables (paths only), by `hub_ext.mounts.select`'s rules."""
+    """The credential and dataset variables (paths only), by `hub_ext.core.mounts.select`'s rules."""
     available = Available(plan.credentials, plan.datasets)
     return select(available, [c.name for c in plan.credentials], [d.name for d in plan.datasets], plan.project,
                   allow_loading=True)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pytest
 
 from server_ext.client.errors import from_response
-
-from .conftest import PROJECT, job_body
+from tests.local.rest.conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 

@@ -12,13 +12,12 @@ import time
 
 import pytest
 
-from server_ext.client import RemoteService, ServerJobs, from_environment
 from server_ext.cli.flags import flagged, parse_args
+from server_ext.client import RemoteService, ServerJobs, from_environment
 from server_ext.errors import JobExists, JobFinished, JobNotFound, UpstreamError, UserInputError
 from server_ext.jobs.submission import Package, Submission
 from tests.conftest import ROOT
-
-from .conftest import PROJECT, TRAINER, job_body
+from tests.local.rest.conftest import PROJECT, TRAINER, job_body
 
 pytestmark = pytest.mark.local
 

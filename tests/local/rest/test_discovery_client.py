@@ -13,8 +13,7 @@ from googleapiclient.discovery import build_from_document
 from googleapiclient.errors import HttpError
 
 from server_ext.jobs.schema import DISCOVERY
-
-from .conftest import PROJECT, job_body
+from tests.local.rest.conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 

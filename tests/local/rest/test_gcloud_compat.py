@@ -15,9 +15,8 @@ import pytest
 
 from server_ext.client import ServerJobs
 from tests.conftest import ROOT
-
-from .conftest import PROJECT, TRAINER
-from .test_client import server, wait_state  # noqa: F401  (the fixture)
+from tests.local.rest.conftest import PROJECT, TRAINER
+from tests.local.rest.test_client import server, wait_state  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.local
 

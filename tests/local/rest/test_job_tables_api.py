@@ -3,7 +3,7 @@ and runtime are accepted, and what the table replaced is refused naming the fiel
 
 import pytest
 
-from .conftest import PROJECT, job_body
+from tests.local.rest.conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 

@@ -9,10 +9,9 @@ import time
 
 import pytest
 
+from tests.local.rest.conftest import PROJECT, job_body
 from tests.sse import sse_events
 from tests.unit.test_job_model import JOB_SCHEMA
-
-from .conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 
@@ -149,7 +148,7 @@ def test_every_route_needs_the_servers_token(api, run, headers):
 def test_a_package_directory_of_the_notebook_folder_is_built_and_shipped(api, jp_root_dir, run):
     import shutil
 
-    from .conftest import TRAINER
+    from tests.local.rest.conftest import TRAINER
     shutil.copytree(TRAINER, jp_root_dir / "work" / "trainer")
 
     async def go():

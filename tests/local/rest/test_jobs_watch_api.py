@@ -9,7 +9,7 @@ import json
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from .conftest import PROJECT, job_body
+from tests.local.rest.conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 

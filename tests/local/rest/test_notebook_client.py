@@ -17,12 +17,11 @@ import pytest
 from server_ext import client as nb
 from server_ext.client.notebook import Client
 from server_ext.errors import JobFinished, UserInputError
-from server_ext.widgets.sync import JobsPoll
 from server_ext.widgets.form import SubmitForm
+from server_ext.widgets.sync import JobsPoll
 from server_ext.widgets.views import Browser, JobDetail, JobsTable, SweepMonitor
 from tests.bench.widget_traffic import TRAFFIC, RecordingComm, from_view
-
-from .conftest import PROJECT, TRAINER, job_body
+from tests.local.rest.conftest import PROJECT, TRAINER, job_body
 
 pytestmark = pytest.mark.local
 

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from .conftest import PROJECT, TRAINER, job_body
+from tests.local.rest.conftest import PROJECT, TRAINER, job_body
 
 pytestmark = pytest.mark.local
 

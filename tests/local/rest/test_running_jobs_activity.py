@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from .conftest import PROJECT, job_body
+from tests.local.rest.conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 

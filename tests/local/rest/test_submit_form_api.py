@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import PROJECT, TRAINER
+from tests.local.rest.conftest import PROJECT, TRAINER
 
 pytestmark = pytest.mark.local
 

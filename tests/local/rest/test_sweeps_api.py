@@ -8,11 +8,10 @@ import json
 
 import pytest
 
+from tests.local.rest.conftest import PROJECT, job_body
+from tests.local.rest.test_jobs_api import wait_state
 from tests.sse import sse_events
 from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA
-
-from .conftest import PROJECT, job_body
-from .test_jobs_api import wait_state
 
 pytestmark = pytest.mark.local
 

@@ -27,8 +27,7 @@ from server_ext.widgets import liveness, state
 from server_ext.widgets.sync import JobsPoll
 from server_ext.widgets.views import JobDetail, JobsTable
 from tests.bench.widget_traffic import TRAFFIC, RecordingComm, from_view
-
-from .conftest import PROJECT, job_body
+from tests.local.rest.conftest import PROJECT, job_body
 
 pytestmark = pytest.mark.local
 

@@ -12,8 +12,7 @@ import pytest
 
 from server_ext.client.notebook import Client
 from server_ext.widgets.form import SubmitForm
-
-from .conftest import PROJECT, TRAINER
+from tests.local.rest.conftest import PROJECT, TRAINER
 
 pytestmark = pytest.mark.local
 

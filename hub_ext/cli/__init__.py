@@ -1,0 +1,1 @@
+"""`mlplatform`, the platform team's command line (check-config, render-project, operator, demo)."""

@@ -1,0 +1,2 @@
+"""The local runtime's I/O: projects as directories, the accelerator device inventory, and
+the ``make demo`` launcher."""

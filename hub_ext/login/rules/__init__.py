@@ -1,0 +1,1 @@
+"""Login settings and claim paths, decided without I/O (contract ``login-rules-pure``)."""

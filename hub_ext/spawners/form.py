@@ -1,0 +1,105 @@
+"""The spawn form, rendered on the server, and its POST read back into `user_options`.
+
+`render_form` is pure: projects, profiles and free capacity in, HTML out (Jinja2, autoescaped);
+it lists the profiles usable in at least one of the user's projects, with their resources,
+"N of M free" for accelerators, and a marker when none is free; each option's choices with their
+descriptions (jupyterhub-fancy-profiles' ``description``, tied to the select by
+``aria-describedby``, and the free-form entry's ``description_in_choices``); and each project's
+credentials and datasets, a dataset that is not ready with its state and the loader's message
+(its progress while loading, the reason when failed: a failed one cannot be ticked).
+`options_from_form` keeps only the chosen profile's fields and returns the flat `user_options` the
+REST API also accepts:
+``{"project": ..., "profile": ..., "<option>": ..., "<option>--unlisted-choice": ...,
+"credentials": [...], "datasets": [...]}`` (credentials and datasets of the chosen project).
+Nothing here decides what is allowed: `Runtime.plan` validates whatever arrives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import jinja2
+
+from hub_ext.core.entitlements import Project
+from hub_ext.core.mounts import Available
+from hub_ext.core.profiles import Profile
+
+_env = jinja2.Environment(loader=jinja2.PackageLoader("hub_ext", "templates"),
+                          autoescape=jinja2.select_autoescape(["html"]))
+
+
+@dataclass(frozen=True)
+class Row:
+    profile: Profile
+    resources: str
+    capacity: str
+    full: bool
+    projects: str
+    checked: bool
+
+
+def describe_resources(p: Profile) -> str:
+    parts = []
+    if p.accelerator is not None:
+        parts.append(f"{p.accelerator_count} × {p.accelerator.display_name}")
+    if p.cpu_limit or p.cpu_guarantee:
+        parts.append(f"{p.cpu_guarantee or 0:g}–{p.cpu_limit:g} CPU" if p.cpu_limit else f"{p.cpu_guarantee:g}+ CPU")
+    if p.mem_limit or p.mem_guarantee:
+        parts.append(f"{p.mem_guarantee or '0'}–{p.mem_limit} memory" if p.mem_limit else f"{p.mem_guarantee}+ memory")
+    return ", ".join(parts) or "CPU only, no fixed limits"
+
+
+def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]]) -> tuple[str, bool]:
+    """("1 of 2 free", full?) for a profile's accelerator; ("", False) without one."""
+    acc = p.accelerator
+    if acc is None:
+        return "", False
+    if acc.name not in capacity:
+        return "free capacity unknown", False
+    free, total = capacity[acc.name]
+    full = free < p.accelerator_count
+    return f"{free} of {total} free" + (" — none available now" if full else ""), full
+
+
+def render_form(projects: list[Project], profiles: tuple[Profile, ...],
+                capacity: Mapping[str, tuple[int, int]], files: Mapping[str, Available] | None = None) -> str:
+    usable = [p for p in profiles if any(p.slug in proj.profiles for proj in projects)]
+    default = next((p for p in usable if p.default), usable[0] if usable else None)
+    rows = []
+    for p in usable:
+        text, full = capacity_text(p, capacity)
+        where = [proj.display_name for proj in projects if p.slug in proj.profiles]
+        rows.append(Row(p, describe_resources(p), text, full,
+                        ", ".join(where) if len(projects) > 1 else "", p is default))
+    files = files or {}
+    mounts = [(proj, files[proj.name]) for proj in projects
+              if proj.name in files and (files[proj.name].credentials or files[proj.name].datasets)]
+    return _env.get_template("spawn_form.html").render(projects=projects, rows=rows, mounts=mounts)
+
+
+def options_from_form(formdata: Mapping[str, list[str]]) -> dict:
+    def first(key: str) -> str | None:
+        values = formdata.get(key) or []
+        return values[0] if values else None
+
+    out: dict[str, str] = {}
+    for key in ("project", "profile"):
+        value = first(key)
+        if value:
+            out[key] = value
+    project = out.get("project")
+    if project:
+        for form_key, option in ((f"credential--{project}", "credentials"), (f"dataset--{project}", "datasets")):
+            chosen = [v for v in formdata.get(form_key) or [] if v]
+            if chosen:
+                out[option] = chosen
+    profile = out.get("profile")
+    if profile:
+        prefix = f"profile-option-{profile}--"
+        for key in formdata:
+            if key.startswith(prefix):
+                value = first(key)
+                if value not in (None, ""):
+                    out[key[len(prefix):]] = value
+    return out

@@ -1,0 +1,1 @@
+"""The local `JobBackend`: jobs and sweeps as local processes, their records in SQLite."""
