@@ -77,6 +77,7 @@ ENTITLED_PREFIX = "accelerators.mlplatform.io/"
 ACCELERATOR_RESOURCES = "mlplatform.io/accelerator-resources"
 ALL_ACCELERATORS = "mlplatform.io/accelerators"
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+PRIORITY_CLASSES = "mlplatform.io/priority-classes"  # the pod policy's list of the classes pods may use
 NOTEBOOK_SELECTOR = {"component": "singleuser-server"}  # KubeSpawner's label on notebook pods
 JOB_SELECTOR = {"matchExpressions": [{"key": "mlplatform.io/job", "operator": "Exists"}]}
 SUGGESTION_SELECTOR = {"matchExpressions": [{"key": "katib.kubeflow.org/suggestion", "operator": "Exists"}]}
@@ -106,6 +107,8 @@ DEFAULT_QUOTA = {
     "count/configmaps": "500", "count/secrets": "100", "count/persistentvolumeclaims": "50",
     "count/services": "20", "count/jobs.batch": "200", "count/pytorchjobs.kubeflow.org": "100",
     "count/tfjobs.kubeflow.org": "100", "count/experiments.kubeflow.org": "50",
+    # every claim counts, those Kubernetes makes from a pod's generic ephemeral volume too
+    "requests.storage": "10Ti",
 }
 DEFAULT_REQUESTS = {"cpu": "100m", "memory": "256Mi"}
 METADATA_ADDRESSES = ("169.254.169.254/32", "fd00:ec2::254/128")
@@ -124,13 +127,17 @@ class TenancySettings:
     operator_service_account: str = "mlplatform-operator"
     katib_namespace: str = "kubeflow"
     blocked_egress: tuple[str, ...] = METADATA_ADDRESSES
+    # the PriorityClasses the project's pods may name (the pod policy reads them from the namespace's
+    # PRIORITY_CLASSES annotation); none by default: a pod uses the cluster's default priority
+    priority_classes: tuple[str, ...] = ()
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "TenancySettings":
         """From a config section's trait values (missing or empty ones keep their defaults)."""
         values = {f.name: section[f.name] for f in fields(cls) if section.get(f.name) not in (None, "")}
-        if "blocked_egress" in values:
-            values["blocked_egress"] = tuple(values["blocked_egress"])
+        for name in ("blocked_egress", "priority_classes"):
+            if name in values:
+                values[name] = tuple(values[name])
         settings = cls(**values)
         problems = [Problem(name, f"must be one of {', '.join(POD_SECURITY_LEVELS)}, not {value!r}")
                     for name, value in (("pod_security_enforce", settings.pod_security_enforce),
@@ -226,7 +233,8 @@ def project_objects(project: Project, accelerators: Mapping[str, Accelerator], p
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
                 "subjects": [subject]}
 
-    annotations = {**entitlement_annotations(project, accelerators)}
+    annotations = {**entitlement_annotations(project, accelerators),
+                   PRIORITY_CLASSES: ",".join(settings.priority_classes)}
     if project.owner:
         annotations[OWNER_ANNOTATION] = project.owner
     objects = [

@@ -58,6 +58,14 @@ class TenancyConfig(Configurable):
 
         c.PlatformSpawner.blocked_egress = ["169.254.169.254/32"]
         """).tag(config=True)
+    priority_classes = List(
+        [], help="""The PriorityClasses pods in a project may name (the ValidatingAdmissionPolicy
+        mlplatform-project-pods refuses any other: a system class would let a project's pods preempt
+        other projects'). None by default: pods get the cluster's default priority. A cluster with a
+        globalDefault PriorityClass names it here (Kubernetes puts its name on every pod).
+
+        c.PlatformSpawner.priority_classes = ["batch-default"]
+        """).tag(config=True)
 
     def tenancy_settings(self) -> TenancySettings:
         return TenancySettings.from_config({name: getattr(self, name) for name in TenancyConfig.class_trait_names()

@@ -60,6 +60,21 @@ def gpu(resource: str, count: int = 1, selector: dict | None = None) -> dict:
 
 # attempt → (pod spec, words the refusal must contain)
 ESCAPES = {
+    # the cluster door (a red team's escapes): preempting other projects, skipping the scheduler, a
+    # reserved Secret by other volume kinds, a chosen volume through an ephemeral claim
+    "system-node-critical priority": (spec(priorityClassName="system-node-critical"),
+                                      "may not use the priority class system-node-critical"),
+    "system-cluster-critical priority": (spec(priorityClassName="system-cluster-critical"),
+                                         "may not use the priority class"),
+    "nodeName": (spec(nodeName="dgx-full"), "spec.nodeName may not be set"),
+    "reserved Secret through CSI": (spec(volumes=[{"name": "s", "csi": {
+        "driver": "secrets-store.csi.k8s.io", "nodePublishSecretRef": {"name": "mlplatform-operator-tls"}}}]),
+        "platform-reserved Secret"),
+    "hub token as image pull Secret": (spec(imagePullSecrets=[{"name": "jupyter-alice-hub-token"}]),
+                                       "platform-reserved Secret"),
+    "ephemeral claim on a chosen volume": (spec(volumes=[{"name": "d", "ephemeral": {"volumeClaimTemplate": {
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+                 "volumeName": "another-projects-volume"}}}}]), "may not name a PersistentVolume"),
     "privileged": (spec(containers=[container(securityContext={"privileged": True})]), "privileged"),
     "hostPath /": (spec(volumes=[{"name": "root", "hostPath": {"path": "/"}}],
                         containers=[container(volumeMounts=[{"name": "root", "mountPath": "/host"}])]), "hostPath"),

@@ -18,6 +18,7 @@ from hub_ext.manifests.tenancy import (
     HUB_PROJECT_ROLE,
     OPERATOR_BINDING,
     OPERATOR_PROJECT_ROLE,
+    PRIORITY_CLASSES,
     ROLE_RULES,
     project_objects,
 )
@@ -134,14 +135,18 @@ def test_the_project_policies_cover_every_way_a_pod_refers_to_a_secret():
     bindings = {d["spec"]["policyName"]: d for d in docs if d["kind"] == "ValidatingAdmissionPolicyBinding"}
     assert set(policies) == set(bindings) == {"mlplatform-project-pods", "mlplatform-reserved-objects",
                                               "mlplatform-hub-guard", "mlplatform-dataset-copies",
-                                              "mlplatform-sweep-cancel"}
+                                              "mlplatform-sweep-cancel", "mlplatform-controller-references",
+                                              "mlplatform-notebook-servers"}
     assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
     pods = policies["mlplatform-project-pods"]
     assert pods["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"] == {
         "app.kubernetes.io/managed-by": "jupyterhub-mlplatform"}
     text = " ".join(v["expression"] for v in pods["spec"]["variables"])
     for reference in ("v.secret.secretName", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name",
-                      "initContainers", ENTITLED_PREFIX, ACCELERATOR_RESOURCES):
+                      "v.csi.nodePublishSecretRef.name", "v.cephfs.secretRef.name", "v.rbd.secretRef.name",
+                      "v.iscsi.secretRef.name", "v.flexVolume.secretRef.name", "v.scaleIO.secretRef.name",
+                      "v.storageos.secretRef.name", "v.azureFile.secretName", "object.spec.imagePullSecrets",
+                      "initContainers", ENTITLED_PREFIX, ACCELERATOR_RESOURCES, PRIORITY_CLASSES):
         assert reference in text
     # the hub's identity is the same everywhere (an operator edits every occurrence); the others named
     # are Kubernetes' own controllers (kube-controller-manager's, the same in every cluster)
@@ -155,7 +160,7 @@ def test_the_pod_policy_reserves_the_secret_names_credentials_may_not_take():
     from hub_ext.core.credentials import RESERVED_PREFIXES, RESERVED_SUFFIXES
 
     text = (ROOT / "helm-values" / "project-policies.yaml").read_text()
-    for ref in ("v.secret.secretName", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name"):
+    for ref in ("n", "s.secret.name", "e.valueFrom.secretKeyRef.name", "f.secretRef.name"):  # n: secretNames
         for prefix in RESERVED_PREFIXES:
             assert f"{ref}.startsWith('{prefix}')" in text
         for suffix in set(RESERVED_SUFFIXES) - {"-package"}:  # <job>-package names ConfigMaps, not Secrets

@@ -64,7 +64,11 @@ def test_the_namespace_records_owner_pod_security_and_entitled_accelerators():
     assert ns["annotations"] == {
         "mlplatform.io/owner": "group:vision",
         "mlplatform.io/accelerator-resources": "nvidia.com/gpu,nvidia.com/mig-1g.5gb",
-        "accelerators.mlplatform.io/1g.5gb": "nvidia.com/mig-1g.5gb;"}  # a100: 0 is not entitled
+        "accelerators.mlplatform.io/1g.5gb": "nvidia.com/mig-1g.5gb;",  # a100: 0 is not entitled
+        "mlplatform.io/priority-classes": ""}  # no PriorityClass by default
+    classes = TenancySettings.from_config({"priority_classes": ["batch-default", "mlplatform-batch"]})
+    named = project_objects(team, ACCS, (), (), classes)[0]["metadata"]["annotations"]
+    assert named["mlplatform.io/priority-classes"] == "batch-default,mlplatform-batch"
     admin = project_objects(ADMIN, ACCS, ())[0]["metadata"]["annotations"]
     assert admin["mlplatform.io/accelerators"] == "all"
     a100 = project_objects(TEAM, ACCS, ())[0]["metadata"]["annotations"]["accelerators.mlplatform.io/a100"]
