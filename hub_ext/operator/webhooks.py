@@ -7,7 +7,8 @@
   asks for (`admission.requested`: its annotation, and its ServiceAccount's unless it opts out),
   each named Secret's metadata only (``PartialObjectMetadata``: its kind label, never its data),
   each PVC it mounts (which are datasets, and are they loaded) and, for a pod that says it is a
-  dataset loader, its Job's metadata (all at once), and adds `admission.read_only_ops` (dataset
+  dataset loader, its Job's metadata (all at once), refuses a pod that mounts another job's or
+  server's private copy of a dataset (`admission.refuse_foreign_copies`), and adds `admission.read_only_ops` (dataset
   mounts read-only but the loader's own), `gates.gate_ops` (held before scheduling while a dataset
   it mounts is not loaded; `gate_keeper` lets it go) and `admission.mount_ops` to kopf's patch (as
   a transformation of the pod, from which kopf computes the JSON Patch it answers). The dataset
@@ -158,6 +159,7 @@ async def _pod_ops(ctx: OperatorContext, pod: dict, namespace: str,
     secrets, claims, job = found[:len(asked)], found[len(asked):len(asked) + len(claimed)], found[-1] if loader else None
     kinds = {a.name: None if m is None else ((m.get("metadata") or {}).get("labels") or {}).get(KIND_LABEL, "")
              for a, m in zip(asked, secrets)}
+    admission.refuse_foreign_copies(pod, dict(zip(claimed, claims)))
     of, datasets = await _datasets_of(ctx, namespace, dict(zip(claimed, claims)))
     if loader and loader[2] in datasets and user in settings.job_controller_users and \
             await _is_loader(ctx, job, loader, datasets[loader[2]]):

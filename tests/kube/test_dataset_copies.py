@@ -3,7 +3,8 @@ real snapshot-controller: the operator snapshots a loaded dataset once per load;
 ``frames:copy`` each get a claim made from that snapshot, read the whole dataset there, write, and
 never see each other's writes; the dataset itself is unchanged; the project's quota counts the
 copies (a copy over quota refuses the job and leaves nothing); a copy goes with its job; a member's
-token may make a claim only as such a copy (the ValidatingAdmissionPolicy mlplatform-dataset-copies).
+token may make a claim only as such a copy (the ValidatingAdmissionPolicy mlplatform-dataset-copies),
+and its Jobs mount no other job's or server's copy (the operator's pod webhook).
 """
 
 from __future__ import annotations
@@ -200,5 +201,41 @@ async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, pro
 
         await until(refused_claim, "the posing claim refused (an Event on its pod)", timeout=30)
         assert await admin.get(claim_path(ns, f"{posing}-tmp")) is None
+
+        # another's private copy is theirs: a job's (owned by its job object) and a server's (named for
+        # its pod), and a claim named as a copy that is not made yet; a teammate's Job gets no pod
+        owner = await admin.create({"apiVersion": "batch/v1", "kind": "Job",
+                                    "metadata": {"name": "copy-b", "namespace": ns},
+                                    "spec": {"suspend": True, "template": {"spec": {
+                                        "restartPolicy": "Never", "serviceAccountName": "mlplatform-runner",
+                                        "containers": [{"name": "main", "image": "python:3.12-slim"}]}}}})
+        owned = {**copy, "metadata": {**copy["metadata"], "name": "copy-b-frames-copy", "namespace": ns,
+                                      "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "copy-b",
+                                                           "uid": owner["metadata"]["uid"]}]}}
+        await admin.create({"apiVersion": "v1", "kind": "PersistentVolumeClaim", **owned})
+        await rest.post(claims, {**copy, "metadata": {**copy["metadata"], "name": "jupyter-alice-frames-copy"}})
+        thefts = {"steal-job-copy": "copy-b-frames-copy", "steal-server-copy": "jupyter-alice-frames-copy",
+                  "wait-for-a-copy": "copy-z-frames-copy"}
+        for job, claim_name in thefts.items():
+            await rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs", {
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": job},
+                "spec": {"backoffLimit": 0, "template": {"spec": {
+                    "restartPolicy": "Never", "serviceAccountName": "mlplatform-runner",
+                    "containers": [{"name": "main", "image": "python:3.12-slim", "command": ["true"],
+                                    "volumeMounts": [{"name": "d", "mountPath": "/d"}]}],
+                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}]}}}})
+
+        async def refused_copies():
+            events = (await admin.list(f"/api/v1/namespaces/{ns}/events"))["items"]
+            said = {job: [e["message"] for e in events if e["involvedObject"].get("name") == job
+                          and e.get("reason") == "FailedCreate"] for job in thefts}
+            return said if all(said.values()) else None
+
+        said = await until(refused_copies, "each theft refused (a FailedCreate Event on its Job)", timeout=30)
+        assert "another job's or notebook server's private copy of the dataset frames" in said["steal-job-copy"][0]
+        assert "another job's or notebook server's private copy" in said["steal-server-copy"][0]
+        assert "does not exist yet" in said["wait-for-a-copy"][0]
+        for job in thefts:
+            assert await pod_of(job) is None
     finally:
         await rest.close()

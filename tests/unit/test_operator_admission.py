@@ -329,3 +329,34 @@ def test_only_a_pod_controlled_by_a_job_that_names_the_claim_may_be_its_loader()
     # whether the Job is that dataset's loader is the webhook's to read
     other = _dataset_pod(labels={"mlplatform.io/dataset-loader": "other"}, owner=job)
     assert loader_claim(other, "mlplatform.io/dataset-loader") == ("load-coco", "u1", "other")
+
+
+def test_a_pod_mounts_only_its_own_jobs_or_servers_copies():
+    from hub_ext.operator.rules.admission import refuse_foreign_copies
+
+    def claim(name, owner_uid=None):
+        meta = {"name": name, "labels": {"mlplatform.io/dataset-copy-of": "frames"}}
+        if owner_uid:
+            meta["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": owner_uid}]
+        return {"metadata": meta}
+
+    def pod(name=None, owner_uid=None):
+        meta = {"name": name} if name else {"generateName": "x-"}
+        if owner_uid:
+            meta["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": owner_uid, "controller": True}]
+        return {"metadata": meta}
+
+    job_copy, server_copy = claim("copy-b-frames-copy", "uid-b"), claim("jupyter-alice-frames-copy")
+    refuse_foreign_copies(pod(owner_uid="uid-b"), {"copy-b-frames-copy": job_copy})  # the job's own pod
+    refuse_foreign_copies(pod("jupyter-alice"), {"jupyter-alice-frames-copy": server_copy})  # the server's
+    refuse_foreign_copies(pod(owner_uid="uid-k"), {"frames": {"metadata": {"name": "frames"}}})  # not a copy
+    for attempt, found in [(pod(owner_uid="uid-k"), {"copy-b-frames-copy": job_copy}),
+                           (pod("jupyter-bob"), {"jupyter-alice-frames-copy": server_copy}),
+                           (pod(owner_uid="uid-k"), {"jupyter-alice-frames-copy": server_copy}),
+                           (pod("jupyter-alice", owner_uid="uid-k"), {"copy-b-frames-copy": job_copy})]:
+        with pytest.raises(UserInputError) as e:
+            refuse_foreign_copies(attempt, found)
+        assert e.value.status == 403 and e.value.field == "spec.volumes" and "private copy" in e.value.message
+    with pytest.raises(UserInputError) as e:
+        refuse_foreign_copies(pod(owner_uid="uid-k"), {"copy-c-frames-copy": None})
+    assert "does not exist yet" in e.value.message

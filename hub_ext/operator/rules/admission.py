@@ -56,6 +56,16 @@ ownerReference naming the Job on a pod of their own).
 A dataset's data may live on another claim than the dataset's own (a reload while pods read it:
 `volumes`); every mount of any of its volumes is pointed at the current one (`volumes.rewrite_ops`)
 and made read-only the same way.
+
+Private copies of a dataset (`refuse_foreign_copies`): a claim labelled
+``mlplatform.io/dataset-copy-of`` is one job's or one notebook server's own writable copy, and only
+that job's or server's pods mount it: a job's copy is owned by the job object (an ownerReference the
+jobs service writes; members cannot change claims), so the pod's controller must be that object
+(the Job or training-job controller sets a pod's ownerReference, members make no pods themselves);
+a server's copy has no owner and is named for its pod (`dataset_copies.claim_name`), so only the pod
+of that name mounts it. A teammate's Job naming another's copy gets no pod, and neither does a pod
+naming a claim ``…-copy`` that does not exist yet (it could not be told from one waiting for a copy
+still to be made for someone else; a job's own pod is made again by its controller once it exists).
 """
 
 from __future__ import annotations
@@ -68,6 +78,7 @@ from typing import Iterable, Mapping
 from hub_ext.core.credentials import KIND_LABEL, MAX_BYTES, check_name, validate_files
 from hub_ext.core.errors import UserInputError
 from hub_ext.core.mounts import Available, select
+from hub_ext.manifests.dataset_copies import COPY_OF_LABEL, claim_name
 from hub_ext.manifests.mounts import MountSettings, credential_of_kind, volumes
 from hub_ext.operator.rules.settings import OperatorSettings
 
@@ -255,6 +266,27 @@ def claims(pod: Mapping) -> set[str]:
     """The PVCs the pod mounts (``persistentVolumeClaim.claimName`` of its volumes)."""
     return {(v.get("persistentVolumeClaim") or {}).get("claimName") for v in (pod.get("spec") or {}).get("volumes") or []
             if (v.get("persistentVolumeClaim") or {}).get("claimName")}
+
+
+def refuse_foreign_copies(pod: Mapping, found: Mapping[str, Mapping | None]) -> None:
+    """`UserInputError` (403) when the pod mounts a claim of `found` (claim name → the claim as read)
+    that is another job's or server's private copy of a dataset."""
+    meta = pod.get("metadata") or {}
+    owners = {r.get("uid") for r in meta.get("ownerReferences") or [] if r.get("controller") and r.get("uid")}
+    for name, claim in sorted(found.items()):
+        if claim is None and name.endswith("-copy"):  # named as a copy, not made yet: whose it is is unknown
+            raise UserInputError("spec.volumes", f"the claim {name} does not exist yet (a dataset's copy is made "
+                                 "right after its job: the job's controller tries again)", 403)
+        cmeta = (claim or {}).get("metadata") or {}
+        dataset = (cmeta.get("labels") or {}).get(COPY_OF_LABEL)
+        if not dataset:
+            continue
+        claim_owners = {r.get("uid") for r in cmeta.get("ownerReferences") or [] if r.get("uid")}
+        ours = bool(owners & claim_owners) if claim_owners else \
+            bool(meta.get("name")) and claim_name(meta["name"], dataset) == name
+        if not ours:
+            raise UserInputError("spec.volumes", f"the claim {name} is another job's or notebook server's private "
+                                 f"copy of the dataset {dataset}: ask for your own copy ({dataset}:copy)", 403)
 
 
 def loader_claim(pod: Mapping, loader_label: str) -> tuple[str, str, str] | None:
