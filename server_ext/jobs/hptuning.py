@@ -3,7 +3,8 @@ AI Platform's defaults, as frozen objects both sweep backends (Katib, Optuna) re
 
 `parse_spec(doc)` takes the spec as `model.parse_job` left it (Google's JSON shape: numbers as
 numbers, enums upper-case) and returns a `Spec`, or raises `UserInputError` naming the field
-(``trainingInput.hyperparameters.params[1].maxValue``):
+(``trainingInput.hyperparameters.params[1].maxValue``); several independent mistakes are told at
+once (`UserInputErrors`, as a job spec's are), each with its field:
 
 - an empty spec (``hyperparameters: {}``) is refused, not read as "no sweep";
 - ``goal`` MAXIMIZE or MINIMIZE (required); ``hyperparameterMetricTag`` required (the metric the
@@ -37,7 +38,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from hub_ext.core.errors import UserInputError
+from hub_ext.core.errors import UserInputError, collect
 
 FIELD = "trainingInput.hyperparameters"
 MAX_VALUES = 1000
@@ -183,26 +184,27 @@ def parse_spec(doc: Mapping[str, Any]) -> Spec:
     if not doc:
         raise UserInputError(FIELD, "is empty: a hyperparameter tuning job needs goal, hyperparameterMetricTag and "
                                     "params (leave hyperparameters out to run the job once)")
-    goal = doc.get("goal")
-    if goal not in ("MAXIMIZE", "MINIMIZE"):
-        raise UserInputError(f"{FIELD}.goal", "is required: MAXIMIZE or MINIMIZE")
-    metric = _check_tag(doc.get("hyperparameterMetricTag"))
-    raw_params = doc.get("params") or []
-    if not raw_params:
-        raise UserInputError(f"{FIELD}.params", "at least one parameter is required")
-    seen: set[str] = set()
-    params = tuple(_param(p, i, seen) for i, p in enumerate(raw_params))
-    max_trials = _count(doc, "maxTrials", 1, 1)
-    max_parallel = _count(doc, "maxParallelTrials", 1, 1)
-    max_failed = _count(doc, "maxFailedTrials", 0, 0)
-    algorithm = doc.get("algorithm") or "ALGORITHM_UNSPECIFIED"
-    if algorithm not in ALGORITHMS:
-        raise UserInputError(f"{FIELD}.algorithm", f"must be one of {', '.join(ALGORITHMS)}")
-    if algorithm == "GRID_SEARCH":
-        for i, p in enumerate(params):
-            if p.type == "DOUBLE":
-                raise UserInputError(f"{FIELD}.params[{i}].type", "GRID_SEARCH needs INTEGER, DISCRETE or "
-                                                                 "CATEGORICAL parameters (a DOUBLE has no grid)")
+    with collect() as problems:  # every independent mistake told at once, as a job spec's are
+        goal = doc.get("goal")
+        if goal not in ("MAXIMIZE", "MINIMIZE"):
+            problems.add(f"{FIELD}.goal", "is required: MAXIMIZE or MINIMIZE")
+        metric = problems.check(_check_tag, doc.get("hyperparameterMetricTag"))
+        raw_params = doc.get("params") or []
+        if not raw_params:
+            problems.add(f"{FIELD}.params", "at least one parameter is required")
+        seen: set[str] = set()
+        params = tuple(problems.check(_param, p, i, seen) for i, p in enumerate(raw_params))
+        max_trials = problems.check(_count, doc, "maxTrials", 1, 1)
+        max_parallel = problems.check(_count, doc, "maxParallelTrials", 1, 1)
+        max_failed = problems.check(_count, doc, "maxFailedTrials", 0, 0)
+        algorithm = doc.get("algorithm") or "ALGORITHM_UNSPECIFIED"
+        if algorithm not in ALGORITHMS:
+            problems.add(f"{FIELD}.algorithm", f"must be one of {', '.join(ALGORITHMS)}")
+        if algorithm == "GRID_SEARCH":
+            for i, p in enumerate(params):
+                if p is not None and p.type == "DOUBLE":
+                    problems.add(f"{FIELD}.params[{i}].type", "GRID_SEARCH needs INTEGER, DISCRETE or "
+                                                              "CATEGORICAL parameters (a DOUBLE has no grid)")
     return Spec(goal=goal, metric=metric, params=params, max_trials=max_trials,
                 max_parallel=min(max_parallel, max_trials), max_failed=max_failed, algorithm=algorithm,
                 early_stopping=bool(doc.get("enableTrialEarlyStopping")),

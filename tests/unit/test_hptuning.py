@@ -137,3 +137,16 @@ def test_an_empty_spec_and_a_tag_that_is_not_one_token_are_refused(doc, field, m
                                  "eval/Loss: cross entropy", "精度", "a" * 256])
 def test_metric_tags_as_trainers_report_them(tag):
     assert parse_spec({**BASE, "hyperparameterMetricTag": tag}).metric == tag
+
+
+def test_every_independent_mistake_of_a_sweep_is_told_at_once():
+    """As a job spec's: a sweep with four mistakes is refused once, naming each field."""
+    doc = {"goal": "UP", "hyperparameterMetricTag": "acc", "maxTrials": -1, "algorithm": "GRID_SEARCH",
+           "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.1, "maxValue": 0.01},
+                      {"parameterName": "lr2", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}
+    with pytest.raises(UserInputError) as e:
+        parse_spec(doc)
+    fields = [field for field, _ in e.value.violations]
+    assert fields == [f"trainingInput.hyperparameters.{f}" for f in
+                      ("goal", "params[0].maxValue", "maxTrials", "params[1].type")], fields
+    assert "must be greater than minValue" in str(e.value) and "GRID_SEARCH needs" in str(e.value)
