@@ -40,11 +40,10 @@ others are ignored):
 7. a loaded dataset: its load's VolumeSnapshot, where the storage allows (`snapshots`: the source
    of users' writable copies), followed until ready.
 
-Progress: `dataset_progress`, a task per running load, stopped by the reconcile that sees its Job
-end before it writes the outcome (under the dataset's lock: no progress write follows the outcome),
-when the PVC goes, and when this replica stops leading (`Leader.on_stopped`). The reads and writes:
-`dataset_api` (the condition before the annotations). A reconcile that fails on the API (after
-`hub_ext.kube.client`'s retries) is tried again after 1 s, doubling to 5 min.
+Progress: `dataset_progress` (a task per running load, stopped before its outcome is written, under
+the dataset's lock). Reads and writes: `dataset_api` (the condition before the annotations). A
+reconcile that fails on the API (after `hub_ext.kube.client`'s retries) is tried again after 1 s,
+doubling to 5 min.
 
 Logs: one line per decision with the dataset (``namespace/name``) and the load id; never a value
 of a credential (none is ever read). ``mlplatform_operator_dataset_loads_total{result=…}`` counts
@@ -251,12 +250,12 @@ class DatasetController:
             job = await self.api.create_job(spec, credential, volumes.current(pvc))
             if job is None:
                 await self.api.set_condition(pvc, spec.load_id, False, ds.FAILED,
-                                f"a Job named {spec.job_name} that is not this dataset's loader is in the way; "
-                                "delete it", {})
+                                             f"a Job named {spec.job_name} that is not this dataset's loader is in "
+                                             "the way; delete it", {})
                 return None
         elif not ds.is_loader_of(job, spec):
-            await self.api.set_condition(pvc, spec.load_id, False, ds.FAILED,
-                            f"the Job {job['metadata']['name']} is not this dataset's loader; delete it", {})
+            await self.api.set_condition(pvc, spec.load_id, False, ds.FAILED, f"the Job {job['metadata']['name']} "
+                                         "is not this dataset's loader; delete it", {})
             return None
         state = ds.job_state(job)
         if state != "running":
@@ -267,9 +266,10 @@ class DatasetController:
             pod, progress = await self.api.last_words(spec)
             if state == "complete":
                 await self.api.set_condition(pvc, spec.load_id, True, ds.LOADED_REASON,
-                                ds.loaded_message(progress, spec.source.uri), progress)
+                                             ds.loaded_message(progress, spec.source.uri), progress)
             else:
-                await self.api.set_condition(pvc, spec.load_id, False, ds.FAILED, ds.failed_message(progress, pod, job), progress)
+                await self.api.set_condition(pvc, spec.load_id, False, ds.FAILED,
+                                             ds.failed_message(progress, pod, job), progress)
             self.ctx.metrics.inc("mlplatform_operator_dataset_loads_total", result="loaded" if state == "complete"
                                  else "failed")
             log.info("dataset %s/%s: load %s %s", ns, name, spec.load_id, "loaded" if state == "complete" else "failed")
