@@ -31,14 +31,14 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   Once the pod is scheduled: what it was given ("assigned MIG slice 1g.5gb on node dgx-03"; which
   slice of the node is the device plugin's choice). A refusal for want of an accelerator (the
   project's limit, or none free) names the user's own servers that hold it, if any.
-- `SpawnExperience`: the profile shown on the home page, and a named server a refused API request
-  made is removed again.
+- Parts: a named server a refused API request made is removed again (`NewServerRow`, `new_row`);
+  each plan's settings go on the traits and the configured values come back before the next plan
+  (`ConfiguredTraits`, `configured`). The profile shown on the home page is `PlatformConfig`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime
 
 from jupyterhub.utils import maybe_future
@@ -51,7 +51,6 @@ from hub_ext.manifests.datasets import percent, progress_of, pvc_manifest, row
 from hub_ext.core.entitlements import Project
 from hub_ext.core.errors import ConfigError, UpstreamError, UserInputError
 from hub_ext.core.mounts import Available
-from hub_ext.core.profiles.resolve import apply_override, called
 from hub_ext.kube.client import Kube, KubeError, path_of, reason
 from hub_ext.kube.cluster import ClusterView, ProjectResources
 from hub_ext.kube.provision import Provisioner
@@ -59,8 +58,9 @@ from hub_ext.manifests.capacity import own_servers_note, quota_has_room, servers
 from hub_ext.manifests.mounts import MountSettings, volumes
 from hub_ext.manifests.progress_text import assigned, describe, free_text, scheduled_node, wanting
 from hub_ext.manifests.tenancy import PROJECT_LABEL, QUOTA, SERVICE_ACCOUNT, member_binding_name, project_objects
+from hub_ext.spawners.configured import ConfiguredTraits
 from hub_ext.spawners.dataset_config import DatasetConfig
-from hub_ext.spawners.experience import SpawnExperience
+from hub_ext.spawners.experience import NewServerRow
 from hub_ext.spawners.form import render_form
 from hub_ext.spawners.hub_token import HubTokenSecret
 from hub_ext.spawners.mount_config import MountConfig
@@ -90,8 +90,8 @@ class KubeParts:
         await asyncio.gather(self.view.stop(), self.resources.stop())
 
 
-class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformConfig, MountConfig, DatasetConfig,
-                      TenancyConfig, KubeSpawner):
+class PlatformSpawner(HubTokenSecret, ServerCopies, PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
+                      KubeSpawner):
     platform_kind = "kubernetes"
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
@@ -114,6 +114,11 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         c.PlatformSpawner.api_token_secret = True
         """).tag(config=True)
     wait_poll_interval = Float(2.0, help="Seconds between checks while waiting for a dataset.").tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.configured = ConfiguredTraits(self, always=_RESET)
+        self.new_row = NewServerRow(self)
 
     @default("enable_user_namespaces")
     def _default_user_namespaces(self):
@@ -218,14 +223,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:
         """Put back every trait an earlier plan changed (a failed spawn leaves the same object)."""
-        if not hasattr(self, "_configured"):
-            self._configured = {t: copy.deepcopy(getattr(self, t)) for t in _RESET}
-        for trait, value in self._configured.items():
-            setattr(self, trait, copy.deepcopy(value))
-
-    def _set(self, trait: str, value) -> None:
-        self._configured.setdefault(trait, copy.deepcopy(getattr(self, trait)))
-        setattr(self, trait, value)
+        self.configured.restore()
 
     async def load_user_options(self):
         """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
@@ -321,13 +319,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
 
     def _apply(self, plan: Plan) -> None:
         ns = plan.project.name
-        for trait, value in [(t, v) for t, v in plan.settings.items() if self.has_trait(t)]:
-            current = getattr(self, trait)
-            if trait in ("tolerations", "volumes", "volume_mounts"):
-                value = _added(current, value)
-            else:  # KubeSpawner's rule, shared with the local spawner
-                value = apply_override(current, called(value, self))
-            self._set(trait, value)
+        self.configured.apply(plan.settings, added=("tolerations", "volumes", "volume_mounts"))
         if ns != self.namespace:
             self._pvc_exists = False  # a home PVC is per namespace: KubeSpawner must make it in this one
         self.namespace = ns
@@ -369,10 +361,10 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
             return await started
         except ApiException as e:  # KubeSpawner's own pod creation, not the platform's `Kube`
             refusal = self._pod_refusal(e)
-            self.forget_if_refused(refusal[0])
+            self.new_row.forget_if_refused(refusal[0])
             raise web.HTTPError(*refusal) from None
         except Exception as e:  # what the start made goes with JupyterHub's stop of it (`run_post_stop_hook`)
-            self.forget_if_refused(e.status_code if isinstance(e, web.HTTPError) else 500)
+            self.new_row.forget_if_refused(e.status_code if isinstance(e, web.HTTPError) else 500)
             raise
         finally:
             self._starting = False
@@ -498,9 +490,3 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         if plan is not None:
             state["mlplatform"] = {"project": plan.project.name, "profile": plan.profile.slug}
         return state
-
-
-def _added(configured: list, extra: list) -> list:
-    """The configured items, then the profile's (a profile adds volumes; it never drops the home volume)."""
-    return list(configured) + [i for i in extra if i not in configured]
-
