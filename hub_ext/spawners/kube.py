@@ -11,10 +11,8 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   anything is created; with ``"wait"`` the pod waits in the scheduler's queue and progress says
   for what. Datasets still loading are refused, or waited for (``when_dataset_loading``), the
   wait's progress the loader's own ("12 of 1000 objects, 1.2 MB of 100 MB", and how far along).
-- With a callable ``profile_list``, a team project's published catalogue (ConfigMap
-  ``mlplatform-catalog``) has the accelerators and limits the jobs API plans with, no profiles:
-  members' lists differ, and whoever provisions first must not decide (each member's own are in
-  the platform API's). A personal project's has its owner's latest result.
+- With a callable ``profile_list``, a team project's published catalogue lists no profiles, a
+  personal one its owner's latest result (`KubeParts.provision`).
 - The pod, from the plan alone (`spawn_plan`: it carries the chosen mounts and their
   environment): each dict-valued setting of the plan merged into the configured one as KubeSpawner
   merges overrides (recursively; None removes a key); tolerations, volumes and mounts added; the
@@ -23,22 +21,28 @@ form and entitlements as the local runtime), in the chosen project's namespace:
   ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE`` and ``MLPLATFORM_DATASETS``; names and
   labels from KubeSpawner's safe slugs.
 - The hub's API token for the server is not a plain env value in the pod spec (anyone who may
-  read pods would see it, kubespawner#398): it lives in a Secret ``<pod>-hub-token`` (created
-  before the pod, deleted when the server stops; `hub_ext.spawners.hub_token`) and the env refers to it.
+  read pods would see it, kubespawner#398): it lives in a Secret ``<pod>-hub-token`` and the env
+  refers to it.
 - Progress: plain sentences (`hub_ext.manifests.progress_text`) instead of raw events; a pod refused by
   the ResourceQuota says so in words, unless the hub's own view of the project's pods shows room
   under its limit: then it is the quota's accounting lagging a deleted pod, retried meanwhile.
   Once the pod is scheduled: what it was given ("assigned MIG slice 1g.5gb on node dgx-03"; which
-  slice of the node is the device plugin's choice). A refusal for want of an accelerator (the
-  project's limit, or none free) names the user's own servers that hold it, if any.
-- `SpawnExperience`: the profile shown on the home page, and a named server a refused API request
-  made is removed again.
+  slice of the node is the device plugin's choice).
+
+KubeSpawner's extension points are kept (`load_user_options`, `start`, `progress`, `get_env`,
+`run_post_stop_hook`, `load_state`/`get_state`; the form and the pre-spawn hook are
+`PlatformConfig`'s); the configuration is the traits of `PlatformConfig`, `MountConfig`,
+`DatasetConfig` and `TenancyConfig` (trait groups, each read into its settings) and the class's own.
+What it does is in parts, each with its guarantees in its module: the hub's `KubeParts` (`shared`),
+one start's accelerator check and claim (`Admission`, `admission`), the plan's settings on the
+traits (`ConfiguredTraits`, `configured`), the token Secret (`HubTokenSecret`, `token_secret`),
+the writable dataset copies (`ServerCopies`, `copies`), a named server a refused API request made
+(`NewServerRow`, `new_row`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import datetime
 
 from jupyterhub.utils import maybe_future
@@ -47,22 +51,21 @@ from kubespawner import KubeSpawner
 from tornado import web
 from traitlets import Bool, Float, Unicode, default
 
-from hub_ext.manifests.datasets import percent, progress_of, pvc_manifest, row
 from hub_ext.core.entitlements import Project
 from hub_ext.core.errors import ConfigError, UpstreamError, UserInputError
 from hub_ext.core.mounts import Available
-from hub_ext.core.profiles.resolve import apply_override, called
-from hub_ext.kube.client import Kube, KubeError, path_of, reason
-from hub_ext.kube.cluster import ClusterView, ProjectResources
-from hub_ext.kube.provision import Provisioner
-from hub_ext.manifests.capacity import own_servers_note, quota_has_room, servers_holding
-from hub_ext.manifests.mounts import MountSettings, volumes
-from hub_ext.manifests.progress_text import assigned, describe, free_text, scheduled_node, wanting
-from hub_ext.manifests.tenancy import PROJECT_LABEL, QUOTA, SERVICE_ACCOUNT, member_binding_name, project_objects
+from hub_ext.kube.client import Kube, reason
+from hub_ext.manifests.datasets import percent, progress_of, pvc_manifest, row
+from hub_ext.manifests.mounts import volumes
+from hub_ext.manifests.tenancy import PROJECT_LABEL, SERVICE_ACCOUNT
+from hub_ext.spawners.admission import Admission
+from hub_ext.spawners.configured import ConfiguredTraits
 from hub_ext.spawners.dataset_config import DatasetConfig
-from hub_ext.spawners.experience import SpawnExperience
+from hub_ext.spawners.experience import NewServerRow
 from hub_ext.spawners.form import render_form
-from hub_ext.spawners.hub_token import HubTokenSecret
+from hub_ext.spawners.hub_token import HubTokenSecret, delete_later, secret_name
+from hub_ext.spawners.kube_progress import StartProgress
+from hub_ext.spawners.kube_shared import KubeParts
 from hub_ext.spawners.mount_config import MountConfig
 from hub_ext.spawners.platform import PlatformConfig
 from hub_ext.spawners.runtime import Plan
@@ -73,26 +76,11 @@ _RESET = ("namespace", "extra_resource_limits", "node_selector", "tolerations", 
           "extra_labels", "service_account", "automount_service_account_token")
 
 
-class KubeParts:
-    """What every PlatformSpawner of one hub shares (per API server and mount settings), kept by
-    the hub's `PlatformService`: the API client, the watch caches, the provisioner, the projects'
-    Secrets and claims, and the accelerators claimed by starts in progress."""
-
-    def __init__(self, kube: Kube, settings: MountSettings):
-        self.kube = kube
-        self.provisioner = Provisioner(kube)
-        self.view = ClusterView(kube)
-        self.resources = ProjectResources(kube, settings)
-        # (namespace, pod) of each start in progress → (project, accelerator, count) it claims
-        self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
-
-    async def stop(self) -> None:
-        await asyncio.gather(self.view.stop(), self.resources.stop())
-
-
-class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformConfig, MountConfig, DatasetConfig,
-                      TenancyConfig, KubeSpawner):
+class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig, KubeSpawner):
+    """A KubeSpawner that applies a `Plan` (see the module's docstring)."""
     platform_kind = "kubernetes"
+    makes_copies = True  # `PlatformConfig.spawn_plan` accepts ``<dataset>:copy`` choices: `ServerCopies`
+    admission: Admission | None = None  # the accelerator check and claim of the start in progress
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
         (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's
@@ -115,6 +103,11 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         """).tag(config=True)
     wait_poll_interval = Float(2.0, help="Seconds between checks while waiting for a dataset.").tag(config=True)
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.configured = ConfiguredTraits(self, always=_RESET)
+        self.new_row = NewServerRow(self)
+
     @default("enable_user_namespaces")
     def _default_user_namespaces(self):
         return True  # one cluster-wide pod watch; each server's namespace is its project
@@ -134,7 +127,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
     def _default_options_form(self):
         return PlatformSpawner._options_form
 
-    # ---- the hub's shared parts ---------------------------------------------------------------
+    # ---- parts ------------------------------------------------------------------------------------
     @property
     def shared(self) -> KubeParts:
         """The hub's `KubeParts` for this spawner's API server and mount settings (`PlatformService.part`)."""
@@ -142,6 +135,16 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         key = ("kubernetes", asyncio.get_running_loop(), self.api.api_client.configuration.host, repr(settings))
         return self.platform.part(key, lambda: KubeParts(
             Kube(self.api.api_client, timeout=self.k8s_api_request_timeout), settings))
+
+    @property
+    def token_secret(self) -> HubTokenSecret:
+        """The server's hub token Secret where the server is now (pod name and namespace change)."""
+        return HubTokenSecret(self.shared.kube, self.namespace, self.pod_name, self.log, self._log_name)
+
+    @property
+    def copies(self) -> ServerCopies:
+        """The server's writable dataset copies where the server is now."""
+        return ServerCopies(self.shared.kube, self.namespace, self.pod_name, self.log, self._log_name)
 
     async def capacity(self) -> dict[str, tuple[int, int]]:
         view = self.shared.view
@@ -181,29 +184,15 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         return sorted((row(p, self.mount_settings()) for p in pvcs), key=lambda r: r["name"])
 
     # ---- projects ---------------------------------------------------------------------------------
-    def _members(self) -> list[tuple[str, str]]:
-        template = self.member_identity_template
-        return [(self.user.name, template.format(username=self.user.name))] if template else []
-
     async def provision(self) -> list[Project]:
         """Make sure every project of the user exists as it should (idempotent; cached)."""
         if self.runtime.dynamic is not None and not self.runtime.profiles:  # not called yet: the API, credentials
             await self._profiles_or_refusal()
-        rt, shared = self.runtime, self.shared
+        template, name = self.member_identity_template, self.user.name
         projects = self.user_projects()
-        members, tenancy = self._members(), self.tenancy_settings()
-        for p in projects:
-            shown = rt.profiles if rt.dynamic is None or p.personal else ()
-            config = id(rt) if rt.dynamic is None else (id(rt.dynamic), repr(rt.accelerators), repr(shown))
-            key = (config, repr(p), tuple(members), repr(tenancy))
-            await shared.provisioner.ensure(
-                key, lambda p=p, shown=shown: project_objects(p, rt.accelerators, shown, members, tenancy),
-                f"prepare the project {p.name!r}")
-        if self.member_identity_template:
-            mine = {p.name for p in projects}
-            gone = [path_of("RoleBinding", team, member_binding_name(self.user.name))
-                    for team in rt.entitlements.teams if team not in mine]
-            await shared.provisioner.remove(gone, f"remove {self.user.name}'s access to former team projects")
+        members = [(name, template.format(username=name))] if template else []
+        await self.shared.provision(self.runtime, projects, name, members, self.tenancy_settings(),
+                                    leave_former_teams=bool(template))
         return projects
 
     # ---- the form ---------------------------------------------------------------------------------
@@ -218,92 +207,37 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:
         """Put back every trait an earlier plan changed (a failed spawn leaves the same object)."""
-        if not hasattr(self, "_configured"):
-            self._configured = {t: copy.deepcopy(getattr(self, t)) for t in _RESET}
-        for trait, value in self._configured.items():
-            setattr(self, trait, copy.deepcopy(value))
-
-    def _set(self, trait: str, value) -> None:
-        self._configured.setdefault(trait, copy.deepcopy(getattr(self, trait)))
-        setattr(self, trait, value)
+        self.configured.restore()
 
     async def load_user_options(self):
         """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
         self._restore_configured()
-        self._stage, self._capacity_wait, self._claim, self._plan = "preparing your project", None, None, None
+        self._stage, self.admission, self._plan = "preparing your project", None, None
         self._stage_percent = None  # how far a dataset the start waits for has loaded
         try:
             plan = await self.spawn_plan(self.user_options, allow_loading=self.when_dataset_loading == "wait")
-            await self._check_accelerator(plan)
-            plan = self._with_copy_claims(await self._wait_for_datasets(plan))
+            self.admission = Admission(self.shared, self.runtime.accelerators, self.user.name, self.pod_name)
+            await self.admission.check(plan, self.when_full)
+            plan = self.copies.with_claims(await self._wait_for_datasets(plan))
             self._apply(plan)
-            await self._make_copies(plan)
+            await self.copies.make(plan)
             if self.api_token_secret:
                 try:
-                    await self._write_token_secret()
+                    await self.token_secret.write(self.api_token, self.user.name)
                 except UpstreamError as e:
                     if "NotFound" not in e.reason:
                         raise
                     self.shared.provisioner.forget()  # the namespace went away behind the hub's back
                     await self.provision()
-                    await self._write_token_secret()
+                    await self.token_secret.write(self.api_token, self.user.name)
         except (UserInputError, UpstreamError, ConfigError) as e:
             self._release_claim()
             raise self.refused(e) from None
-        self._stage = self._capacity_wait or "creating the notebook pod"
-
-    async def _check_accelerator(self, plan: Plan) -> None:
-        acc, count = plan.accelerator, plan.count
-        if acc is None:
-            return
-        view = self.shared.view
-        await view.start()
-        limits = plan.project.limits
-        used = view.usage(self.runtime.accelerators, plan.project.name)
-        if limits is not None and used is not None:
-            limit = limits.get(acc.name, 0)
-            in_use = used.get(acc.name, 0) + self._claimed(acc.name, plan.project.name)
-            if in_use + count > limit:
-                note = own_servers_note(self._own_holders(acc, plan.project.name), in_use)
-                raise UserInputError("profile", f"the project {plan.project.name!r} may use {limit} {acc.name} at "
-                                                f"once and {in_use} are in use" + (f"; {note}" if note else ""), 403)
-        capacity = view.capacity(self.runtime.accelerators)
-        if acc.name in capacity:
-            free, total = capacity[acc.name]
-            free = max(free - self._claimed(acc.name), 0)
-            if free < count and (self.when_full == "refuse" or total < count):
-                note = own_servers_note(self._own_holders(acc), total) or "try again later or pick another profile"
-                raise UserInputError("profile", f"no {acc.display_name} is free now ({free} of {total} free); {note}",
-                                     409)
-            if free < count:
-                self._capacity_wait = f"waiting for {wanting(acc, count)}{free_text(acc, capacity)}"
-        # until the pod shows in the caches, two spawns must not both count the same free slice
-        self._claim = (plan.project.name, self.pod_name)
-        self.shared.claims[self._claim] = (plan.project.name, acc.name, count)
-
-    def _own_holders(self, acc, project: str | None = None) -> dict[str, int]:
-        """This user's other servers → how many of `acc` each holds (in `project`, if given)."""
-        return servers_holding(self.shared.view.pods.items(), self.runtime.accelerators, self.user.name, acc,
-                               project, but=self.pod_name)
-
-    def _claimed(self, accelerator: str, project: str | None = None) -> int:
-        """What starts in progress claim of `accelerator` (in `project`, or anywhere) and the view
-        does not count yet: a project's usage counts a pod once it exists, the free capacity once
-        it is bound to a node (so a claim is never counted twice)."""
-        pods = {(p["metadata"].get("namespace"), p["metadata"].get("name")): p for p in self.shared.view.pods.items()}
-        n = 0
-        for key, (claim_project, name, count) in self.shared.claims.items():
-            if name != accelerator or project not in (None, claim_project):
-                continue
-            pod = pods.get(key)
-            if pod is None or (project is None and not (pod.get("spec") or {}).get("nodeName")):
-                n += count
-        return n
+        self._stage = self.admission.wait or "creating the notebook pod"
 
     def _release_claim(self) -> None:
-        if getattr(self, "_claim", None) is not None:
-            self.shared.claims.pop(self._claim, None)
-        self._claim = None
+        if self.admission is not None:
+            self.admission.release()
 
     async def _wait_for_datasets(self, plan: Plan) -> Plan:
         """The plan once none of its datasets is loading any more (chosen again from the project's
@@ -321,13 +255,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
 
     def _apply(self, plan: Plan) -> None:
         ns = plan.project.name
-        for trait, value in [(t, v) for t, v in plan.settings.items() if self.has_trait(t)]:
-            current = getattr(self, trait)
-            if trait in ("tolerations", "volumes", "volume_mounts"):
-                value = _added(current, value)
-            else:  # KubeSpawner's rule, shared with the local spawner
-                value = apply_override(current, called(value, self))
-            self._set(trait, value)
+        self.configured.apply(plan.settings, added=("tolerations", "volumes", "volume_mounts"))
         if ns != self.namespace:
             self._pvc_exists = False  # a home PVC is per namespace: KubeSpawner must make it in this one
         self.namespace = ns
@@ -351,7 +279,7 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         env = super().get_env()
         env.update(getattr(self, "_platform_env", {}))  # paths only, never content
         if self.api_token_secret and self.api_token:
-            ref = {"valueFrom": {"secretKeyRef": {"name": self.token_secret_name, "key": "token"}}}
+            ref = {"valueFrom": {"secretKeyRef": {"name": secret_name(self.pod_name), "key": "token"}}}
             for name, value in list(env.items()):
                 if value == self.api_token:
                     env[name] = {"name": name, **ref}
@@ -369,10 +297,10 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
             return await started
         except ApiException as e:  # KubeSpawner's own pod creation, not the platform's `Kube`
             refusal = self._pod_refusal(e)
-            self.forget_if_refused(refusal[0])
+            self.new_row.forget_if_refused(refusal[0])
             raise web.HTTPError(*refusal) from None
         except Exception as e:  # what the start made goes with JupyterHub's stop of it (`run_post_stop_hook`)
-            self.forget_if_refused(e.status_code if isinstance(e, web.HTTPError) else 500)
+            self.new_row.forget_if_refused(e.status_code if isinstance(e, web.HTTPError) else 500)
             raise
         finally:
             self._starting = False
@@ -382,33 +310,19 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         try:
             return await super()._make_create_pod_request(pod, request_timeout)
         except ApiException as e:  # KubeSpawner's own request, not the platform's `Kube`
-            if e.status == 403 and "exceeded quota" in reason(e) and await self._quota_lags():
+            if (e.status == 403 and "exceeded quota" in reason(e) and self.admission is not None
+                    and await self.admission.quota_lags(getattr(self, "_plan", None), self.namespace)):
                 self.log.info("the quota of %s has not released a stopped pod's accelerator yet; retrying",
                               self._log_name)
                 return False  # KubeSpawner's exponential_backoff tries again
             raise
 
-    async def _quota_lags(self) -> bool:
-        """Whether the project's pods, as the hub sees them, leave room for this pod under the
-        ResourceQuota's limit (so a quota refusal is its accounting catching up)."""
-        plan, accelerators = getattr(self, "_plan", None), self.runtime.accelerators
-        acc = plan.accelerator if plan is not None else None
-        used = self.shared.view.usage(accelerators, self.namespace) if acc is not None else None
-        if used is None:
-            return False
-        try:
-            quota = await self.shared.kube.get(path_of("ResourceQuota", self.namespace, QUOTA))
-        except KubeError:
-            return False
-        return quota_has_room(quota, used, accelerators, acc, plan.count)
-
     def _pod_refusal(self, e: ApiException) -> tuple[int, str]:
         text = reason(e)
         if e.status == 403 and "quota" in text:
             self.log.info("quota refused the pod of %s: %s", self._log_name, text)
-            acc = self._plan.accelerator if getattr(self, "_plan", None) is not None else None
-            used = (self.shared.view.usage(self.runtime.accelerators, self.namespace) or {}) if acc else {}
-            note = own_servers_note(self._own_holders(acc, self.namespace), used.get(acc.name, 0)) if acc else ""
+            plan, admission = getattr(self, "_plan", None), self.admission
+            note = admission.holders_note(plan, self.namespace) if admission is not None else ""
             return 403, (f"the project {self.namespace!r} has no accelerator quota left for this profile "
                          f"(its jobs and servers use it all); {note or 'stop something or pick another profile'}")
         self.log.warning("the pod of %s was refused: %s", self._log_name, text)
@@ -428,45 +342,26 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         finally:
             if self.namespace == self._options_project():
                 await self._delete_token_secret()
-                await self._delete_copies()
-                self._delete_token_secret_later()
+                await self.copies.delete()
+                delete_later(self._delete_token_secret,
+                             unless=lambda: self.pending or self.ready or getattr(self, "_starting", False))
+
+    async def _delete_token_secret(self) -> None:
+        if self.api_token_secret:
+            await self.token_secret.delete()
 
     async def progress(self):
-        sent = stage = None
-        seen: set[str] = set()  # event uids already described
+        told = StartProgress()
         if self.events_enabled:
             await self._start_watching_events()
         while True:
             done = self._start_future is not None and self._start_future.done()
-            messages = []
-            if getattr(self, "_stage", None) != stage:
-                stage = self._stage
-                messages.append(stage)
             plan = getattr(self, "_plan", None)
-            if plan is not None and self.events_enabled:  # only once this spawn's pod is decided
-                fresh = []
-                for ev in self.events:
-                    uid = ev["metadata"].get("uid") or ev["metadata"].get("name")
-                    when = ev.get("lastTimestamp") or ev.get("eventTime") or ""
-                    if uid in seen or ev["metadata"].get("namespace") != self.namespace or when[:19] < self._planned_at:
-                        continue  # described already, another namespace's pod of that name, or an earlier pod's
-                    seen.add(uid)
-                    fresh.append(ev)
-                if fresh:
-                    acc, count = plan.accelerator, plan.count
-                    capacity = self.shared.view.capacity(self.runtime.accelerators) if acc else {}
-                    for ev in fresh:  # what the pod was given right after where it was scheduled
-                        messages.append(describe(ev, acc, count, capacity))
-                        if acc and (node := scheduled_node(ev)):
-                            messages.append(assigned(acc, count, node=node))
-            for message in messages:
-                if message and message != sent:
-                    sent = message
-                    value = 20 if message.startswith(("preparing", "waiting")) else 60
-                    loaded = getattr(self, "_stage_percent", None) if message == stage else None
-                    if loaded is not None:  # a dataset's load: 20 → 50 as it goes
-                        value = 20 + loaded * 30 // 100
-                    yield {"progress": value, "message": message}
+            for event in told.updates(getattr(self, "_stage", None), getattr(self, "_stage_percent", None), plan,
+                                      self.events if plan is not None and self.events_enabled else None, self.namespace,
+                                      getattr(self, "_planned_at", ""),
+                                      lambda: self.shared.view.capacity(self.runtime.accelerators)):
+                yield event
             if done:
                 return
             await asyncio.sleep(0.5)
@@ -498,9 +393,3 @@ class PlatformSpawner(SpawnExperience, HubTokenSecret, ServerCopies, PlatformCon
         if plan is not None:
             state["mlplatform"] = {"project": plan.project.name, "profile": plan.profile.slug}
         return state
-
-
-def _added(configured: list, extra: list) -> list:
-    """The configured items, then the profile's (a profile adds volumes; it never drops the home volume)."""
-    return list(configured) + [i for i in extra if i not in configured]
-

@@ -35,52 +35,45 @@ sent once and in order: "waiting for a free 1g.5gb MIG slice (0 of 2 free)", the
 was given, "assigned MIG slice 1g.5gb (GPU 0, slice 2)" (where ``nvidia-smi -L`` placed it; the
 device's UUID for a declared inventory), then "starting". A refusal for want of an accelerator
 (the project's limit, or none free) names the user's own servers that hold it, if any.
-`SpawnExperience` adds the profile shown on the home page and the removal of a named server a
-refused API request made.
+
+JupyterHub's extension points are kept (`start`, `stop`, `poll`, `progress`, `get_env`, `get_args`,
+`get_state`/`load_state`/`clear_state`; the form and the pre-spawn hook are `PlatformConfig`'s);
+the configuration is the traits of `PlatformConfig` and the class's own. What it does is in parts,
+each with its guarantees in its module: the hub's `LocalDevices` (`devices_here`), what one server
+holds of them (`DeviceHold`, `hold`), the plan's settings on the traits (`ConfiguredTraits`,
+`configured`), a named server a refused API request made (`NewServerRow`, `new_row`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import os
-import pathlib
-import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
-from typing import Mapping
 
 from jupyterhub.spawner import SimpleLocalProcessSpawner
 from tornado import web
 from traitlets import Any as AnyTrait
 from traitlets import Float, List, Unicode, default
 
-from hub_ext.manifests.datasets import row_of
 from hub_ext.core.errors import ConfigError, UserInputError
 from hub_ext.core.mounts import Available
-from hub_ext.core.profiles.resolve import apply_override, called
 from hub_ext.core.slugs import safe_slug
-from hub_ext.local.files import PRIVATE_UMASK, private_dir, project_files, tighten
-from hub_ext.local.inventory import DeviceAllocator, declared_inventory, parse_nvidia_smi
-from hub_ext.manifests.capacity import own_servers_note
-from hub_ext.manifests.progress_text import assigned, places_from_nvidia_smi, wanting
-from hub_ext.spawners.experience import SpawnExperience
+from hub_ext.local.files import PRIVATE_UMASK, project_files
+from hub_ext.local.inventory import DeviceAllocator
+from hub_ext.manifests.datasets import row_of
+from hub_ext.spawners.configured import ConfiguredTraits
+from hub_ext.spawners.experience import NewServerRow
 from hub_ext.spawners.form import render_form
+from hub_ext.spawners.local_devices import DeviceHold, LocalDevices, make_private, read_devices
 from hub_ext.spawners.platform import PlatformConfig
 from hub_ext.spawners.runtime import Plan
 
-
-@dataclass(frozen=True)
-class LocalDevices:
-    """The machine's device allocator and where each device is (UUID → "GPU 0, slice 2"), kept by
-    the hub's `PlatformService` per inventory and state directory."""
-    allocator: DeviceAllocator
-    places: Mapping[str, str]
+_PLACEMENT = ("extra_resource_limits", "node_selector", "tolerations")  # the device allocation stands for them
 
 
-class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSpawner):
+class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
+    """A local-process spawner that applies a `Plan` (see the module's docstring)."""
     inventory = AnyTrait(
         None,
         allow_none=True,
@@ -106,6 +99,11 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
         c.LocalPlatformSpawner.projects_dir = "/srv/mlplatform/projects"
         """,
     ).tag(config=True)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.configured = ConfiguredTraits(self)
+        self.new_row = NewServerRow(self)
 
     @default("projects_dir")
     def _default_projects_dir(self):
@@ -135,24 +133,12 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
     def _default_popen_kwargs(self):
         return {"umask": PRIVATE_UMASK}  # what the servers (and their jobs) write is their OS user's only
 
-    # ---- shared state --------------------------------------------------------------------------
+    # ---- parts ------------------------------------------------------------------------------------
     def make_state_private(self) -> None:
         """The state directory ``0700`` and nothing in it, nor in the projects' ``credentials/``,
-        readable by group or others (once per hub and directories; files of another OS user
-        are logged, not changed)."""
-        self.platform.part(("private", self.state_dir, self.projects_dir), self._make_private)
-
-    def _make_private(self) -> bool:
-        private_dir(self.state_dir)
-        left = tighten(self.state_dir)
-        projects = pathlib.Path(self.projects_dir)
-        if projects.is_dir():
-            for credentials in sorted(projects.glob("*/credentials")):
-                left += tighten(credentials)
-        for path in left:
-            self.log.warning("%s belongs to another OS user and is readable by others: make it private "
-                             "(chmod go-rwx)", path)
-        return True
+        readable by group or others (once per hub and directories; `make_private`)."""
+        self.platform.part(("private", self.state_dir, self.projects_dir),
+                           lambda: make_private(self.state_dir, self.projects_dir, self.log))
 
     @property
     def devices_here(self) -> LocalDevices:
@@ -161,11 +147,7 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
 
     def _read_devices(self) -> LocalDevices:
         self.make_state_private()
-        if isinstance(self.inventory, dict):
-            devices, places = declared_inventory(self.inventory), {}
-        else:
-            devices, places = _nvidia_smi_devices()
-        return LocalDevices(DeviceAllocator(devices, pathlib.Path(self.state_dir) / "devices.json"), places)
+        return read_devices(self.inventory, self.state_dir)
 
     @property
     def allocator(self) -> DeviceAllocator:
@@ -175,19 +157,15 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
     def holder(self) -> str:
         return f"{self.user.name}/{self.name}"
 
+    @property
+    def hold(self) -> DeviceHold:
+        """What this server holds of the machine's accelerators (the project's reservation, devices)."""
+        return DeviceHold(self.runtime.ledger, lambda: self.devices_here, self.user, self.holder, self.log,
+                          self._log_name)
+
     def _say(self, message: str) -> None:
         """Add a progress message (`progress` sends each once, in order)."""
         self._progress_messages = [*getattr(self, "_progress_messages", []), message]
-
-    def _own_holders(self, acc, project: str | None = None) -> dict[str, int]:
-        """This user's other servers → how many of `acc` each holds (in `project`'s reservations, if given)."""
-        mine = f"{self.user.name}/"
-        if project is not None:
-            return {h[len(mine):]: n for h, (name, n) in self.runtime.ledger.holdings(project).items()
-                    if h.startswith(mine) and h != self.holder and name == acc.name}
-        serving = {d.uuid for d in self.allocator.devices if d.serves(acc)}
-        return {name: len(serving.intersection(self.allocator.held_by(f"{mine}{name}")))
-                for name in self.user.orm_spawners if f"{mine}{name}" != self.holder}
 
     async def project_files(self, project: str) -> Available:
         return project_files(self.projects_dir, project)
@@ -237,21 +215,14 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
         dict-valued one merged into the configured value (`apply_override`: recursive, None removes
         a key), others replacing it; Kubernetes placement is skipped (the device allocation stands
         for it here). Every trait an earlier spawn changed gets its configured value back first."""
-        configured = self.__dict__.setdefault("_configured_traits", {})
-        for trait, value in configured.items():
-            setattr(self, trait, copy.deepcopy(value))
-        for trait, value in plan.settings.items():
-            if trait in ("extra_resource_limits", "node_selector", "tolerations") or not self.has_trait(trait):
-                continue
-            current = getattr(self, trait)
-            configured.setdefault(trait, copy.deepcopy(current))
-            setattr(self, trait, apply_override(current, called(value, self)))
+        self.configured.restore()
+        self.configured.apply(plan.settings, skip=_PLACEMENT)
 
     async def start(self):
         try:
             return await self._start()
         except web.HTTPError as e:
-            self.forget_if_refused(e.status_code)
+            self.new_row.forget_if_refused(e.status_code)
             raise
 
     async def _start(self):
@@ -263,16 +234,14 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
         self.apply_settings(plan)
         self.devices = []
         if plan.accelerator is not None:
+            hold = self.hold
             try:
-                self.runtime.ledger.reserve(plan.project, self.holder, plan.accelerator.name, plan.count)
+                hold.reserve(plan)
             except UserInputError as e:
-                in_use = sum(n for a, n in self.runtime.ledger.holdings(plan.project.name).values()
-                             if a == plan.accelerator.name)
-                note = own_servers_note(self._own_holders(plan.accelerator, plan.project.name), in_use)
-                raise self.refused(UserInputError(e.field, f"{e.message}; {note}" if note else e.message,
-                                                  e.status)) from None
+                raise self.refused(e) from None
             try:
-                self.devices = await self._take_devices(plan)
+                self.devices = await hold.take(plan, self.when_full, self.wait_poll_interval,
+                                               lambda: getattr(self, "_progress_messages", []), self._say)
             except BaseException:
                 self._release()
                 raise
@@ -283,25 +252,8 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
             self._release()
             raise
 
-    async def _take_devices(self, plan: Plan) -> list[str]:
-        acc, count = plan.accelerator, plan.count
-        while True:
-            devices = self.allocator.allocate(self.holder, acc, count)
-            if devices is not None:
-                self.log.info("%s gets %s %s: %s", self._log_name, count, acc.name, " ".join(devices))
-                places = self.devices_here.places
-                self._say(assigned(acc, count, [places.get(d) or f"device {d}" for d in devices]))
-                return devices
-            free, total = len(self.allocator.free(acc)), self.allocator.total(acc)
-            message = f"waiting for {wanting(acc, count)} ({free} of {total} free)"
-            if self.when_full == "refuse" or total < count:
-                note = own_servers_note(self._own_holders(acc), total) or "try again later or pick another profile"
-                raise web.HTTPError(409, f"no {acc.display_name} is free now ({free} of {total} free); {note}")
-            if message not in getattr(self, "_progress_messages", []):
-                self._say(message)
-            await asyncio.sleep(self.wait_poll_interval)
-
     def _release(self) -> None:
+        """Give back this server's reservation (if it made one) and its devices."""
         project = getattr(self, "_reserved_in", None)
         if project is not None:
             self.runtime.ledger.release(project, self.holder)
@@ -391,15 +343,3 @@ class LocalPlatformSpawner(SpawnExperience, PlatformConfig, SimpleLocalProcessSp
             self._release()
         self.devices = []
         self._plan = self._saved_state = self._reserved_in = None
-
-
-def _nvidia_smi_devices():
-    """This machine's devices and where each is ("GPU 0, slice 2"), from ``nvidia-smi -L``."""
-    exe = shutil.which("nvidia-smi")
-    if not exe:
-        return [], {}
-    try:
-        out = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return [], {}
-    return parse_nvidia_smi(out), places_from_nvidia_smi(out)

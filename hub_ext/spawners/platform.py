@@ -14,6 +14,15 @@ is called for each spawn form and each spawn (`PlatformConfig.load_profiles`, ru
 `get_options_form` and `run_pre_spawn_hook`): that spawner's Runtime is the hub's with the
 profiles of the result, checked by the same parser, and entitlements naming a profile the result
 lacks simply do not offer it (no project names it, ``"*"`` grants included); it shares the hub's ledger.
+
+What both spawners do alike with it: the spawn form's POST read into `user_options`, the ticks of
+credentials and datasets of a project other than the chosen one refused with the field named
+(`hub_ext.core.mounts.refuse_other_projects`), not dropped; `refused(e)`, the one way a spawner
+turns a platform error into the `web.HTTPError` JupyterHub expects of a refused start or form (a
+config error is logged for the administrator); and `server_profile(user_options)`, the profile and
+project a server was started with, in words, for the hub's home page
+(``hub_ext/templates/home.html``): the display names its options plan to, or the options' own
+words when they no longer plan (the profile was removed, the user left the team).
 """
 
 from __future__ import annotations
@@ -23,15 +32,17 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
+from tornado import web
 from traitlets import Any as AnyTrait
 from traitlets import Callable as CallableTrait
 from traitlets import Dict, Enum, List, Union, default
 from traitlets.config import Configurable
 
 from hub_ext.core.entitlements import Project
-from hub_ext.core.errors import ConfigError
+from hub_ext.core.errors import ConfigError, PlatformError, UserInputError
 from hub_ext.core.logs import LOGGER
-from hub_ext.core.mounts import choose_mounts
+from hub_ext.core.mounts import choose_mounts, refuse_other_projects
+from hub_ext.spawners.experience import http_error
 from hub_ext.spawners.form import options_from_form
 from hub_ext.spawners.profile_source import call, refusal
 from hub_ext.spawners.runtime import Plan, Runtime
@@ -188,7 +199,30 @@ class PlatformConfig(Configurable):
                                                        allow_loading, allow_copies=self.makes_copies))
 
     def options_from_form(self, formdata):
+        project = (formdata.get("project") or [None])[0]
+        try:
+            refuse_other_projects(formdata, project)
+        except UserInputError as e:
+            raise self.refused(e) from None
         return options_from_form(formdata)
+
+    def refused(self, e: PlatformError) -> web.HTTPError:
+        """The answer to a spawn (or its form) the platform refuses; a config error is logged for
+        the administrator (the user is told only that the platform is misconfigured)."""
+        if isinstance(e, ConfigError):
+            self.log.error("platform configuration is invalid for %s: %s", self._log_name, e)
+        return http_error(e)
+
+    def server_profile(self, user_options: Mapping[str, Any] | None) -> dict[str, str]:
+        """{"profile": …, "project": …} in words for a server of this user started with `user_options`."""
+        options = {k: v for k, v in (user_options or {}).items() if k not in ("credentials", "datasets")}
+        try:
+            plan = self.user_plan(options)
+        except (UserInputError, ConfigError):
+            slug, project = options.get("profile"), options.get("project")
+            known = self.runtime.profiles_by_slug.get(slug) if isinstance(slug, str) else None
+            return {"profile": known.display_name if known else str(slug or ""), "project": str(project or "")}
+        return {"profile": plan.profile.display_name, "project": plan.project.display_name}
 
 
 def applied_at_start(spawner, user_options) -> None:

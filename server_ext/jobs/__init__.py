@@ -1,5 +1,5 @@
 """AI Platform (`ml.v1`) training jobs, decided. Pure, every module here and below (no I/O;
-import-linter's ``jobs-pure`` contract names this folder): a submission as every face fills it
+import-linter's ``pure`` contract names this folder): a submission as every face fills it
 (`submission`, with the options' table `options`), the job model (`model`, read by Google's own
 schemas in `schema`), machine types and accelerators (`machines`, `defaults`), the plan of a
 submission (`plan`), hyperparameter specs (`hptuning`), listings and tables (`listing`, `tables`),

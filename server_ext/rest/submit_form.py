@@ -14,7 +14,7 @@ have one source of truth (the same fields, choices, checks and error places):
                         ``accelerator_count``, ``credentials``, ``datasets``, ``hyperparameters_on``,
                         ``hyperparameters``): every mistake at once (`form.check_values`), then the
                         job the widget would submit (`form.submit_arguments`; an empty job id gets
-                        `client.notebook.default_job_id`'s name), created as ``POST …/jobs`` creates
+                        `client.submissions.default_job_id`'s name), created as ``POST …/jobs`` creates
                         one. Answers the job; errors are Google's error JSON naming each field.
 
 Handlers are thin, authenticated and authorized like every ``ml/v1`` handler (`handlers._Handler`).
@@ -58,7 +58,7 @@ def form_choices(info: dict, project: str, env) -> dict:
 def create_body(values: dict, now: datetime.datetime) -> dict:
     """The ``POST …/jobs`` body of the form's `values`, as the widget submits them; `UserInputError`
     carrying every mistake (``violations``). Pure."""
-    from server_ext.client.notebook import default_job_id
+    from server_ext.client.submissions import default_job_id
     from server_ext.widgets.form import _several, check_values, submit_arguments
 
     if not isinstance(values, dict) or not set(values) <= set(FORM_FIELDS):

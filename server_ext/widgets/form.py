@@ -28,7 +28,7 @@ Guarantees:
   (`form_choices.accelerator_offers`, from the hub's platform API read with the kernel's hub
   token: ``catalog``, ``projects`` and, on Kubernetes, ``capacity``); a note under the choice says
   plainly what a job gets (`form_choices.runtime_note`: on the local runtime, the notebook's own
-  devices). An empty job id gets `server_ext.client.notebook.default_job_id`'s name.
+  devices). An empty job id gets `server_ext.client.submissions.default_job_id`'s name.
 - Every label is shown whole (one label width for all fields).
 """
 

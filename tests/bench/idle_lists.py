@@ -39,7 +39,8 @@ KUBECONFIG = pathlib.Path(tempfile.mkdtemp(prefix="idle-lists-")) / "kubeconfig"
 os.environ["KUBECONFIG"] = str(KUBECONFIG)
 
 from server_ext.jobs.kube.kubeflow import resource_path  # noqa: E402
-from server_ext.runtimes.kube.backend import KINDS, KubeBackend  # noqa: E402
+from server_ext.runtimes.kube.backend import KubeBackend  # noqa: E402
+from server_ext.runtimes.kube.project_caches import KINDS  # noqa: E402
 from tests.bench.jobs_env import SETTINGS, Server, is_watch, new_kube  # noqa: E402
 
 PROJECTS = ("team-a", "team-b")

@@ -36,7 +36,8 @@ from kubernetes_asyncio.client import CustomObjectsApi
 from server_ext.jobs.kube.kubeflow import API
 from server_ext.jobs.kube.status import job_json
 from server_ext.jobs.listing import page
-from server_ext.runtimes.kube.backend import SELECTOR, KubeBackend
+from server_ext.runtimes.kube.backend import KubeBackend
+from server_ext.runtimes.kube.project_caches import SELECTOR
 from tests.bench.jobs_env import SETTINGS, Server, new_kube
 
 PROJECT = "bench-jobs"

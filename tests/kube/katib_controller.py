@@ -43,7 +43,7 @@ the API server keeps what it writes as written), and does what Katib does:
   ``Succeeded`` for PyTorchJob/TFJob and ``Complete`` for Job) it reads the log of the job's master pod's primary
   container through ``pods/log`` and parses Katib's StdOut format (``name=value``) and JSON lines
   (``{"<name>": value, …}``: what a ``File`` collector with format ``JSON`` reads from its file,
-  which the test kubelet's pods cannot have without Katib's webhook; `katib.trial_command` writes
+  which the test kubelet's pods cannot have without Katib's webhook; `katib_trial.trial_command` writes
   one such line per ``<name>=<number>`` the trainer prints, and echoes to the log each line
   cloudml-hypertune writes to the file) for the objective and additional metrics: ``status.observation.metrics[]``
   (``name``, ``latest``, ``min``, ``max`` as strings) and ``Succeeded``; no objective value →

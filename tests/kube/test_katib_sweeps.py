@@ -18,6 +18,7 @@ import pytest
 
 from server_ext.errors import JobFinished, JobNotFound
 from server_ext.jobs.kube import katib as mapping
+from server_ext.jobs.kube import katib_params, katib_trial
 from server_ext.runtimes.kube import sweeps as mapping_sweeps
 from tests.kube.job_env import state
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped
@@ -59,7 +60,7 @@ async def test_a_sweep_of_four_trials_two_at_a_time(backend, kube_cluster, sweep
     assert {t["state"] for t in out["trials"]} == {"SUCCEEDED"} and out["completedTrialCount"] == "4"
     by_value = {}  # what Katib's collector stored, by the trial's assignments
     for t in trials:
-        assigned = mapping.assignments(t)
+        assigned = katib_params.assignments(t)
         metric = next(m for m in t["status"]["observation"]["metrics"] if m["name"] == "rmse")
         by_value[(assigned["learning_rate"], assigned["batch_size"])] = float(metric["latest"])
     for t in out["trials"]:
@@ -117,7 +118,7 @@ async def test_a_hypertune_only_trainer_with_a_tag_katib_cannot_collect(backend,
                             "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.1}]}}}
     jobs = service(backend, ns)
     assert (await jobs.create(USER, ns, doc))["trainingOutput"]["hyperparameterMetricTag"] == tag
-    name = mapping.metric_name(tag)
+    name = katib_trial.metric_name(tag)
     stored = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, "taxi-tuning")
     assert stored["spec"]["objective"]["objectiveMetricName"] == name != tag
     job = await state(backend, ns, "taxi_tuning", "SUCCEEDED", timeout=240)
@@ -126,7 +127,7 @@ async def test_a_hypertune_only_trainer_with_a_tag_katib_cannot_collect(backend,
     observed = {}
     for t in trials_of(kube_cluster, ns, "taxi-tuning"):  # Katib's own collector read the mapped name
         (metric,) = [m for m in t["status"]["observation"]["metrics"] if m["name"] == name]
-        observed[mapping.assignments(t)["lr"]] = float(metric["latest"])
+        observed[katib_params.assignments(t)["lr"]] = float(metric["latest"])
     for t in out["trials"]:
         lr = float(t["hyperparameters"]["lr"])
         assert t["finalMetric"]["objectiveValue"] == observed[str(t["hyperparameters"]["lr"])] == pytest.approx(
@@ -168,7 +169,7 @@ async def test_cancel_after_a_trial_finished_stops_the_running_ones_and_starts_n
     await kube.request("POST", f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments", manifest)
 
     def epochs(t):
-        return mapping.trial_hyperparameters(mapping.spec_of(manifest), t)["epochs"]
+        return katib_params.trial_hyperparameters(mapping.spec_of(manifest), t)["epochs"]
 
     def finished_and_long_running():
         trials = trials_of(kube_cluster, ns, "stop-mid")

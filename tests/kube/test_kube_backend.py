@@ -16,7 +16,8 @@ from hub_ext.kube.watchcache import WatchCache
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.kube.kubeflow import job_manifest, resource_path
 from server_ext.jobs.kube.status import job_json
-from server_ext.runtimes.kube.backend import SELECTOR, KubeBackend
+from server_ext.runtimes.kube.backend import KubeBackend
+from server_ext.runtimes.kube.project_caches import SELECTOR
 from tests.kube.job_env import SETTINGS, lists, plan, pod, pods, pytorch_doc, single_doc, state, tf_doc, until
 
 pytestmark = pytest.mark.kube

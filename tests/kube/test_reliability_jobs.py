@@ -46,7 +46,8 @@ from hub_ext.operator.rules.gates import GATED_LABEL
 from server_ext.errors import JobExists
 from server_ext.jobs.model import JOB_ID_ANNOTATION, kubernetes_name
 from server_ext.jobs.plan import with_package
-from server_ext.runtimes.kube.backend import SELECTOR, KubeBackend
+from server_ext.runtimes.kube.backend import KubeBackend
+from server_ext.runtimes.kube.project_caches import SELECTOR
 from server_ext.runtimes.kube.sweeps import EXPERIMENT_LABEL
 from tests.kube.job_env import SETTINGS, plan, pytorch_doc, single_doc, tf_doc
 

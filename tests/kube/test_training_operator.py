@@ -16,6 +16,7 @@ import pytest
 from hub_ext.core.errors import UserInputError
 from hub_ext.kube.client import Forbidden
 from server_ext.jobs.kube.kubeflow import job_manifest, resource_path
+from server_ext.runtimes.kube import job_create
 from tests.kube.job_env import NODES, SETTINGS, plan, pods, pytorch_doc, state, until
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped
 
@@ -161,7 +162,7 @@ async def test_an_invalid_pytorchjob_is_refused_by_the_operators_webhook(backend
     assert kube_cluster.items("kubeflow.org", "v1", "pytorchjobs", ns) == []
     # through the jobs backend: the refusal named as the cluster's admission control, not the project's RBAC
     with pytest.raises(UserInputError) as refused:
-        await backend._create(resource_path("PyTorchJob", ns), manifest, ns, "twomasters")
+        await job_create.create(backend.kube, resource_path("PyTorchJob", ns), manifest, ns, "twomasters")
     assert refused.value.field == "trainingInput" and refused.value.status == 403
     assert refused.value.message.startswith("the cluster's admission control refused this job (Kubernetes answered 403 "
                                             'Forbidden: admission webhook "validator.pytorchjob.training-operator.'

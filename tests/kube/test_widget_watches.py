@@ -24,7 +24,7 @@ import pytest
 
 from server_ext.client.notebook import Client
 from server_ext.jobs.kube.kubeflow import resource_path
-from server_ext.runtimes.kube.backend import KINDS, SELECTOR
+from server_ext.runtimes.kube.project_caches import KINDS, SELECTOR
 from server_ext.runtimes.kube.sweeps import EXPERIMENT_LABEL, katib_path
 from server_ext.widgets.sync import JobsPoll
 from server_ext.widgets.views import JobDetail, JobsTable

@@ -359,7 +359,7 @@ async def test_more_processes_than_the_local_limit_are_refused_before_anything_i
 
 async def test_the_local_process_limit_is_configurable(tmp_path, monkeypatch):
     from hub_ext.core.errors import ConfigError
-    from server_ext.runtimes.local.backend import MAX_PROCESSES_ENV
+    from server_ext.runtimes.local.limits import MAX_PROCESSES_ENV
 
     premium = make_plan(uid("premium"), ["--epochs=1"], scaleTier="PREMIUM_1")  # 31 replicas: within the default
     two = make_plan(uid("two"), ["--epochs=1", "--sleep=0"], **cluster(1))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from server_ext.client.notebook import experiment_notes, submission_of
+from server_ext.client.submissions import experiment_notes, submission_of
 from tests.unit.test_katib_examples import EXAMPLES
 
 pytestmark = pytest.mark.unit

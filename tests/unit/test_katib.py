@@ -19,7 +19,7 @@ import yaml
 
 from hub_ext.core.errors import UserInputError
 from server_ext.jobs.hptuning import parse_spec
-from server_ext.jobs.kube import katib, metric_reports
+from server_ext.jobs.kube import katib, katib_params, katib_trial, metric_reports
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import plan_job
 from tests.cluster.crd_schema import prune, validate
@@ -171,9 +171,9 @@ def test_the_trial_template_is_the_jobs_kind(name, kind, container, labels, succ
     assert template["successCondition"] == f'status.conditions.#(type=="{success}")#|#(status=="True")#'
     assert template["failureCondition"] == 'status.conditions.#(type=="Failed")#|#(status=="True")#'
     assert [(p["name"], p["reference"]) for p in template["trialParameters"]] == [
-        (p.name, katib.search_name(plan.sweep, p)) for p in plan.sweep.params]
+        (p.name, katib_params.search_name(plan.sweep, p)) for p in plan.sweep.params]
     assert spec["metricsCollectorSpec"] == {"collector": {"kind": "File"}, "source": {"fileSystemPath": {
-        "kind": "File", "path": katib.METRICS_FILE, "format": "JSON"}}}
+        "kind": "File", "path": katib_trial.METRICS_FILE, "format": "JSON"}}}
 
 
 def test_metadata_is_the_jobs():
@@ -200,8 +200,8 @@ def test_metadata_is_the_jobs():
       "parameters": [{"name": "n", "parameterType": "int", "feasibleSpace": {"min": "1", "max": "4"}}]}),
     ({"enableTrialEarlyStopping": True}, {"earlyStopping": {"algorithmName": "medianstop"}}),
     ({"goal": "MINIMIZE", "hyperparameterMetricTag": "val/loss"},
-     {"objective": {"type": "minimize", "objectiveMetricName": katib.metric_name("val/loss"),
-                    "metricStrategies": [{"name": katib.metric_name("val/loss"), "value": "latest"}]}}),
+     {"objective": {"type": "minimize", "objectiveMetricName": katib_trial.metric_name("val/loss"),
+                    "metricStrategies": [{"name": katib_trial.metric_name("val/loss"), "value": "latest"}]}}),
     ({"params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 1, "maxValue": 2.5,
                   "scaleType": "UNIT_LOG_SCALE"}]},
      # searched as ln(lr), uniformly (some suggestion services ignore logUniform: goptuna)
@@ -303,7 +303,7 @@ def _run(container, values: dict[str, str], tmp_path, wrap: bool = False, exit_c
         text = text.replace("${trialParameters.%s}" % name, value)
     env = json.loads(text)
     env.update({"CLOUD_ML_HP_METRIC_FILE": str(tmp_path / "katib" / "hypertune.json"),
-                katib.KATIB_FILE_ENV: str(tmp_path / "katib" / "metrics.json"), "PATH": os.environ["PATH"],
+                katib_trial.KATIB_FILE_ENV: str(tmp_path / "katib" / "metrics.json"), "PATH": os.environ["PATH"],
                 "EXIT": str(exit_code)})
     words = container["command"]
     if wrap:
@@ -339,7 +339,7 @@ def test_the_trial_gets_its_hyperparameters_and_its_metrics_are_collected(tmp_pa
     trial = {"spec": {"parameterAssignments": [{"name": "momentum-reversed-log", "value": searched["momentum"]},
                                                {"name": "hidden-reversed-log", "value": searched["hidden"]},
                                                {"name": "opt", "value": searched["opt"]}]}}
-    hp = katib.trial_hyperparameters(plan.sweep, trial)
+    hp = katib_params.trial_hyperparameters(plan.sweep, trial)
     assert hp == {"momentum": repr(0.5 + (0.999 - math.exp(math.log(0.5123)))), "hidden": "1023",
                   "opt": "it's; `id` & more"}
     assert json.loads(lines[0]) == ["--data", "s3://b/it's here", "$(HOME)",
@@ -383,7 +383,7 @@ def test_a_log_scale_is_searched_as_its_logarithm_and_the_trainer_gets_exp(tmp_p
     done = _run(main, searched, tmp_path)
     assert done.returncode == 0, done.stderr
     trial = {"spec": {"parameterAssignments": [{"name": f"{k}-log", "value": v} for k, v in searched.items()]}}
-    assert katib.trial_hyperparameters(plan.sweep, trial) == given
+    assert katib_params.trial_hyperparameters(plan.sweep, trial) == given
     assert json.loads(done.stdout.splitlines()[0])[3:] == [f"--{k}={v}" for k, v in given.items()]
 
 
@@ -392,7 +392,7 @@ def test_an_experiment_made_before_log_space_search_still_shows_its_values():
     """Experiments made with ``distribution: logUniform`` (parameter ``lr``, the value as the trainer got it)."""
     plan = make_plan("grid-batch-job", {"hyperparameters": LOG_HYPER})
     trial = {"spec": {"parameterAssignments": [{"name": "lr", "value": "0.0123"}, {"name": "units", "value": "77"}]}}
-    assert katib.trial_hyperparameters(plan.sweep, trial) == {"lr": "0.0123", "units": "77"}
+    assert katib_params.trial_hyperparameters(plan.sweep, trial) == {"lr": "0.0123", "units": "77"}
 
 
 @pytest.mark.parametrize("wrap", [False, True])
@@ -457,15 +457,15 @@ def test_every_replica_of_a_module_job_gets_the_arguments():
         assert '--learning_rate="$$MLPLATFORM_HP_0"' in program
         env = {e["name"]: e["value"] for e in c["env"]}
         assert env["MLPLATFORM_HP_0"] == "${trialParameters.learning_rate}"
-        assert env["CLOUD_ML_HP_METRIC_FILE"] == katib.HYPERTUNE_FILE and env["MLPLATFORM_HP_METRIC_TAG"] == "auc"
-        assert env[katib.KATIB_FILE_ENV] == katib.METRICS_FILE
+        assert env["CLOUD_ML_HP_METRIC_FILE"] == katib_trial.HYPERTUNE_FILE and env["MLPLATFORM_HP_METRIC_TAG"] == "auc"
+        assert env[katib_trial.KATIB_FILE_ENV] == katib_trial.METRICS_FILE
 
 
 @pytest.mark.parametrize("searched, expected", [("0.5", "0.999"), ("0.999", "0.5"), ("0.75", repr(0.5 + (0.999 - 0.75))), ("1e9", "0.5"), ("0.1", "0.999")])
 def test_reverse_values_stay_in_range(searched, expected):
     p = parse_spec(HYPER).params[0]
-    assert katib.reverse_value(p, searched) == expected  # Experiments made before (y searched itself)
-    assert katib.reverse_log_value(p, repr(math.log(float(searched)))) == (
+    assert katib_params.reverse_value(p, searched) == expected  # Experiments made before (y searched itself)
+    assert katib_params.reverse_log_value(p, repr(math.log(float(searched)))) == (
         "0.999" if float(searched) <= 0.5 else repr(min(max(0.5 + (0.999 - math.exp(math.log(float(searched)))),
                                                             0.5), 0.999)))
 
@@ -474,21 +474,21 @@ def test_reverse_values_stay_in_range(searched, expected):
                                          (math.log(100.5), "940"), (50, "16"), (-5, "1024")])
 def test_an_integer_reverse_log_value(z, expected):
     p = parse_spec(HYPER).params[1]  # hidden: [16, 1024]; y = round(exp(z)); x = 16 + 1024 - y
-    assert katib.reverse_log_value(p, repr(z)) == expected
+    assert katib_params.reverse_log_value(p, repr(z)) == expected
 
 
 def test_an_experiment_made_before_reverse_log_was_searched_as_ln_y_still_shows_its_values():
     """Experiments made with ``<name>-reversed`` = y itself (``distribution: logUniform``)."""
     trial = {"spec": {"parameterAssignments": [{"name": "momentum-reversed", "value": "0.75"},
                                                {"name": "hidden-reversed", "value": "17"}]}}
-    assert katib.trial_hyperparameters(parse_spec(HYPER), trial) == {"momentum": repr(0.5 + (0.999 - 0.75)),
+    assert katib_params.trial_hyperparameters(parse_spec(HYPER), trial) == {"momentum": repr(0.5 + (0.999 - 0.75)),
                                                                      "hidden": "1023"}
 
 
 def test_trial_hyperparameters_without_a_spec_or_assignments():
     trial = {"spec": {"parameterAssignments": [{"name": "lr", "value": "0.1"}]}}
-    assert katib.trial_hyperparameters(None, trial) == {"lr": "0.1"}
-    assert katib.trial_hyperparameters(parse_spec(HYPER), {}) == {}
+    assert katib_params.trial_hyperparameters(None, trial) == {"lr": "0.1"}
+    assert katib_params.trial_hyperparameters(parse_spec(HYPER), {}) == {}
     assert katib.spec_of({"metadata": {}}) is None
     assert katib.spec_of({"metadata": {"annotations": {"mlplatform.io/job-spec": "{"}}}) is None
 

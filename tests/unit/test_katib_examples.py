@@ -276,7 +276,7 @@ def test_the_notebook_client_reads_a_katib_example_as_the_cli_does(tmp_path):
     """``widgets``/``mlplatform`` ``submit(config)`` in a notebook builds its body with the CLI's reading
     (`submission_of` → `submission.from_options`, as the CLI's): the example's name gives the jobId, ``job_id=`` names it, and
     a script's ``region=`` is taken beside it."""
-    from server_ext.client.notebook import submission_of
+    from server_ext.client.submissions import submission_of
 
     path = tmp_path / "bayes.yaml"
     path.write_text(EXAMPLES["bayesian-optimization-demo"])

@@ -2,7 +2,7 @@
 stderr): the local runtime's log and stamps files read back as `LogLine`s (`local_procs.read_log`),
 with lines that have no stamp (pip's output, an older log) left without time or stream, and a
 resumed read (``after``) giving the same lines; a Kubernetes log line read with ``timestamps=true``
-split into its time and text (`kube_backend.timed`)."""
+split into its time and text (`job_logs.timed`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pathlib
 import pytest
 
 from server_ext.jobs.backend import LogLine
-from server_ext.runtimes.kube.backend import timed
+from server_ext.runtimes.kube.job_logs import timed
 from server_ext.runtimes.local.procs import read_log, stamps_path
 
 pytestmark = pytest.mark.unit

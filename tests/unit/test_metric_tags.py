@@ -1,5 +1,5 @@
 """``hyperparameterMetricTag`` as AI Platform takes it (a free string: ``Taxi Model Accuracy``) on
-Katib: the tag is mapped to a name both of Katib's collectors read (`katib.metric_name`), the
+Katib: the tag is mapped to a name both of Katib's collectors read (`katib_trial.metric_name`), the
 Experiment stays valid against Katib's reference schemas, the trial program feeds Katib the mapped
 name from what the trainer reports under the user's tag (cloudml-hypertune's file or
 ``<tag>=<number>`` on stdout), and every answer (``trainingOutput``, trial metrics) shows the
@@ -16,7 +16,7 @@ import sys
 import pytest
 import yaml
 
-from server_ext.jobs.kube import katib, metric_reports, sweep_status
+from server_ext.jobs.kube import katib, katib_trial, metric_reports, sweep_status
 from server_ext.jobs.model import parse_job
 from server_ext.jobs.plan import plan_job
 from tests.unit.test_job_kubeflow import PLAN_SETTINGS, SETTINGS, kubernetes_expand
@@ -114,16 +114,16 @@ def run_trial(container: dict, tag: str, tmp_path) -> subprocess.CompletedProces
 ])
 def test_the_katib_name_of_a_tag(tag, name):
     """Kept when Katib can collect it as it is; else a slug and 12 hex digits of the tag's sha256 (#)."""
-    got = katib.metric_name(tag)
+    got = katib_trial.metric_name(tag)
     assert re.fullmatch(re.escape(name).replace("\\#", "[0-9a-f]{12}"), got), got
-    assert katib.METRIC_NAME.fullmatch(got) and KATIB_STDOUT_NAME.fullmatch(got)
-    assert katib.metric_name(tag) == got  # deterministic
+    assert katib_trial.METRIC_NAME.fullmatch(got) and KATIB_STDOUT_NAME.fullmatch(got)
+    assert katib_trial.metric_name(tag) == got  # deterministic
 
 
 def test_different_tags_never_share_a_katib_name():
     tags = TAGS + ["taxi model accuracy", "Taxi  Model Accuracy", "Taxi-Model-Accuracy", "taxi_model_accuracy",
                    "TAXI MODEL ACCURACY", "val loss", "val-loss", "val.loss", "a" * 255, "a" * 65]
-    names = [katib.metric_name(t) for t in tags]
+    names = [katib_trial.metric_name(t) for t in tags]
     assert len(set(names)) == len(tags)
 
 
@@ -133,10 +133,10 @@ def test_a_google_shaped_config_with_the_tag_runs_on_katib(tag, tmp_path):
     assert plan.sweep.metric == tag
     manifest = katib.experiment_manifest(plan, SETTINGS)
     check_experiment(manifest)  # the Experiments CRD, Katib's swagger, the trial job's schema
-    name = katib.metric_name(tag)
+    name = katib_trial.metric_name(tag)
     assert manifest["spec"]["objective"]["objectiveMetricName"] == name
     assert manifest["spec"]["objective"]["metricStrategies"] == [{"name": name, "value": "latest"}]
-    assert manifest["spec"]["metricsCollectorSpec"]["source"]["fileSystemPath"]["path"] == katib.METRICS_FILE
+    assert manifest["spec"]["metricsCollectorSpec"]["source"]["fileSystemPath"]["path"] == katib_trial.METRICS_FILE
 
     (main,) = _main_containers(manifest)
     done = run_trial(main, tag, tmp_path)
@@ -173,11 +173,11 @@ def test_a_mapped_tag_needs_python_in_the_image_and_says_so(tmp_path):
     program = main["command"][2]
     assert "translating it needs python in the trainer image" in program
     env = {e["name"]: e["value"] for e in main["env"]}
-    assert env["CLOUD_ML_HP_METRIC_FILE"] == katib.HYPERTUNE_FILE
-    assert env[katib.KATIB_FILE_ENV] == katib.METRICS_FILE
-    assert env[katib.METRIC_TAG_ENV] == "Taxi Model Accuracy"
-    assert env[katib.METRIC_NAME_ENV] == katib.metric_name("Taxi Model Accuracy")
+    assert env["CLOUD_ML_HP_METRIC_FILE"] == katib_trial.HYPERTUNE_FILE
+    assert env[katib_trial.KATIB_FILE_ENV] == katib_trial.METRICS_FILE
+    assert env[katib_trial.METRIC_TAG_ENV] == "Taxi Model Accuracy"
+    assert env[katib_trial.METRIC_NAME_ENV] == katib_trial.metric_name("Taxi Model Accuracy")
     plain = {e["name"]: e["value"] for e in _main_containers(katib.experiment_manifest(
         sweep_plan("accuracy", tmp_path), SETTINGS))[0]["env"]}
     # a tag that is Katib's name goes the same way (Katib's file gets RFC 3339 times: kubeflow/katib#2672)
-    assert plain["CLOUD_ML_HP_METRIC_FILE"] == katib.HYPERTUNE_FILE and plain[katib.METRIC_NAME_ENV] == "accuracy"
+    assert plain["CLOUD_ML_HP_METRIC_FILE"] == katib_trial.HYPERTUNE_FILE and plain[katib_trial.METRIC_NAME_ENV] == "accuracy"

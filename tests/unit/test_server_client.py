@@ -131,7 +131,7 @@ NOW = datetime.datetime(2026, 12, 3, 15, 54, 2, tzinfo=datetime.timezone.utc)
     ("m." + "x" * 300, "x" * 109 + "_20261203_155402"),
 ])
 def test_default_job_id_is_the_modules_last_part_and_the_utc_time(module, job_id):
-    from server_ext.client.notebook import default_job_id
+    from server_ext.client.submissions import default_job_id
     from server_ext.jobs.model import parse_job
 
     assert default_job_id(module, NOW) == job_id
@@ -140,10 +140,10 @@ def test_default_job_id_is_the_modules_last_part_and_the_utc_time(module, job_id
 
 def test_submit_without_a_job_id_gets_one_and_an_explicit_one_wins(monkeypatch):
     """The README's ``client.submit(module_name="trainer.task", package_path="trainer/trainer")``."""
-    from server_ext.client import notebook
-    from server_ext.client.notebook import submission_of
+    from server_ext.client import submissions
+    from server_ext.client.submissions import submission_of
 
-    monkeypatch.setattr(notebook, "_issued", set())
+    monkeypatch.setattr(submissions, "_issued", set())
 
     doc = submission_of(None, "trainer/trainer", {"module_name": "trainer.task"}, now=NOW).job
     assert doc["jobId"] == "task_20261203_155402" and doc["trainingInput"]["pythonModule"] == "trainer.task"

@@ -11,7 +11,7 @@ import pytest
 from hub_ext.core.errors import UserInputError, UserInputErrors
 from server_ext.cli.flags import flagged, parse_args
 from server_ext.cli.flags import submission_of as from_cli
-from server_ext.client.notebook import submission_of as from_client
+from server_ext.client.submissions import submission_of as from_client
 from server_ext.jobs.submission import Mounts, Package, Submission, from_options, from_rest, to_rest
 from server_ext.jobs.tables import parse_tables
 from server_ext.service.wiring import dry_run_service

@@ -1,1 +1,1 @@
-"""Login settings and claim paths, decided without I/O (contract ``login-rules-pure``)."""
+"""Login settings and claim paths, decided without I/O (import-linter contract ``pure``)."""

@@ -6,13 +6,13 @@ A log read with ``timestamps=true`` gives, oldest first, the reports of ``hyperp
 
 - a hypertune JSON line (``{"<tag>": "0.91", "global_step": "10", "timestamp": 1767...}``): what
   ``cloudml-hypertune`` writes to ``CLOUD_ML_HP_METRIC_FILE``, which the trial program
-  (`katib.WATCH_PY`) echoes to stdout line by line, or a trainer printed itself; ``trainingStep`` is
+  (`katib_trial.WATCH_PY`) echoes to stdout line by line, or a trainer printed itself; ``trainingStep`` is
   its ``global_step`` (``step``, ``epoch``), else the report's ordinal (also when every report's
   step is ``0``: hypertune writes ``"0"`` for a trainer that gives none). The same line twice (a
   trainer that prints what it reports, echoed again) is one report (lines with a ``timestamp``);
 - Katib's StdOut collector form ``<tag>=<number>`` (several per line allowed; ``global_step=``/
   ``step=``/``epoch=`` on the same line is the ``trainingStep``, else the report's ordinal). The
-  tag is matched as the trial program (`katib.WATCH_PY`) matches it: whole (a tag with spaces,
+  tag is matched as the trial program (`katib_trial.WATCH_PY`) matches it: whole (a tag with spaces,
   ``Taxi Model Accuracy=0.9``, included), not as the end of a longer name (``val_auc``,
   ``my.auc`` are not ``auc``).
 

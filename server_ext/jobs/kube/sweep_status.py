@@ -24,11 +24,11 @@ Guarantees of `sweep_json`:
   ========================================================  ==========
 
 - ``trainingOutput``: ``isHyperparameterTuningJob`` true, ``hyperparameterMetricTag`` (the user's
-  tag as submitted, also where Katib collects it under another name: `katib.metric_name`),
+  tag as submitted, also where Katib collects it under another name: `katib_trial.metric_name`),
   ``completedTrialCount`` (trials that SUCCEEDED, early-stopped ones included, as AI Platform
   counted them), and ``trials[]`` ordered by creation (creationTimestamp, then name) with
   ``trialId`` "1", "2", … in that order; each with ``hyperparameters`` (strings, as the trainer got
-  them: `katib.trial_hyperparameters`), ``state`` (`trial_state`), ``isTrialStoppedEarly`` when
+  them: `katib_params.trial_hyperparameters`), ``state`` (`trial_state`), ``isTrialStoppedEarly`` when
   Katib stopped it early, ``startTime``/``endTime``, and ``finalMetric`` once the objective has a
   numeric value: ``objectiveValue`` = the ``latest`` of the Experiment's ``objectiveMetricName`` in
   ``status.observation.metrics``,
@@ -47,6 +47,7 @@ from typing import Any, Mapping, Sequence
 
 from server_ext.jobs.hptuning import Spec
 from server_ext.jobs.kube import katib as katib
+from server_ext.jobs.kube import katib_params, katib_trial
 from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION
 from server_ext.jobs.kube.status import FINAL, rfc3339, submitted, true_conditions
 
@@ -161,7 +162,7 @@ def _trial_json(trial: Mapping, trial_id: str, spec: Spec | None, objective: str
     meta = trial.get("metadata") or {}
     status = trial.get("status") or {}
     state = trial_state(trial, state_of_sweep)
-    out: dict[str, Any] = {"trialId": trial_id, "hyperparameters": katib.trial_hyperparameters(spec, trial),
+    out: dict[str, Any] = {"trialId": trial_id, "hyperparameters": katib_params.trial_hyperparameters(spec, trial),
                            "state": state}
     start = rfc3339(status.get("startTime") or meta.get("creationTimestamp"))
     end = _end_time(trial, state in FINAL)

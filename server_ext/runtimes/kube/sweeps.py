@@ -44,7 +44,7 @@ Guarantees:
   a user's own Experiment; Katib's name for a tag it cannot collect as it is, `katib.metric_name`,
   is never shown), oldest first. The log
   has them whether the trainer prints ``<tag>=<number>`` or reports through ``cloudml-hypertune``:
-  the trial program echoes each line written to the metrics file (`katib.WATCH_PY`). A trial
+  the trial program echoes each line written to the metrics file (`katib_trial.WATCH_PY`). A trial
   whose pods are gone has an empty series (Katib's DB keeps them on a real cluster; it is not
   reachable from here).
 """

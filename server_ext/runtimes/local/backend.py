@@ -18,25 +18,18 @@ parent on ``PYTHONPATH``, as ``local train --package-path`` does). A custom cont
 here and is refused.
 
 Guarantees:
-- States: QUEUED at submit → PREPARING while fetching/installing → RUNNING once every process
-  started → SUCCEEDED when the master exits 0, FAILED when any replica exits non-zero (AI
-  Platform's message: "The replica worker 1 exited with a non-zero status of 1.") or the code
-  could not be installed; cancel → CANCELLING → CANCELLED once every process group ended
-  (SIGTERM, SIGKILL after `grace_s`), unless the replicas' exits recorded before the cancel was
-  acted on already decide the job (a master that had exited 0: SUCCEEDED). When a job ends, the
-  replicas still running are stopped the same way before the final state is written, so a final
-  state means no process is left.
+- States: QUEUED at submit, then as `local_runner` runs the job (PREPARING, RUNNING, SUCCEEDED or
+  FAILED); cancel → CANCELLING → CANCELLED once every process group ended (SIGTERM, SIGKILL after
+  `grace_s`), unless the replicas' exits already decide the job. A final state means no process is
+  left.
 - Submit is all or nothing: a taken jobId (`JobExists`), a bad package URI, a shipped package whose
   bytes are not the plan's (sha256), a container image, a credential/dataset the project lacks or
   more processes than `max_processes` is refused before anything is created or started.
 - At most `max_processes` processes per job: the constructor's argument (the server passes
-  ``c.MLPlatformApp.local_max_processes``), else ``$MLPLATFORM_LOCAL_MAX_PROCESSES`` (which the
-  CLI's local runtime reads too), else `DEFAULT_MAX_PROCESSES` (32). More replicas (master,
-  workers, parameter servers, evaluators) are refused naming the count field
-  (``trainingInput.workerCount``, or ``trainingInput.scaleTier`` for a tier's replicas), and a
-  sweep's ``maxParallelTrials`` (at most ``maxTrials``) × replicas per trial likewise
-  (``trainingInput.hyperparameters.maxParallelTrials``). Kubernetes has no such limit: there the
-  project's quota decides.
+  ``c.MLPlatformApp.local_max_processes``), else `local_limits.max_processes_from` the environment.
+  More replicas are refused naming the count field (`local_limits.refuse_too_many`), and a sweep's
+  ``maxParallelTrials`` (at most ``maxTrials``) × replicas per trial likewise
+  (``trainingInput.hyperparameters.maxParallelTrials``).
 - One backend owns a state directory (`own_state_dir`: a lock held from `start` to `close`); a
   second one, in any process, is refused with a `ConfigError` naming the directory and the owner.
 - State lives in ``<state_dir>/jobs.sqlite`` (`local_store`). Each replica's exit status is also
@@ -67,60 +60,31 @@ import re
 import shutil
 import signal
 import sys
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import AsyncIterator, Mapping
 
-from hub_ext.core.errors import ConfigError, Problem, UserInputError
+from hub_ext.core.errors import UserInputError
 from hub_ext.local.files import private_dir
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import FINAL, LogLine
-from server_ext.jobs.local.env import command, decide, mounts_env, port_tasks, refuse_unrunnable, task_env
-from server_ext.runtimes.local.sweep_space import initial_output
+from server_ext.jobs.local.env import mounts_env, refuse_unrunnable
 from server_ext.jobs.plan import JobPlan, task_name
 from server_ext.runtimes.local import package as local_package
-from server_ext.runtimes.local.procs import Replica, free_ports, read_log, start_replica, stop, wait_any
+from server_ext.runtimes.local import runner as local_runner
+from server_ext.runtimes.local.limits import max_processes_from, refuse_too_many
+from server_ext.runtimes.local.procs import Replica, read_log
+from server_ext.runtimes.local.runner import Live, now
 from server_ext.runtimes.local.store import JobRecord, JobStore, own_state_dir
+from server_ext.runtimes.local.sweep_space import initial_output
 from server_ext.runtimes.local.sweeps import Sweeps, is_sweep
 
 log = logging.getLogger("mlplatform.jobs.local")
 
 _PROJECT = re.compile(r"[A-Za-z0-9_@][A-Za-z0-9._@-]{0,252}")
-DEFAULT_MAX_PROCESSES = 32  # PREMIUM_1's 31 replicas fit
-MAX_PROCESSES_ENV = "MLPLATFORM_LOCAL_MAX_PROCESSES"
-_COUNT_FIELD = {"worker": "workerCount", "ps": "parameterServerCount", "evaluator": "evaluatorCount"}
-
-
-def max_processes_from(environ: Mapping[str, str]) -> int:
-    """``$MLPLATFORM_LOCAL_MAX_PROCESSES``, else `DEFAULT_MAX_PROCESSES`; `ConfigError` when it is not a
-    whole number from 1 to 999999."""
-    text = environ.get(MAX_PROCESSES_ENV, "").strip()
-    if not text:
-        return DEFAULT_MAX_PROCESSES
-    if not re.fullmatch(r"[0-9]{1,6}", text) or int(text) < 1:
-        raise ConfigError([Problem(MAX_PROCESSES_ENV, "must be a whole number of processes from 1 to 999999")])
-    return int(text)
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 def _etag(job: Mapping) -> str:
     body = json.dumps({k: v for k, v in job.items() if k != "etag"}, sort_keys=True).encode()
     return base64.b64encode(hashlib.sha256(body).digest()[:12]).decode()
-
-
-@dataclass
-class _Live:
-    procs: dict[str, Replica] = field(default_factory=dict)
-    cancel: asyncio.Event = field(default_factory=asyncio.Event)
-    installer: asyncio.subprocess.Process | None = None
-    done: asyncio.Event = field(default_factory=asyncio.Event)  # set once the final state is written
-
-
-class _Failed(Exception):
-    """The job cannot run; the message is its errorMessage."""
 
 
 class LocalBackend:
@@ -138,7 +102,7 @@ class LocalBackend:
         self.grace_s, self.poll_s = grace_s, poll_s
         self._env = dict(env) if env is not None else None
         self._jobs: dict[tuple[str, str], JobRecord] = {}
-        self._live: dict[tuple[str, str], _Live] = {}
+        self._live: dict[tuple[str, str], Live] = {}
         self._tasks: set[asyncio.Task] = set()
         self._touched: set[tuple[str, str]] = set()  # records changed here: saved again on close
         self._store: JobStore | None = None
@@ -184,7 +148,7 @@ class LocalBackend:
                     await self.finish_record(rec, "FAILED", "The server stopped while the job was being prepared, "
                                                       "before its replicas started; submit it again.")
                 continue
-            live = _Live()
+            live = Live()
             job_dir = self.job_dir(rec.project, rec.job_id)
             for task in rec.tasks:
                 live.procs[task] = Replica.adopt(task, rec.procs.get(task) or {}, job_dir / f"{task}.exit")
@@ -193,10 +157,10 @@ class LocalBackend:
             self._live[rec.key] = live
             log.info("job %s/%s: re-adopting %s (pids %s)", rec.project, rec.job_id, state,
                      ", ".join(str(p.pid) for p in live.procs.values()))
-            self._background(rec, live, self._supervise(rec, live))
+            self._background(rec, live, local_runner.supervise(self, rec, live))
         self._sweeps.warm()
         for rec in sweeps:
-            live = self._live[rec.key] = _Live()
+            live = self._live[rec.key] = Live()
             if rec.job.get("state") == "CANCELLING":
                 live.cancel.set()
             self._background(rec, live, self._sweeps.resume(rec, live.cancel))
@@ -217,7 +181,7 @@ class LocalBackend:
             os.close(self._lock)  # releases the state directory
             self._lock = None
 
-    def _background(self, rec: JobRecord, live: _Live, coro) -> None:
+    def _background(self, rec: JobRecord, live: Live, coro) -> None:
         task = asyncio.create_task(self._guard(rec, live, coro), name=f"local-job-{rec.project}/{rec.job_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -225,16 +189,16 @@ class LocalBackend:
         # close it, or Python warns "coroutine … was never awaited" (a no-op once it ran)
         task.add_done_callback(lambda t: coro.close() if t.cancelled() else None)
 
-    async def _guard(self, rec: JobRecord, live: _Live, coro) -> None:
+    async def _guard(self, rec: JobRecord, live: Live, coro) -> None:
         try:
             await coro
-        except _Failed as e:
-            await self._stop(rec, live)
+        except local_runner.Failed as e:
+            await local_runner.stop_replicas(self, rec, live)
             cancelled = live.cancel.is_set()
             await self.finish_record(rec, "CANCELLED" if cancelled else "FAILED", None if cancelled else str(e))
         except Exception:  # a background task must end the job rather than vanish with it
             log.exception("job %s/%s: the local runtime failed", rec.project, rec.job_id)
-            await self._stop(rec, live)
+            await local_runner.stop_replicas(self, rec, live)
             await self.finish_record(rec, "FAILED", "The local runtime failed to run the job; the server log has "
                                               "the details.")
 
@@ -265,7 +229,7 @@ class LocalBackend:
         if self._store is None:
             raise RuntimeError("LocalBackend.start() was not awaited")
         refuse_unrunnable(plan)
-        self._refuse_too_many(plan)
+        refuse_too_many(plan, self.max_processes)
         if plan.sweep is not None:
             self._sweeps.check(plan)
         if not _PROJECT.fullmatch(plan.project):
@@ -301,27 +265,13 @@ class LocalBackend:
             if kept is not None:
                 kept.discard()
         base = dict(self._env if self._env is not None else os.environ)
-        live = self._live[key] = _Live()
+        live = self._live[key] = Live()
         log.info("job %s/%s: submitted by %s, tasks %s", plan.project, plan.job.job_id, plan.owner,
                  ", ".join(rec.tasks))
-        runner = self._sweeps.run(rec, plan, live.cancel) if plan.sweep else self._run(rec, plan, live, base, dict(env or {}))
+        runner = self._sweeps.run(rec, plan, live.cancel) if plan.sweep else \
+            local_runner.run(self, rec, plan, live, base, dict(env or {}))
         self._background(rec, live, runner)
         return json.loads(json.dumps(rec.job))
-
-    def _refuse_too_many(self, plan: JobPlan) -> None:
-        """A job with more replicas than `max_processes` (see the module docstring)."""
-        total, most = plan.total_replicas, self.max_processes
-        if total <= most:
-            return
-        if plan.job.training.get("scaleTier", "BASIC") != "CUSTOM":
-            field = "trainingInput.scaleTier"
-        else:
-            role = max((r for r in plan.replicas if r.role in _COUNT_FIELD), key=lambda r: r.count).role
-            field = f"trainingInput.{_COUNT_FIELD[role]}"
-        counts = ", ".join(f"{r.count} {r.role}" for r in plan.replicas)
-        raise UserInputError(field, f"the job would run {total} processes at once ({counts}); the local runtime "
-                                    f"runs at most {most} for one job (c.MLPlatformApp.local_max_processes or "
-                                    f"${MAX_PROCESSES_ENV}); ask for fewer or use the Kubernetes runtime")
 
     async def get(self, project: str, job_id: str) -> dict:
         return json.loads(json.dumps(self._record(project, job_id).job))
@@ -370,7 +320,7 @@ class LocalBackend:
     async def trial_metrics(self, project: str, job_id: str, trial_id: str) -> list[dict]:
         return await self._sweeps.trial_metrics(self._record(project, job_id), str(trial_id))
 
-    # ---- running a job -------------------------------------------------------------------------
+    # ---- the records ---------------------------------------------------------------------------
 
     def _set(self, rec: JobRecord, **fields) -> None:
         rec.job.update(fields)
@@ -397,89 +347,6 @@ class LocalBackend:
             log.info("job %s/%s: %s", rec.project, rec.job_id, state)
         else:
             log.warning("job %s/%s: %s: %s", rec.project, rec.job_id, state, message)
-
-    async def _run(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict, extra: dict) -> None:
-        pythonpath: list[str] = []
-        if not live.cancel.is_set():
-            await self.update_record(rec, state="PREPARING")
-            pythonpath = await self._prepare(rec, plan, live, base)
-        if not live.cancel.is_set():
-            await self._spawn(rec, plan, live, base, extra, pythonpath)
-        await self._supervise(rec, live)
-
-    async def _prepare(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict) -> list[str]:
-        """Fetch and install the packages; the PYTHONPATH entries for the replicas."""
-        job_dir = self.job_dir(rec.project, rec.job_id)
-        try:
-            files, dirs = await local_package.locate(plan, job_dir, {**base, **mounts_env(plan)},
-                                                     f"{rec.project}/{rec.job_id}")
-        except local_package.PackagesUnavailable as e:
-            raise _Failed(str(e)) from None
-        if not files:
-            return dirs
-
-        def started(process: asyncio.subprocess.Process | None) -> None:
-            live.installer = process
-
-        try:
-            site = await local_package.install(files, python=self.python, state_dir=self.state_dir,
-                                               project=rec.project, log_path=job_dir / f"{rec.tasks[0]}.log",
-                                               env=base, cancelled=live.cancel, started=started)
-        except local_package.InstallFailed as e:
-            raise _Failed(f"Installing the job's packages failed (pip exited with status {e.code}); the "
-                          f"{rec.tasks[0]} log has pip's output.") from None
-        return [str(site), *dirs] if site is not None else dirs
-
-    async def _spawn(self, rec: JobRecord, plan: JobPlan, live: _Live, base: dict, extra: dict,
-                     pythonpath: list[str]) -> None:
-        job_dir = self.job_dir(rec.project, rec.job_id)
-        wanted = port_tasks(plan)
-        ports = dict(zip(wanted, free_ports(len(wanted))))
-        argv = command(plan, self.python)
-        for task in rec.tasks:
-            env = task_env(plan, task, base=base, ports=ports, pythonpath=pythonpath,
-                           metrics_file=str(job_dir / f"{task}.metrics"), extra=extra)
-            replica = await start_replica(task, argv, env, job_dir, job_dir / f"{task}.log", job_dir / f"{task}.exit")
-            live.procs[task] = replica
-            rec.procs[task] = replica.state()
-            log.info("job %s/%s: started %s (pid %s)", rec.project, rec.job_id, task, replica.pid)
-        if live.cancel.is_set():
-            await self.update_record(rec)
-        else:
-            await self.update_record(rec, state="RUNNING", startTime=now())
-
-    async def _stop(self, rec: JobRecord, live: _Live) -> None:
-        left = await stop(live.procs.values(), self.grace_s)
-        if left:
-            log.warning("job %s/%s: process groups %s outlived SIGKILL", rec.project, rec.job_id,
-                        ", ".join(map(str, left)))
-
-    async def _supervise(self, rec: JobRecord, live: _Live) -> None:
-        events = [(task, r.code) for task, r in live.procs.items() if r.ended]
-        while True:
-            for task, r in live.procs.items():
-                if r.ended or r.alive():
-                    continue
-                events.append((task, await r.finish()))
-                rec.procs[task] = r.state()
-                log.info("job %s/%s: %s ended with status %s", rec.project, rec.job_id, task, r.code)
-            if live.cancel.is_set():
-                # a program that ended before the cancel was acted on (its wrapper still recording
-                # it) keeps its outcome: a finished trial is not "stopped early"
-                ended = [(t, c) for t, r in live.procs.items() if not r.ended
-                         and (c := await asyncio.to_thread(r.ended_by_itself)) is not None]
-                decision = decide(events + ended)
-                await self._stop(rec, live)
-                await self.finish_record(rec, *(decision or ("CANCELLED",)))
-                return
-            decision = decide(events)
-            if decision is None and all(r.ended for r in live.procs.values()):
-                decision = ("FAILED", "Every replica ended but the master's end was not seen.")
-            if decision is not None:
-                await self._stop(rec, live)
-                await self.finish_record(rec, *decision)
-                return
-            await wait_any(live.procs.values(), live.cancel, self.poll_s)
 
     # ---- logs ----------------------------------------------------------------------------------
 

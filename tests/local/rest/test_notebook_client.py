@@ -219,7 +219,7 @@ def test_a_made_up_job_id_another_kernel_took_gets_the_next_suffix(client, run):
     takes ``_2`` instead of failing with ALREADY_EXISTS (a name the user chose is never changed)."""
     import datetime
 
-    from server_ext.client.notebook import default_job_id
+    from server_ext.client.submissions import default_job_id
     from server_ext.errors import JobExists
 
     def go():

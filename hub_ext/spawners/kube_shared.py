@@ -1,0 +1,60 @@
+"""What every `PlatformSpawner` of one hub shares, per API server and mount settings (`KubeParts`,
+kept by the hub's `PlatformService`).
+
+Guarantees: one API client, one set of watch caches (nodes and pods: capacity and usage; the
+projects' Secrets and claims: their files), one `Provisioner` (its cache of projects made) and one
+table of the accelerators that starts in progress claim, whatever number of spawners ask; `stop`
+stops the caches (the service makes the parts afresh on next use). `provision` makes a user's
+projects as they should be (`hub_ext.manifests.tenancy.project_objects`, applied by the
+`Provisioner`: all or nothing, and once per hub for one configuration, project, members and
+tenancy settings: later calls make no request) and takes a former member's RoleBinding out of the
+team projects they left. With a callable ``profile_list``, a team project's published catalogue
+(ConfigMap ``mlplatform-catalog``) has the accelerators and limits the jobs API plans with, no
+profiles: members' lists differ, and whoever provisions first must not decide (each member's own
+are in the platform API's). A personal project's has its owner's latest result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hub_ext.core.entitlements import Project
+from hub_ext.kube.client import Kube, path_of
+from hub_ext.kube.cluster import ClusterView, ProjectResources
+from hub_ext.kube.provision import Provisioner
+from hub_ext.manifests.mounts import MountSettings
+from hub_ext.manifests.tenancy import TenancySettings, member_binding_name, project_objects
+from hub_ext.spawners.runtime import Runtime
+
+
+class KubeParts:
+    """The API client, the watch caches, the provisioner, the projects' Secrets and claims, and
+    the accelerators claimed by starts in progress (`hub_ext.spawners.admission`)."""
+
+    def __init__(self, kube: Kube, settings: MountSettings):
+        self.kube = kube
+        self.provisioner = Provisioner(kube)
+        self.view = ClusterView(kube)
+        self.resources = ProjectResources(kube, settings)
+        # (namespace, pod) of each start in progress → (project, accelerator, count) it claims
+        self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
+
+    async def stop(self) -> None:
+        await asyncio.gather(self.view.stop(), self.resources.stop())
+
+    async def provision(self, rt: Runtime, projects: list[Project], username: str, members: list[tuple[str, str]],
+                        tenancy: TenancySettings, leave_former_teams: bool) -> None:
+        """`username`'s `projects` as they should be, with `members` (hub user, Kubernetes identity)
+        bound; with `leave_former_teams`, the user's RoleBinding out of every other team project."""
+        for p in projects:
+            shown = rt.profiles if rt.dynamic is None or p.personal else ()
+            config = id(rt) if rt.dynamic is None else (id(rt.dynamic), repr(rt.accelerators), repr(shown))
+            key = (config, repr(p), tuple(members), repr(tenancy))
+            await self.provisioner.ensure(
+                key, lambda p=p, shown=shown: project_objects(p, rt.accelerators, shown, members, tenancy),
+                f"prepare the project {p.name!r}")
+        if leave_former_teams:
+            mine = {p.name for p in projects}
+            gone = [path_of("RoleBinding", team, member_binding_name(username))
+                    for team in rt.entitlements.teams if team not in mine]
+            await self.provisioner.remove(gone, f"remove {username}'s access to former team projects")
