@@ -3,7 +3,9 @@
 // (anywidget takes one), so the views use these names as their own.
 //
 // - FINAL: the states a job does not leave;
-// - injectStyle(id, css): the view's CSS and BADGE_CSS (the .mlp-state badge), once per page;
+// - injectStyle(id, css): the view's CSS and BADGE_CSS (the .mlp-state badge), once per page; every
+//   rule is scoped to a view's root (.mlp-jobs, .mlp-job-detail, .mlp-sweep), so nothing leaks into
+//   the page around it (the JupyterLab panel uses some of the same class names);
 // - h(tag, cls, text), button(cls, text): elements, text only (job data never becomes HTML);
 // - patch(row, fields): a delta's changed fields applied to a row;
 // - badge(state): span.mlp-state.mlp-state-<STATE> (the state badge of all three views);
@@ -14,12 +16,14 @@
 const FINAL = ["SUCCEEDED", "FAILED", "CANCELLED"];
 
 const BADGE_CSS = `
-.mlp-state { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.85em;
+:is(.mlp-jobs, .mlp-job-detail, .mlp-sweep) .mlp-state {
+  display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 0.85em;
   font-weight: 600; color: #fff; background: #757575; }
-.mlp-state-RUNNING { background: var(--jp-brand-color1, #1976d2); }
-.mlp-state-SUCCEEDED { background: var(--jp-success-color1, #388e3c); }
-.mlp-state-FAILED { background: var(--jp-error-color1, #d32f2f); }
-.mlp-state-CANCELLING, .mlp-state-CANCELLED { background: var(--jp-warn-color1, #f57c00); }
+:is(.mlp-jobs, .mlp-job-detail, .mlp-sweep) .mlp-state-RUNNING { background: var(--jp-brand-color1, #1976d2); }
+:is(.mlp-jobs, .mlp-job-detail, .mlp-sweep) .mlp-state-SUCCEEDED { background: var(--jp-success-color1, #388e3c); }
+:is(.mlp-jobs, .mlp-job-detail, .mlp-sweep) .mlp-state-FAILED { background: var(--jp-error-color1, #d32f2f); }
+:is(.mlp-jobs, .mlp-job-detail, .mlp-sweep) .mlp-state-CANCELLING,
+:is(.mlp-jobs, .mlp-job-detail, .mlp-sweep) .mlp-state-CANCELLED { background: var(--jp-warn-color1, #f57c00); }
 `;
 
 /** Adds a view's `css` (element id `id`) and the badge CSS to the page, each once. */

@@ -41,18 +41,18 @@ const CSS = `
 .mlp-job-detail button:disabled { cursor: default; opacity: 0.5; }
 .mlp-job-detail .mlp-status, .mlp-job-detail .mlp-job-error { color: var(--jp-error-color1, #d32f2f); }
 .mlp-job-detail .mlp-job-waiting { color: var(--jp-ui-font-color2, #616161); }
-.mlp-timeline { list-style: none; display: flex; flex-wrap: wrap; gap: 4px 14px; padding: 0; margin: 4px 0; }
-.mlp-timeline .mlp-time { margin-left: 4px; color: var(--jp-ui-font-color2, #616161); }
-.mlp-timeline .mlp-gap { margin-left: 4px; color: var(--jp-ui-font-color3, #9e9e9e); font-size: 0.9em; }
-.mlp-log { font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 12px);
+.mlp-job-detail .mlp-timeline { list-style: none; display: flex; flex-wrap: wrap; gap: 4px 14px; padding: 0; margin: 4px 0; }
+.mlp-job-detail .mlp-timeline .mlp-time { margin-left: 4px; color: var(--jp-ui-font-color2, #616161); }
+.mlp-job-detail .mlp-timeline .mlp-gap { margin-left: 4px; color: var(--jp-ui-font-color3, #9e9e9e); font-size: 0.9em; }
+.mlp-job-detail .mlp-log { font-family: var(--jp-code-font-family, monospace); font-size: var(--jp-code-font-size, 12px);
   background: var(--jp-layout-color2, #f5f5f5); border: 1px solid var(--jp-border-color2, #e0e0e0);
   height: 24em; overflow: auto; padding: 4px; white-space: pre; }
-.mlp-log-line { min-height: 1.2em; }
-.mlp-cancel-box { display: inline-flex; gap: 6px; align-items: center; padding: 2px 6px;
+.mlp-job-detail .mlp-log-line { min-height: 1.2em; }
+.mlp-job-detail .mlp-cancel-box { display: inline-flex; gap: 6px; align-items: center; padding: 2px 6px;
   border: 1px solid var(--jp-warn-color1, #f57c00); border-radius: 3px; }
 .mlp-job-detail button.mlp-cancel-confirm { border-color: var(--jp-error-color1, #d32f2f);
   color: var(--jp-error-color1, #d32f2f); }
-.mlp-cancel-result[data-ok="false"] { color: var(--jp-error-color1, #d32f2f); }
+.mlp-job-detail .mlp-cancel-result[data-ok="false"] { color: var(--jp-error-color1, #d32f2f); }
 `;
 
 /** The server's base URL from JupyterLab / Notebook page config (always ends with "/"). */

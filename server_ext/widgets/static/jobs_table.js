@@ -38,23 +38,23 @@ const CSS = `
   border-radius: 3px; padding: 2px 6px; }
 .mlp-jobs button { cursor: pointer; }
 .mlp-jobs .mlp-count { color: var(--jp-ui-font-color2, #616161); }
-.mlp-status { color: var(--jp-error-color1, #d32f2f); margin: 4px 0; }
+.mlp-jobs .mlp-status { color: var(--jp-error-color1, #d32f2f); margin: 4px 0; }
 .mlp-jobs .mlp-loading, .mlp-jobs .mlp-empty { color: var(--jp-ui-font-color2, #616161); padding: 4px; }
-.mlp-jobs-table { border-collapse: collapse; width: 100%; }
-.mlp-jobs-table th { text-align: left; cursor: pointer; user-select: none; white-space: nowrap;
+.mlp-jobs .mlp-jobs-table { border-collapse: collapse; width: 100%; }
+.mlp-jobs .mlp-jobs-table th { text-align: left; cursor: pointer; user-select: none; white-space: nowrap;
   border-bottom: 1px solid var(--jp-border-color1, #bdbdbd); padding: 3px 8px; }
-.mlp-jobs-table th[aria-sort="ascending"]::after { content: " \\25B2"; }
-.mlp-jobs-table th[aria-sort="descending"]::after { content: " \\25BC"; }
-.mlp-jobs-table td { padding: 3px 8px; border-bottom: 1px solid var(--jp-border-color2, #e0e0e0);
+.mlp-jobs .mlp-jobs-table th[aria-sort="ascending"]::after { content: " \\25B2"; }
+.mlp-jobs .mlp-jobs-table th[aria-sort="descending"]::after { content: " \\25BC"; }
+.mlp-jobs .mlp-jobs-table td { padding: 3px 8px; border-bottom: 1px solid var(--jp-border-color2, #e0e0e0);
   white-space: nowrap; vertical-align: top; }
-.mlp-jobs-table tr.mlp-row { cursor: pointer; }
-.mlp-jobs-table tr.mlp-row:hover { background: var(--jp-layout-color2, #eeeeee); }
-.mlp-jobs-table tr.mlp-selected { background: var(--jp-brand-color3, #bbdefb); }
+.mlp-jobs .mlp-jobs-table tr.mlp-row { cursor: pointer; }
+.mlp-jobs .mlp-jobs-table tr.mlp-row:hover { background: var(--jp-layout-color2, #eeeeee); }
+.mlp-jobs .mlp-jobs-table tr.mlp-selected { background: var(--jp-brand-color3, #bbdefb); }
 .mlp-jobs .mlp-error { color: var(--jp-error-color1, #d32f2f); font-size: 0.9em; white-space: normal;
   max-width: 40em; }
 .mlp-jobs .mlp-waiting { color: var(--jp-ui-font-color2, #616161); font-size: 0.9em; white-space: normal;
   max-width: 40em; }
-.mlp-label { display: inline-block; margin-right: 4px; padding: 0 4px; border-radius: 3px;
+.mlp-jobs .mlp-label { display: inline-block; margin-right: 4px; padding: 0 4px; border-radius: 3px;
   background: var(--jp-layout-color2, #eeeeee); }
 `;
 

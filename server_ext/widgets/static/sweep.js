@@ -27,35 +27,35 @@ const CSS = `
 .mlp-sweep .mlp-sweep-title, .mlp-sweep .mlp-legend-item.mlp-best { font-weight: 600; }
 .mlp-sweep .mlp-status { color: var(--jp-error-color1, #d32f2f); }
 .mlp-sweep .mlp-plots, .mlp-sweep .mlp-hp-plots { display: flex; gap: 12px; flex-wrap: wrap; }
-.mlp-plot { width: ${W}px; max-width: 100%; height: auto; background: var(--jp-layout-color1, #fff);
+.mlp-sweep .mlp-plot { width: ${W}px; max-width: 100%; height: auto; background: var(--jp-layout-color1, #fff);
   border: 1px solid var(--jp-border-color2, #e0e0e0); }
-.mlp-plot.mlp-hp-plot { width: ${HP_W}px; }
-.mlp-plot text, .mlp-sweep .mlp-hp-title, .mlp-sweep .mlp-legend { fill: var(--jp-ui-font-color2, #616161);
+.mlp-sweep .mlp-plot.mlp-hp-plot { width: ${HP_W}px; }
+.mlp-sweep .mlp-plot text, .mlp-sweep .mlp-hp-title, .mlp-sweep .mlp-legend { fill: var(--jp-ui-font-color2, #616161);
   color: var(--jp-ui-font-color2, #616161); }
-.mlp-plot text { font-size: 10px; }
-.mlp-plot .mlp-axis { stroke: var(--jp-border-color1, #9e9e9e); }
-.mlp-plot .mlp-grid { stroke: var(--jp-border-color3, #eeeeee); }
-.mlp-plot circle { cursor: pointer; }
-.mlp-plot .mlp-trial-point, .mlp-plot .mlp-hp-point { fill: var(--jp-brand-color1, #1976d2); fill-opacity: 0.7; }
-.mlp-plot .mlp-trial-point.mlp-best, .mlp-plot .mlp-hp-point.mlp-best { fill: var(--jp-success-color1, #388e3c);
+.mlp-sweep .mlp-plot text { font-size: 10px; }
+.mlp-sweep .mlp-plot .mlp-axis { stroke: var(--jp-border-color1, #9e9e9e); }
+.mlp-sweep .mlp-plot .mlp-grid { stroke: var(--jp-border-color3, #eeeeee); }
+.mlp-sweep .mlp-plot circle { cursor: pointer; }
+.mlp-sweep .mlp-plot .mlp-trial-point, .mlp-sweep .mlp-plot .mlp-hp-point { fill: var(--jp-brand-color1, #1976d2); fill-opacity: 0.7; }
+.mlp-sweep .mlp-plot .mlp-trial-point.mlp-best, .mlp-sweep .mlp-plot .mlp-hp-point.mlp-best { fill: var(--jp-success-color1, #388e3c);
   fill-opacity: 1; stroke: var(--jp-ui-font-color1, #212121); stroke-width: 1.5; }
-.mlp-plot path.mlp-trial-curve { fill: none; stroke-width: 1.2; stroke-opacity: 0.55; cursor: pointer; }
-.mlp-plot path.mlp-trial-curve.mlp-best { stroke-width: 3; stroke-opacity: 1; }
+.mlp-sweep .mlp-plot path.mlp-trial-curve { fill: none; stroke-width: 1.2; stroke-opacity: 0.55; cursor: pointer; }
+.mlp-sweep .mlp-plot path.mlp-trial-curve.mlp-best { stroke-width: 3; stroke-opacity: 1; }
 .mlp-sweep .mlp-curves-box { display: flex; flex-direction: column; max-width: ${W}px; }
 .mlp-sweep .mlp-legend { display: flex; flex-wrap: wrap; gap: 2px 10px; margin: 3px 0 0 4px; font-size: 0.9em; }
 .mlp-sweep .mlp-legend-item { cursor: pointer; white-space: nowrap; }
 .mlp-sweep .mlp-swatch { display: inline-block; width: 14px; height: 3px; margin-right: 4px; vertical-align: middle; }
 .mlp-sweep .mlp-hp-title { margin: 8px 0 2px; }
-.mlp-trials { border-collapse: collapse; margin-top: 6px; }
-.mlp-trials th { text-align: left; cursor: pointer; user-select: none; white-space: nowrap;
+.mlp-sweep .mlp-trials { border-collapse: collapse; margin-top: 6px; }
+.mlp-sweep .mlp-trials th { text-align: left; cursor: pointer; user-select: none; white-space: nowrap;
   border-bottom: 1px solid var(--jp-border-color1, #bdbdbd); padding: 3px 8px; }
-.mlp-trials th[aria-sort="ascending"]::after { content: " \\25B2"; }
-.mlp-trials th[aria-sort="descending"]::after { content: " \\25BC"; }
-.mlp-trials td { padding: 3px 8px; border-bottom: 1px solid var(--jp-border-color2, #e0e0e0); white-space: nowrap; }
-.mlp-trials tr.mlp-trial { cursor: pointer; }
-.mlp-trials tr.mlp-trial:hover { background: var(--jp-layout-color2, #eeeeee); }
-.mlp-trials tr.mlp-best { background: var(--jp-success-color3, #c8e6c9); font-weight: 600; }
-.mlp-trials tr.mlp-open { outline: 2px solid var(--jp-brand-color1, #1976d2); }
+.mlp-sweep .mlp-trials th[aria-sort="ascending"]::after { content: " \\25B2"; }
+.mlp-sweep .mlp-trials th[aria-sort="descending"]::after { content: " \\25BC"; }
+.mlp-sweep .mlp-trials td { padding: 3px 8px; border-bottom: 1px solid var(--jp-border-color2, #e0e0e0); white-space: nowrap; }
+.mlp-sweep .mlp-trials tr.mlp-trial { cursor: pointer; }
+.mlp-sweep .mlp-trials tr.mlp-trial:hover { background: var(--jp-layout-color2, #eeeeee); }
+.mlp-sweep .mlp-trials tr.mlp-best { background: var(--jp-success-color3, #c8e6c9); font-weight: 600; }
+.mlp-sweep .mlp-trials tr.mlp-open { outline: 2px solid var(--jp-brand-color1, #1976d2); }
 `;
 
 /** Trial ids in their natural order: numbers by value, others after, by text. */
