@@ -205,6 +205,8 @@ export interface SubmitFormChoices {
   datasets: string[];
   projects: string[];
   fields: Record<string, string>;
+  /** What the sweep box holds once ticked while empty (the widget's `SWEEP_TEMPLATE`). */
+  sweepTemplate: string;
 }
 
 /** The notebook widget's submit form for `project` (`GET …/submitForm`). */

@@ -138,8 +138,13 @@ export class SubmitForm extends Widget {
       }
     });
     const sweep = this.controls.get('hyperparameters_on') as HTMLInputElement;
-    const showSpec = () =>
-      ((this.controls.get('hyperparameters')!.closest('.mlp-form-row') as HTMLElement).hidden = !sweep.checked);
+    const spec = this.controls.get('hyperparameters') as HTMLTextAreaElement;
+    const showSpec = () => {
+      (spec.closest('.mlp-form-row') as HTMLElement).hidden = !sweep.checked;
+      if (sweep.checked && !spec.value.trim() && this.choices?.sweepTemplate) {
+        spec.value = this.choices.sweepTemplate; // a spec that runs as it is, saying where users have theirs
+      }
+    };
     sweep.addEventListener('change', showSpec);
     showSpec();
     void this.load(values.project, values);

@@ -4,11 +4,12 @@ have one source of truth (the same fields, choices, checks and error places):
 
     GET  …/submitForm   the form for `project`: ``{"scaleTiers", "accelerators": [{"value", "label",
                         "most"}], "notes", "credentials", "datasets", "projects", "maxAccelerators",
-                        "fields"}``; accelerators are the project's (`form_choices.accelerator_offers`
+                        "fields", "sweepTemplate"}``; accelerators are the project's (`form_choices.accelerator_offers`
                         of what the hub's platform API tells this server, `form.platform_info`), the
                         notes say what a job gets (`form_choices.runtime_note`), ``fields`` maps an
                         error's field (the server's spelling) to the form field showing it
-                        (`form._FIELDS`, matched as `form.field_of` does: a prefix up to ``.``/``[``).
+                        (`form._FIELDS`, matched as `form.field_of` does: a prefix up to ``.``/``[``);
+                        ``sweepTemplate`` is what the sweep box shows once ticked while empty.
     POST …/submitForm   the form's values under the widget's names (``job_id``, ``module``,
                         ``package_path``, ``args``, ``scale_tier``, ``machine_type``, ``accelerator``,
                         ``accelerator_count``, ``credentials``, ``datasets``, ``hyperparameters_on``,
@@ -42,7 +43,7 @@ FORM_FIELDS = ("job_id", "module", "package_path", "args", "scale_tier", "machin
 def form_choices(info: dict, project: str, env) -> dict:
     """The form's choices for `project` from `info` (`form.platform_info`'s answer). Pure."""
     from server_ext.jobs.model import MAX_ACCELERATORS
-    from server_ext.widgets.form import _FIELDS, SCALE_TIERS
+    from server_ext.widgets.form import _FIELDS, SCALE_TIERS, SWEEP_TEMPLATE
     from server_ext.widgets.form_choices import accelerator_offers, is_local, mount_choices, runtime_note
 
     offers, note = accelerator_offers(info, project, is_local(env))
@@ -52,7 +53,7 @@ def form_choices(info: dict, project: str, env) -> dict:
             "accelerators": [{"value": o.value, "label": o.label, "most": o.most} for o in offers],
             "notes": [runtime_note(info, env)] + ([note] if note else []),
             "credentials": names["credentials"], "datasets": names["datasets"], "projects": projects,
-            "fields": dict(_FIELDS)}
+            "fields": dict(_FIELDS), "sweepTemplate": SWEEP_TEMPLATE}
 
 
 def create_body(values: dict, now: datetime.datetime) -> dict:

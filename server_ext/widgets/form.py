@@ -15,8 +15,10 @@ Guarantees:
   inline next to the field it names, anything else above the button; nothing is created on an
   error.
 - The hyperparameter section is one YAML box on purpose: it takes an AI Platform
-  ``hptuning_config.yaml``'s ``hyperparameters`` as users already have them, checked by the same
-  validation as any other field (an error inside it names its place, e.g. ``params[1].minValue``).
+  ``hptuning_config.yaml`` as users already have it (the whole file or only its
+  ``hyperparameters``, `sweep_spec`), checked by the same validation as any other field (an error
+  inside it names its place, e.g. ``params[1].minValue``). Ticked while empty, it shows
+  `SWEEP_TEMPLATE`, a spec that runs as it is and says where users have theirs.
 - On success the new job's widget is shown below the form: a sweep's `SweepMonitor`, else its
   `JobDetail` (`JobHandle.widget`), and the scale-tier box shows the job's tier as the server
   recorded it.
@@ -129,10 +131,21 @@ def _arguments(values: Mapping[str, Any]) -> tuple[list[str], Any, list[tuple[st
     spec = None
     if values.get("hyperparameters_on") and (values.get("hyperparameters") or "").strip():
         try:
-            spec = yaml.safe_load(values["hyperparameters"])
+            spec = sweep_spec(yaml.safe_load(values["hyperparameters"]))
         except yaml.YAMLError:
             problems.append(("trainingInput.hyperparameters", "is not valid YAML"))
     return args, spec, problems
+
+
+def sweep_spec(doc: Any) -> Any:
+    """The sweep spec in what the box holds: a whole ``hptuning_config.yaml`` (its
+    ``trainingInput.hyperparameters``), a ``hyperparameters:`` mapping, or the spec itself. Pure."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("trainingInput"), Mapping) \
+            and "hyperparameters" in doc["trainingInput"]:
+        return doc["trainingInput"]["hyperparameters"]
+    if isinstance(doc, Mapping) and set(doc) == {"hyperparameters"}:
+        return doc["hyperparameters"]
+    return doc
 
 
 def submit_arguments(values: Mapping[str, Any]) -> tuple[dict, dict]:
@@ -225,6 +238,24 @@ async def platform_info(env: Mapping[str, str] = os.environ) -> dict:
 
 LABEL_WIDTH = "150px"  # the longest label ("Package path", "Machine type") whole, with room to spare
 PACKAGE_HINT = "trainer/trainer (after cp -r $MLPLATFORM_EXAMPLES/trainer .)"
+# what the sweep box holds once ticked while empty (the panel's form gets it from submitForm): a
+# spec that runs as it is, saying where users already have theirs
+SWEEP_TEMPLATE = """\
+# The hyperparameters of an AI Platform hptuning_config.yaml: paste the whole file
+# (e.g. trainer/hptuning_config.yaml) or only its hyperparameters. The trainer reports
+# the metric named by hyperparameterMetricTag; each trial gets --<parameterName>=<value>.
+goal: MAXIMIZE
+hyperparameterMetricTag: accuracy
+maxTrials: 4
+maxParallelTrials: 2
+algorithm: RANDOM_SEARCH
+params:
+- parameterName: learning_rate
+  type: DOUBLE
+  minValue: 0.0001
+  maxValue: 0.1
+  scaleType: UNIT_LOG_SCALE
+"""
 
 
 class SubmitForm(w.VBox):
@@ -274,8 +305,7 @@ class SubmitForm(w.VBox):
         self._most: dict[str, int] = {}
         self._offer()
         f = self.fields
-        f["hyperparameters_on"].observe(
-            lambda c: setattr(f["hyperparameters"].layout, "display", None if c["new"] else "none"), "value")
+        f["hyperparameters_on"].observe(self._sweep_ticked, "value")
         f["project"].observe(lambda _c: self._offer(), "value")
         f["accelerator"].observe(self._accelerator_set, "value")
         f["machine_type"].observe(lambda c: self._custom() if (c["new"] or "").strip() else None, "value")
@@ -293,6 +323,13 @@ class SubmitForm(w.VBox):
         rows.insert(at, self.accelerator_note)
         super().__init__([*rows, self.message, self.button, self.result])
         self.add_class("mlp-submit-form")
+
+    def _sweep_ticked(self, change) -> None:
+        """Show the sweep box (with `SWEEP_TEMPLATE` when it is empty), or hide it."""
+        box = self.fields["hyperparameters"]
+        box.layout.display = None if change["new"] else "none"
+        if change["new"] and not box.value.strip():
+            box.value = SWEEP_TEMPLATE
 
     # ---- the accelerator choice and the scale tier follow each other
     def _offer(self) -> None:

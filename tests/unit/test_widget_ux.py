@@ -222,3 +222,40 @@ def test_credentials_and_datasets_offered_are_the_chosen_projects():
         assert (creds.options, data.options, data.value) == ((), (), ())
     finally:
         f.close()
+
+
+def test_the_sweep_box_takes_a_whole_hptuning_config_and_its_template_runs():
+    import pathlib
+
+    import yaml
+
+    from server_ext.jobs.hptuning import parse_spec
+    from server_ext.widgets.form import SWEEP_TEMPLATE, submit_arguments, sweep_spec
+
+    example = (pathlib.Path(__file__).resolve().parents[2] / "examples" / "trainer" / "hptuning_config.yaml").read_text()
+    spec = yaml.safe_load(example)["trainingInput"]["hyperparameters"]
+    assert sweep_spec(yaml.safe_load(example)) == spec  # the whole file, as users have it
+    assert sweep_spec({"hyperparameters": spec}) == spec and sweep_spec(spec) == spec
+    config, _ = submit_arguments({"module": "trainer.task", "hyperparameters_on": True, "hyperparameters": example})
+    assert config["trainingInput"]["hyperparameters"] == spec
+    template = parse_spec(yaml.safe_load(SWEEP_TEMPLATE))  # what a ticked, empty box shows runs as it is
+    assert template.algorithm == "RANDOM_SEARCH" and [p.name for p in template.params] == ["learning_rate"]
+    assert "hptuning_config.yaml" in SWEEP_TEMPLATE
+
+
+def test_ticking_the_sweep_box_shows_the_template_and_keeps_what_was_written():
+    from server_ext.widgets.form import SWEEP_TEMPLATE
+
+    f = form()
+    try:
+        box = f.fields["hyperparameters"]
+        assert box.layout.display == "none" and box.value == ""
+        f.fields["hyperparameters_on"].value = True
+        assert box.layout.display is None and box.value == SWEEP_TEMPLATE
+        box.value = "goal: MINIMIZE\n"
+        f.fields["hyperparameters_on"].value = False
+        assert box.layout.display == "none"
+        f.fields["hyperparameters_on"].value = True
+        assert box.value == "goal: MINIMIZE\n"  # the user's own text is never replaced
+    finally:
+        f.close()

@@ -12,11 +12,12 @@ pytestmark = pytest.mark.local
 
 
 def test_the_forms_choices_are_the_widgets(api, run):
-    from server_ext.widgets.form import _FIELDS, SCALE_TIERS
+    from server_ext.widgets.form import _FIELDS, SCALE_TIERS, SWEEP_TEMPLATE
 
     code, form = run(api("GET", PROJECT, "submitForm"))
     assert code == 200, form
     assert form["scaleTiers"] == list(SCALE_TIERS) and form["fields"] == _FIELDS
+    assert form["sweepTemplate"] == SWEEP_TEMPLATE
     assert form["accelerators"][0] == {"value": "", "label": "none (CPU only)", "most": 0}
     assert form["notes"][0].startswith("Local runtime")
     assert run(api("GET", "nobody", "submitForm"))[0] == 403
