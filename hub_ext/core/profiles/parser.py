@@ -6,21 +6,17 @@ KubeSpawner's / z2jh's ``profile_list`` as it is (a list, or a dict keyed by slu
 key KubeSpawner or jupyterhub-fancy-profiles reads (`hub_ext.core.profiles.keys`).
 
 Refused (a problem: the hub does not start), as it would break a spawn or change what runs:
-a value KubeSpawner's trait
-refuses (checked with the trait itself; a memory size by `hub_ext.core.quantities`, which also reads
-Kubernetes' ``8Gi``, with KubeSpawner's meaning of ``4G``), or a callable value of a trait the
-platform counts at start (`COUNTED_TRAITS`: resources, CPU, memory, placement; any other trait's
-callable is KubeSpawner's, called with the spawner at each spawn: `profile_resolve.called`); a profile without ``display_name``; a value of
+a ``kubespawner_override`` value KubeSpawner's trait refuses, or a callable value of a trait the
+platform counts at start (`checks.Checks.override`); a profile without ``display_name``; a value of
 the wrong type; more than one accelerator resource type, or not a positive whole number of it; a
-CPU or memory guarantee above its limit (sizes compared in bytes by that one meaning); an
-accelerator requested by a choice or free-form value (the platform counts accelerators per
-profile); an ``unlisted_choice.validation_regex`` that does not compile (a user's value must later
-match it *whole*); an option without choices or free-form value; duplicate slugs. Warned
-(KubeSpawner ignores it; the path and a did-you-mean are given): an unknown key of a profile,
-option, choice or ``unlisted_choice``; a ``kubespawner_override`` key that is not a KubeSpawner
-trait (KubeSpawner sets it as a plain attribute, to no effect; the spawners skip it); more than one default (the first counts, as in
-KubeSpawner). The platform's own spelling is strict: an unknown key there (its own
-``kubespawner_override``'s included), or two defaults, is a problem.
+CPU or memory guarantee above its limit; an accelerator requested by a choice or free-form value
+(`resources.ResourceChecks`); an ``unlisted_choice.validation_regex`` that does not compile (a
+user's value must later match it *whole*); an option without choices or free-form value; duplicate
+slugs. Warned (KubeSpawner ignores it; the path and a did-you-mean are given): an unknown key of a
+profile, option, choice or ``unlisted_choice``; a ``kubespawner_override`` key that is not a
+KubeSpawner trait (KubeSpawner sets it as a plain attribute, to no effect; the spawners skip it);
+more than one default (the first counts, as in KubeSpawner). The platform's own spelling is strict:
+an unknown key there (its own ``kubespawner_override``'s included), or two defaults, is a problem.
 
 An accelerator name in ``unchecked`` (configured, but it failed to parse) is not reported again
 as unknown; a profile with a problem of its own is listed in ``broken`` so a reference to it is
@@ -29,161 +25,21 @@ not a second problem.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import functools
 import re
 from typing import Any, Container, Mapping
 
 from slugify import slugify
-from traitlets import HasTraits, TraitError
 
 from hub_ext.core.catalog import Accelerator
 from hub_ext.core.errors import Problem
 from hub_ext.core.profiles import keys
-from hub_ext.core.profiles.model import (
-    Choice,
-    Option,
-    ParsedProfiles,
-    Profile,
-    Unlisted,
-    accelerator_resource,
-    adhoc_accelerator,
-)
-from hub_ext.core.quantities import CPU_TRAITS, MEMORY_TRAITS, cpu_hint, memory_bytes
-
-# overrides the platform reads at hub start (limits, free capacity, the pod's placement): a value,
-# never a callable; any other trait may be KubeSpawner's callable of the spawner
-COUNTED_TRAITS = frozenset({"extra_resource_limits", "extra_resource_guarantees", "node_selector", "tolerations",
-                            *MEMORY_TRAITS, *CPU_TRAITS})
+from hub_ext.core.profiles.model import Choice, Option, ParsedProfiles, Profile, Unlisted
+from hub_ext.core.profiles.resources import ResourceChecks, positive_count
 
 
-@functools.cache
-def _kubespawner_trait(name: str):
-    from kubespawner import KubeSpawner
-
-    return KubeSpawner.class_traits().get(name)
-
-
-def trait_refuses(name: str, value: Any) -> str | None:
-    """What KubeSpawner's trait `name` says of `value` when set (None: it takes it)."""
-    trait = _kubespawner_trait(name)
-    if trait is None:
-        return None
-    probe = type("KubeSpawner", (HasTraits,), {name: copy.deepcopy(trait)})()
-    try:
-        setattr(probe, name, value)
-    except TraitError as e:
-        return str(e).replace(" of a KubeSpawner instance", "")
-    except Exception as e:  # a trait's own validation failing otherwise: still a value it refuses
-        return f"KubeSpawner refuses it ({type(e).__name__}: {e})"
-    return None
-
-
-class _Parser:
-    def __init__(self, accelerators: Mapping[str, Accelerator], traits: frozenset[str] | None,
-                 unchecked: Container[str] = frozenset()):
-        self.accelerators = accelerators
-        self.traits = traits
-        self.unchecked = unchecked  # accelerator names not to report as unknown (they failed themselves)
-        self.problems: list[Problem] = []
-        self.warnings: list[Problem] = []
-
-    def problem(self, path: str, message: str) -> None:
-        self.problems.append(Problem(path, message))
-
-    def warn(self, path: str, message: str) -> None:
-        self.warnings.append(Problem(path, message))
-
-    def unknown_keys(self, raw: Mapping, known: Mapping | set, path: str, strict: bool = False) -> None:
-        for key in sorted(set(raw) - set(known), key=str):
-            if strict:
-                self.problem(f"{path}.{key}", f"unknown key{keys.did_you_mean(key, known)}")
-            else:
-                self.warn(f"{path}.{key}", keys.unknown(key, known))
-
-    def override(self, raw: Any, path: str, strict: bool = False) -> dict:
-        if raw is None:
-            return {}
-        if not isinstance(raw, Mapping):
-            self.problem(path, "must be a mapping of KubeSpawner trait names to values")
-            return {}
-        for key, value in raw.items():
-            if self.traits is not None and key not in self.traits:  # KubeSpawner sets it as a plain attribute
-                if strict:
-                    self.problem(f"{path}.{key}", f"is not a KubeSpawner trait{keys.did_you_mean(key, self.traits)}")
-                else:
-                    self.warn(f"{path}.{key}", "is not a KubeSpawner trait, so it has no effect"
-                                               f"{keys.did_you_mean(key, self.traits)}")
-            elif callable(value):  # KubeSpawner calls it with the spawner at each spawn (`resolved_value`)
-                if key in COUNTED_TRAITS:
-                    self.problem(f"{path}.{key}", "is a callable: the platform counts accelerators, CPU, memory "
-                                                  "and placement when the hub starts, so give a value here (or "
-                                                  "make profile_list itself a function of the spawner)")
-            elif key in MEMORY_TRAITS and value is not None:
-                try:  # the platform's one meaning (`hub_ext.core.quantities`), also where the trait refuses it ('8Gi')
-                    memory_bytes(value)
-                except ValueError as e:
-                    self.problem(f"{path}.{key}", str(e))
-            elif self.traits is not None:
-                refused = trait_refuses(key, value)
-                if refused:
-                    self.problem(f"{path}.{key}", refused + (cpu_hint(value) if key in CPU_TRAITS else ""))
-        return dict(raw)
-
-    def text(self, raw: Mapping, key: str, path: str, default: str | None = None) -> str | None:
-        value = raw.get(key, default)
-        if value is not None and not isinstance(value, str):
-            self.problem(f"{path}.{key}", "must be a string")
-            return default
-        return value
-
-    def flag(self, raw: Mapping, key: str, path: str) -> bool:
-        value = raw.get(key, False)
-        if not isinstance(value, bool):
-            self.problem(f"{path}.{key}", "must be true or false")
-            return False
-        return value
-
-    def first_default(self, items: list, path: str, what: str, strict: bool) -> list:
-        """At most one default: a problem (strict), else a warning and the first one counts."""
-        marked = [i for i in items if i.default]
-        if len(marked) <= 1:
-            return items
-        names = ", ".join(i.slug for i in marked)
-        if strict:
-            self.problem(path, f"more than one {what} is marked default: {names}")
-            return items
-        self.warn(path, f"more than one {what} is marked default ({names}): KubeSpawner uses the first, "
-                        f"{marked[0].slug!r}")
-        return [dataclasses.replace(i, default=False) if i.default and i is not marked[0] else i for i in items]
-
-    # ---- options -----------------------------------------------------------------------------
-    def entries(self, raw: Any, path: str, what: str, known: Mapping):
-        """(name, path, entry) for each entry of a mapping of named mappings; problems recorded."""
-        if raw is None:
-            return
-        if not isinstance(raw, Mapping):
-            self.problem(path, f"must be a mapping of {what}")
-            return
-        for name, entry in raw.items():
-            epath = f"{path}.{name}"
-            if not isinstance(entry, Mapping):
-                self.problem(epath, "must be a mapping")
-                continue
-            self.unknown_keys(entry, known, epath)
-            yield name, epath, entry
-
-    def no_accelerator(self, override: Mapping, path: str) -> None:
-        """A choice or free-form value may not request an accelerator: the platform counts them per
-        profile (entitlement limits, free capacity), so one there would go uncounted."""
-        for where in ("extra_resource_limits", "extra_resource_guarantees"):
-            given = override.get(where)
-            found = sorted(str(r) for r in given if accelerator_resource(str(r))) if isinstance(given, Mapping) else []
-            if found:
-                self.problem(f"{path}.{where}", f"requests {', '.join(found)} in an option: accelerators are "
-                                                "counted per profile; make one profile per accelerator size or "
-                                                "count instead")
+class _Parser(ResourceChecks):
+    """The sections of both spellings read into `Profile` objects, with `Checks` and `ResourceChecks`."""
 
     def choice(self, key: Any, raw: Mapping, path: str) -> Choice:
         slug = self.text(raw, "slug", path)
@@ -229,83 +85,6 @@ class _Parser:
                         regex, self.text(raw, "validation_message", path), override,
                         self.text(raw, "description_in_choices", path, "") or "")
 
-    # ---- resources -------------------------------------------------------------------------------
-    def _pair(self, raw: Any, path: str, valid, normalise, magnitude, hint: str) -> tuple:
-        """A {"guarantee", "limit"} pair: each checked by `valid`, guarantee <= limit by `magnitude`."""
-        if raw is None:
-            return None, None
-        if not isinstance(raw, Mapping):
-            self.problem(path, "must be a mapping with 'guarantee' and/or 'limit'")
-            return None, None
-        self.unknown_keys(raw, {"guarantee", "limit"}, path, strict=True)
-        values = []
-        for key in ("guarantee", "limit"):
-            v = raw.get(key)
-            if v is not None and not valid(v):
-                self.problem(f"{path}.{key}", f"must be {hint}, not {v!r}")
-                v = None
-            values.append(normalise(v) if v is not None else None)
-        guarantee, limit = values
-        if guarantee and limit and magnitude(guarantee) > magnitude(limit):
-            self.problem(f"{path}.guarantee", f"{guarantee:g} is more than the limit {limit:g}"
-                         if isinstance(guarantee, float) else f"{guarantee} is more than the limit {limit}")
-        return guarantee, limit
-
-    def cpu(self, raw: Any, path: str) -> tuple[float | None, float | None]:
-        return self._pair(raw, path, lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0,
-                          float, float, "a positive number of CPUs")
-
-    def memory(self, raw: Any, path: str) -> tuple[str | int | None, str | int | None]:
-        return self._pair(raw, path, lambda v: _size(v) is not None, lambda v: v, memory_bytes,
-                          "a size such as '512M', '4G' or '8Gi'")
-
-    def accelerator_from_override(self, override: Mapping, path: str) -> tuple[Accelerator | None, int]:
-        """The accelerator an override requests in ``extra_resource_limits`` or, as KubeSpawner's own
-        example does, in ``extra_resource_guarantees`` alone (Kubernetes needs the limit: the
-        platform sets it from the profile's accelerator); both given must be equal."""
-        wanted: dict[str, tuple[str, Any]] = {}  # resource → (where, quantity); limits win
-        for where in ("extra_resource_guarantees", "extra_resource_limits"):
-            given = override.get(where) or {}
-            if isinstance(given, Mapping):
-                for res, q in given.items():
-                    if "/" in str(res) and accelerator_resource(str(res)):
-                        if res in wanted and _count(wanted[res][1]) != _count(q):
-                            self.problem(f"{path}.extra_resource_guarantees.{res}",
-                                         f"must equal extra_resource_limits.{res} ({q!r}): Kubernetes does not "
-                                         "overcommit accelerators")
-                        wanted[res] = (where, q)
-        if len(wanted) > 1:
-            where = "extra_resource_limits" if "extra_resource_limits" in override else "extra_resource_guarantees"
-            self.problem(f"{path}.{where}", "a container may request one accelerator resource type "
-                                            f"only, not {sorted(wanted)}")
-            return None, 0
-        if not wanted:
-            return None, 0
-        resource, (where, count) = next(iter(wanted.items()))
-        n = _count(count)
-        if n is None:
-            self.problem(f"{path}.{where}.{resource}", f"must be a positive whole number, not {count!r}")
-            return None, 0
-        selector = override.get("node_selector") or {}
-        for acc in self.accelerators.values():
-            if acc.resource == resource and all(selector.get(k) == v for k, v in acc.node_selector):
-                return acc, n
-        return adhoc_accelerator(resource), n
-
-    def override_resources(self, override: Mapping, path: str) -> tuple[tuple, tuple]:
-        """(cpu guarantee, limit), (memory guarantee, limit) of a kubespawner_override; a value of the
-        wrong type was reported by its trait, a guarantee above its limit is reported here."""
-        cpu = [override.get(t) if isinstance(override.get(t), (int, float)) and not isinstance(override.get(t), bool)
-               else None for t in ("cpu_guarantee", "cpu_limit")]
-        cpu = [float(v) if v is not None else None for v in cpu]
-        mem = [override.get(t) if _size(override.get(t)) is not None else None for t in MEMORY_TRAITS]
-        if None not in cpu and cpu[0] > cpu[1]:
-            self.problem(f"{path}.cpu_guarantee", f"{cpu[0]:g} is more than cpu_limit {cpu[1]:g}")
-        if None not in mem and _size(mem[0]) > _size(mem[1]):
-            self.problem(f"{path}.mem_guarantee", f"{mem[0]} is more than mem_limit {mem[1]}")
-        return tuple(cpu), tuple(mem)
-
-    # ---- profiles ---------------------------------------------------------------------------------
     def native(self, slug: str, raw: Any) -> Profile | None:
         path = f"profiles[{slug!r}]"
         if not isinstance(raw, Mapping):
@@ -318,7 +97,7 @@ class _Parser:
             if acc is None and not _is_unchecked(raw["accelerator"], self.unchecked):
                 known = ", ".join(sorted(self.accelerators)) or "none configured"
                 self.problem(f"{path}.accelerator", f"unknown accelerator {raw['accelerator']!r} (known: {known})")
-            count = _count(raw.get("accelerator_count", 1))
+            count = positive_count(raw.get("accelerator_count", 1))
             if count is None:
                 self.problem(f"{path}.accelerator_count", "must be a positive whole number")
                 count = 0
@@ -376,26 +155,6 @@ class _Parser:
         return Profile(slug, display, self.text(raw, "description", path, "") or "", self.flag(raw, "default", path),
                        acc, count, cpu[0], cpu[1], mem[0], mem[1], override,
                        self.options(raw.get("profile_options"), f"{path}.profile_options"))
-
-
-def _count(value) -> int | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        n = int(str(value))
-    except ValueError:
-        return None
-    return n if n > 0 else None
-
-
-def _size(value: Any) -> int | None:
-    """Bytes by the platform's one meaning (`hub_ext.core.quantities`), or None (no value, or unusable)."""
-    if value is None:
-        return None
-    try:
-        return memory_bytes(value)
-    except ValueError:
-        return None
 
 
 def _is_unchecked(name: Any, unchecked: Container[str]) -> bool:
