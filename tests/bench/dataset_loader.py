@@ -50,7 +50,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MB = 1_000_000
 THREADS = 10  # the aws CLI's max_concurrent_requests; gsutil -m on 2 cores: 2 processes x 5 threads
 STORE_VARS = ("AWS_", "GOOGLE_", "STORAGE_EMULATOR_HOST")
-MANIFEST = ".mlplatform-load.json"  # server_ext.datasets.load.MANIFEST (not imported: the plain copy's child
+MANIFEST = ".mlplatform-load.json"  # server_ext.datasets.load_dir.MANIFEST (not imported: the plain copy's child
 #                                      process imports this module, and should import no more than it uses)
 
 

@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from server_ext.datasets.load import MANIFEST, TMP_DIR, prune
+from server_ext.datasets.load_dir import MANIFEST, TMP_DIR, prune
 from tests.local.object_stores import S3Store
 
 pytestmark = pytest.mark.local

@@ -1,6 +1,6 @@
 """The dataset loader's pure parts: a dataset PVC read (`hub_ext.operator.rules.datasets`), its loader Job
 (whole manifest), the conditions and messages the controller writes, the loader's own decisions
-(`server_ext.datasets.load`: keys to paths, what to copy again) and `kube_mounts.dataset_state`."""
+(`server_ext.datasets.load_plan`: keys to paths, what to copy again) and `kube_mounts.dataset_state`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hub_ext.core.mounts import Credential
 from hub_ext.manifests.mounts import MountSettings, dataset_from_pvc, dataset_state
 from hub_ext.operator.rules import datasets as ds
 from hub_ext.operator.rules.settings import OperatorSettings
-from server_ext.datasets.load import LoadError, Obj, check_paths, plan, relative_path
+from server_ext.datasets.load_plan import LoadError, Obj, check_paths, plan, relative_path
 
 pytestmark = pytest.mark.unit
 
