@@ -9,6 +9,7 @@
 - `health`: /healthz, /readyz and /metrics;
 - `admission` (pure) and `webhooks`: the credential Secret validator and the pod credential mounter;
 - `datasets` (pure) and `dataset_controller`: the loader Jobs that fill dataset PVCs from S3/GCS and
-  the conditions and progress they report;
+  the conditions and progress they report (its reads and writes: `dataset_api`; the progress of
+  running loads: `dataset_progress`);
 - `main`: the command, which wires them into one kopf operator.
 """

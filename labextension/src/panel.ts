@@ -1,7 +1,9 @@
 /**
  * The side panel: the user's jobs and sweeps across their projects (a project switcher, a state
  * and text filter), and one job's detail (spec, state in plain words, trials best first, the
- * followed log, cancel). Plain DOM in a Lumino widget; every string through `trans.__`.
+ * followed log, cancel). Plain DOM in a Lumino widget; every string through `trans.__`. Its parts:
+ * the list's rows and keys (`rows`), a job's facts (`facts`), a sweep's trials table (`trials`),
+ * the log (`logview`), the plots (`plots`).
  */
 
 import { Dialog, showDialog } from '@jupyterlab/apputils';
@@ -10,23 +12,14 @@ import { Widget } from '@lumino/widgets';
 
 import * as api from './api';
 import { el } from './dom';
-import {
-  Job,
-  STATES,
-  accelerator,
-  badgeKind,
-  explainState,
-  formatTime,
-  isActive,
-  isSweep,
-  runTime,
-  sortTrials,
-  trialProgress
-} from './format';
+import { jobFacts } from './facts';
+import { Job, STATES, isActive, isSweep } from './format';
 import { LogView } from './logview';
 import { objectivePlot, seriesPlot } from './plots';
+import { jobRow, onListKey } from './rows';
 import { TrialSeriesStore } from './series';
 import { JobsStore } from './store';
+import { TrialSort, trialsTable } from './trials';
 
 export interface PanelOptions {
   store: JobsStore;
@@ -55,7 +48,7 @@ export class JobsPanel extends Widget {
   private detailKey = '';
   private stopLog: (() => void) | null = null;
   private logView: LogView | null = null;
-  private trialSort = { column: '', descending: false };
+  private trialSort: TrialSort = { column: '', descending: false };
   /** The shown sweep's trials' metric series, read every `SERIES_EVERY_MS` while a trial runs. */
   private series = new TrialSeriesStore();
   private seriesTimer: number | null = null;
@@ -109,7 +102,7 @@ export class JobsPanel extends Widget {
     this.listNode = el('ul', 'mlp-jobs-list');
     this.listNode.setAttribute('role', 'listbox');
     this.listNode.setAttribute('aria-label', trans.__('Jobs'));
-    this.listNode.addEventListener('keydown', e => this.onListKey(e));
+    this.listNode.addEventListener('keydown', e => onListKey(this.listNode, e, (p, j) => this.open(p, j)));
     this.emptyNode = el('p', 'mlp-empty');
     this.emptyNode.setAttribute('aria-live', 'polite');
     this.listView.append(header, this.listNode, this.emptyNode);
@@ -168,35 +161,7 @@ export class JobsPanel extends Widget {
     const focused = (document.activeElement as HTMLElement | null)?.dataset?.key;
     const frag = document.createDocumentFragment();
     for (const { project, job } of rows) {
-      const li = el('li', 'mlp-row');
-      const key = `${project}/${job.jobId}`;
-      li.dataset.key = key;
-      li.dataset.jobId = job.jobId;
-      li.dataset.project = project;
-      li.dataset.state = job.state ?? '';
-      li.tabIndex = -1;
-      li.setAttribute('role', 'option');
-      li.setAttribute('aria-selected', 'false');
-      li.setAttribute(
-        'aria-label',
-        trans.__('%1 in %2: %3', job.jobId, project, job.state ?? '')
-      );
-      const top = el('div', 'mlp-row-top');
-      top.append(
-        this.badge(job),
-        el('span', 'mlp-row-id', job.jobId),
-        el('span', 'mlp-row-kind', isSweep(job) ? trans.__('sweep') : '')
-      );
-      const meta = el('div', 'mlp-row-meta');
-      const bits = [project, accelerator(job, this.trans), formatTime(job.createTime)];
-      const ran = runTime(job, Date.now(), this.trans);
-      if (ran) {
-        bits.push(trans.__('ran %1', ran));
-      }
-      meta.textContent = bits.filter(Boolean).join(' · ');
-      li.append(top, meta);
-      li.addEventListener('click', () => this.open(project, job.jobId));
-      frag.appendChild(li);
+      frag.appendChild(jobRow(project, job, trans, (p, j) => this.open(p, j)));
     }
     this.listNode.replaceChildren(frag);
     const first = this.listNode.firstElementChild as HTMLElement | null;
@@ -219,37 +184,6 @@ export class JobsPanel extends Widget {
         : this.store.all().length
           ? trans.__('No job matches the filter.')
           : trans.__('No jobs yet. Submit one from a notebook, the CLI or the REST API.');
-  }
-
-  private onListKey(e: KeyboardEvent): void {
-    const rows = [...this.listNode.querySelectorAll<HTMLElement>('.mlp-row')];
-    const at = rows.indexOf(document.activeElement as HTMLElement);
-    let next = -1;
-    if (e.key === 'ArrowDown') {
-      next = Math.min(rows.length - 1, at + 1);
-    } else if (e.key === 'ArrowUp') {
-      next = Math.max(0, at - 1);
-    } else if (e.key === 'Home') {
-      next = 0;
-    } else if (e.key === 'End') {
-      next = rows.length - 1;
-    } else if ((e.key === 'Enter' || e.key === ' ') && at >= 0) {
-      e.preventDefault();
-      this.open(rows[at].dataset.project!, rows[at].dataset.jobId!);
-      return;
-    }
-    if (next >= 0 && rows[next]) {
-      e.preventDefault();
-      rows.forEach(r => (r.tabIndex = -1));
-      rows[next].tabIndex = 0;
-      rows[next].focus();
-    }
-  }
-
-  private badge(job: Job): HTMLElement {
-    const b = el('span', `mlp-badge mlp-badge-${badgeKind(job.state)}`, job.state ?? '?');
-    b.title = explainState(job, this.trans);
-    return b;
   }
 
   open(project: string, jobId: string): void {
@@ -344,29 +278,7 @@ export class JobsPanel extends Widget {
       return;
     }
     cancel.disabled = !isActive(job) || job.state === 'CANCELLING';
-    const dl = el('dl', 'mlp-facts');
-    const fact = (term: string, value: string | Node) => {
-      if (!value) {
-        return;
-      }
-      dl.append(el('dt', '', term));
-      const dd = el('dd');
-      dd.append(value);
-      dl.append(dd);
-    };
-    const state = el('span');
-    state.append(this.badge(job), ' ', explainState(job, this.trans));
-    fact(trans.__('State'), state);
-    fact(trans.__('Project'), project);
-    fact(trans.__('Accelerator'), accelerator(job, this.trans));
-    fact(trans.__('Created'), formatTime(job.createTime));
-    fact(trans.__('Started'), formatTime(job.startTime));
-    fact(trans.__('Ended'), formatTime(job.endTime));
-    fact(trans.__('Ran for'), runTime(job, Date.now(), this.trans));
-    if (isSweep(job)) {
-      fact(trans.__('Trials'), trialProgress(job, this.trans));
-    }
-    summary.replaceChildren(dl);
+    summary.replaceChildren(jobFacts(project, job, this.trans));
     this.detailView.querySelector('.mlp-spec-json')!.textContent = JSON.stringify(
       job.trainingInput ?? {},
       null,
@@ -418,64 +330,15 @@ export class JobsPanel extends Widget {
   }
 
   private trialsTable(job: Job): HTMLElement {
-    const trans = this.trans;
-    const sort = this.trialSort;
-    const rows = sortTrials(job, sort.column, sort.descending);
-    const params = [...new Set(rows.flatMap(t => Object.keys(t.hyperparameters ?? {})))].sort();
-    const metric = job.trainingInput?.hyperparameters?.hyperparameterMetricTag || trans.__('objective');
-    const table = el('table', 'mlp-trials-table');
-    table.append(
-      el('caption', '', sort.column ? trans.__('Trials, sorted by %1', sort.column === 'metric' ? metric : sort.column)
-        : trans.__('Trials, best first'))
-    );
-    const head = el('tr');
-    const columns: [string, string][] = [
-      ['trial', trans.__('Trial')],
-      ['state', trans.__('State')],
-      ['metric', metric],
-      ...params.map(p => [p, p] as [string, string])
-    ];
-    for (const [key, label] of columns) {
-      const th = el('th');
-      th.scope = 'col';
-      th.dataset.column = key;
-      if (sort.column === key) {
-        th.setAttribute('aria-sort', sort.descending ? 'descending' : 'ascending');
+    return trialsTable(job, this.trialSort, this.trans, (next, table) => {
+      this.trialSort = next;
+      const sel = this.store.selected;
+      const again = sel && this.store.job(sel.project, sel.jobId);
+      if (again) {
+        table.replaceWith(this.trialsTable(again));
+        this.detailView.querySelector<HTMLElement>(`th[data-column="${CSS.escape(next.column)}"] button`)?.focus();
       }
-      const button = el('button', 'mlp-sort', label);
-      button.setAttribute('aria-label', trans.__('Sort trials by %1', label));
-      button.addEventListener('click', () => {
-        this.trialSort =
-          sort.column === key ? { column: key, descending: !sort.descending } : { column: key, descending: false };
-        const sel = this.store.selected;
-        const again = sel && this.store.job(sel.project, sel.jobId);
-        if (again) {
-          table.replaceWith(this.trialsTable(again));
-          this.detailView.querySelector<HTMLElement>(`th[data-column="${CSS.escape(key)}"] button`)?.focus();
-        }
-      });
-      th.append(button);
-      head.append(th);
-    }
-    table.append(el('thead'));
-    table.tHead!.append(head);
-    const body = el('tbody');
-    for (const t of rows) {
-      const tr = el('tr', 'mlp-trial');
-      tr.dataset.trialId = t.trialId;
-      const v = t.finalMetric?.objectiveValue;
-      for (const cell of [
-        t.trialId,
-        t.state ?? '',
-        typeof v === 'number' ? String(Number(v.toPrecision(6))) : '',
-        ...params.map(p => t.hyperparameters?.[p] ?? '')
-      ]) {
-        tr.append(el('td', '', cell));
-      }
-      body.append(tr);
-    }
-    table.append(body);
-    return table;
+    });
   }
 
   private async cancel(project: string, jobId: string): Promise<void> {

@@ -13,9 +13,9 @@ bucket. Folder markers (keys ending in ``/``) are skipped. A key that is not a s
 segment starts with ``.mlplatform-`` (the loader's own names) fails the load, naming the key:
 nothing is left out without a word.
 
-Credentials and endpoints: read from the environment exactly as `server_ext.runtimes.fetch` reads
-them (its `Stores`): AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_PROFILE, AWS_REGION,
-AWS_ENDPOINT_URL_S3, GOOGLE_APPLICATION_CREDENTIALS, STORAGE_EMULATOR_HOST; none → anonymous
+Credentials and endpoints: read from the environment exactly as the code fetcher reads them
+(`server_ext.runtimes.stores.Stores`): AWS_SHARED_CREDENTIALS_FILE, AWS_CONFIG_FILE, AWS_PROFILE,
+AWS_REGION, AWS_ENDPOINT_URL_S3, GOOGLE_APPLICATION_CREDENTIALS, STORAGE_EMULATOR_HOST; none → anonymous
 (public buckets); the node's ambient identity is never used. An AWS_CONFIG_FILE that does not exist
 counts as none (`Stores`' rule: the operator, which reads a credential's metadata only, names the
 config file of every AWS credential; without it the region is AWS_REGION's or us-east-1).
@@ -68,7 +68,7 @@ from hub_ext.operator.rules.datasets import EXIT_PERMANENT, parse_source
 from server_ext.datasets.load_dir import TMP_DIR, prune, read_manifest, write_manifest
 from server_ext.datasets.load_plan import LoadError, Progress, check_paths, plan
 from server_ext.datasets.load_storage import copy_object, guarded, list_objects
-from server_ext.runtimes.fetch import Stores
+from server_ext.runtimes.stores import Stores
 
 
 def _ticking(futures: set, interval: float, stop: threading.Event, tick: Callable[[], None]) -> None:

@@ -4,7 +4,7 @@ on (`load` runs the program).
 
 Guarantees:
 
-- the stores are `server_ext.runtimes.fetch.Stores` (credentials and endpoints from the
+- the stores are `server_ext.runtimes.stores.Stores` (credentials and endpoints from the
   environment, exactly as the code fetcher reads them; none: anonymous);
 - `list_objects` lists every object under the prefix (folder markers skipped, each key checked by
   `load_plan.relative_path`), counting into `seen`; `copy_object` writes one object under
@@ -31,7 +31,8 @@ from hub_ext.operator.rules.datasets import Source
 from server_ext.datasets.load_dir import TMP_DIR
 from server_ext.datasets.load_plan import LoadError, Obj, Progress, relative_path
 from server_ext.jobs.package_uri import Location
-from server_ext.runtimes.fetch import Stores, write_body
+from server_ext.runtimes.fetch import write_body
+from server_ext.runtimes.stores import Stores
 
 FIELD = "--source"
 _DENIED = {"AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "AllAccessDisabled",

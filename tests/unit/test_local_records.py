@@ -14,7 +14,8 @@ from server_ext.runtimes.local.backend import LocalBackend
 from server_ext.runtimes.local.store import JobRecords
 
 pytestmark = pytest.mark.unit
-SWEEPS = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "runtimes" / "local" / "sweeps.py"
+LOCAL = pathlib.Path(__file__).resolve().parents[2] / "server_ext" / "runtimes" / "local"
+SWEEPS = [LOCAL / "sweeps.py", LOCAL / "sweep_loop.py", LOCAL / "sweep_studies.py"]
 
 
 def _members() -> dict[str, object]:
@@ -33,8 +34,8 @@ def test_the_local_backend_lends_its_records_as_the_protocol_says(tmp_path):
 
 
 def test_the_sweeps_use_nothing_else_of_the_backend():
-    tree = ast.parse(SWEEPS.read_text())
-    used = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+    trees = [ast.parse(path.read_text()) for path in SWEEPS]
+    used = {node.attr for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Attribute)
             and isinstance(node.value, ast.Attribute) and node.value.attr == "jobs"
             and isinstance(node.value.value, ast.Name) and node.value.value.id == "self"}
     assert used and used <= set(_members()) | set(JobRecords.__annotations__)

@@ -21,9 +21,10 @@ Two spellings are accepted and give the same `Profile` objects:
 
 The modules: `hub_ext.core.profiles.model` (the frozen objects), `hub_ext.core.profiles.keys` (the keys and
 their meaning), `hub_ext.core.profiles.parser` (configuration → objects: what is refused, what is only
-warned about), `hub_ext.core.profiles.resolve` (a user's choices → KubeSpawner settings),
-`hub_ext.spawners.profile_source` (a callable ``profile_list``), `hub_ext.core.quantities` (memory sizes: one
-meaning, KubeSpawner's 1024-based ``K``/``M``/``G``/``T`` and Kubernetes' ``Ki``/``Mi``/``Gi``/``k``).
+warned about; its checks in `hub_ext.core.profiles.checks` and `.resources`),
+`hub_ext.core.profiles.resolve` (a user's choices → KubeSpawner settings), `hub_ext.spawners.profile_source`
+(a callable ``profile_list``), `hub_ext.core.quantities` (memory sizes: one meaning, KubeSpawner's
+1024-based ``K``/``M``/``G``/``T`` and Kubernetes' ``Ki``/``Mi``/``Gi``/``k``).
 This module gathers their public names.
 """
 
