@@ -62,10 +62,8 @@ def spawner_values(c: Config) -> dict[str, Any]:
 def members_of(username: str, values: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The (hub user, Kubernetes user) member of the user's projects, as the spawner binds it."""
     template = values.get("member_identity_template") or ""
-    if not template:
-        return []
     try:
-        return [(username, template.format(username=username))]
+        return [(username, template.format(username=username) if template else "")]
     except (KeyError, IndexError, ValueError) as e:
         raise ConfigError([Problem("PlatformSpawner.member_identity_template",
                                    f"must be a format string with only {{username}} ({type(e).__name__}: {e})")])
@@ -155,7 +153,7 @@ def render(c: Config, section: str, source: str, username: str, groups: Iterable
         f"# config: {source}",
         f"# user: {username}" + (" (admin)" if admin else ""),
         f"# groups: {', '.join(groups) if groups else '(none)'}",
-        f"# member identity: {members[0][1] if members else '(none: only the project ServiceAccount is bound)'}",
+        f"# member identity: {members[0][1] or '(none: in a team project only the member ServiceAccount is bound)'}",
         "# projects: " + ", ".join(f"{p.name} ({_owner_text(p)})" for p in projects),
     ]
     unknown = [g for g in groups if g not in runtime.entitlements.groups]

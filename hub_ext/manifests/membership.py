@@ -7,17 +7,19 @@ decides:
 - `wanted_members`: per team project, the hub users granted it now: the members of its group and
   the admins (who may use every project, `hub_ext.core.entitlements.projects_for`), never a blocked
   user. A deleted user is not among the hub's users, so is granted nothing.
-- `stale_bindings`: of the member RoleBindings found in a project's namespace (labelled
-  ``mlplatform.io/member``, named `hub_ext.manifests.tenancy.member_binding_name`), the ones no wanted
-  member has, each with the reason it goes. Without a member identity template no member has a
-  binding, so every one found goes.
+- `stale_bindings`: of the member objects found in a project's namespace (labelled
+  ``mlplatform.io/member``, named `hub_ext.manifests.tenancy.member_binding_name`: each member's
+  RoleBinding and their ServiceAccount), the ones no wanted member has, each with the reason it
+  goes. Deleting a member's ServiceAccount voids every token of it, those copied out of a pod
+  included.
 - `server_project` and `servers_to_stop`: the team project a server runs in (its
   ``user_options["project"]``, as the spawner chose it; anything else runs in the user's personal
   project and is never stopped here) and which servers run in a team project their user is no
   longer granted.
 
-Jobs are not decided here: they run as the project's ServiceAccount and belong to the team, so a
-leaver's jobs keep running and stay visible to the remaining members.
+Jobs are not decided here: a leaver's jobs belong to the team, so they keep running and stay visible
+to the remaining members, but with their member's ServiceAccount gone they hold no right any more
+(and their controller can make them no new pod).
 """
 
 from __future__ import annotations
@@ -49,10 +51,11 @@ class Server:
 
 @dataclass(frozen=True)
 class Removal:
-    """A member RoleBinding to delete from a project, and why (for the log)."""
+    """A member's RoleBinding or ServiceAccount (`kind`) to delete from a project, and why (for the log)."""
     project: str
-    binding: str
+    binding: str  # the object's name (a member's RoleBinding and ServiceAccount share it)
     why: str
+    kind: str = "RoleBinding"
 
 
 @dataclass(frozen=True)
@@ -80,22 +83,17 @@ def why_not(user: HubUser | None, group: str) -> str:
 
 
 def stale_bindings(project: str, group: str, found: Iterable[Mapping[str, Any]], wanted: Iterable[str],
-                   users: Iterable[HubUser], with_identities: bool = True) -> list[Removal]:
-    """The member RoleBindings of `found` (objects listed in `project`'s namespace) that no user of
-    `wanted` has. `users`: every hub user, to say why a binding goes. Without identities
-    (``member_identity_template`` empty) no binding is wanted."""
-    keep = {member_binding_name(name) for name in wanted} if with_identities else set()
+                   users: Iterable[HubUser], kind: str = "RoleBinding") -> list[Removal]:
+    """The member objects of `kind` in `found` (listed in `project`'s namespace) that no user of
+    `wanted` has. `users`: every hub user, to say why one goes."""
+    keep = {member_binding_name(name) for name in wanted}
     by_binding = {member_binding_name(u.name): u for u in users}
     out = []
     for obj in found:
         name = (obj.get("metadata") or {}).get("name")
         if not name or not name.startswith(BINDING_PREFIX) or name in keep:
             continue
-        user = by_binding.get(name)
-        why = why_not(user, group)
-        if not with_identities and user is not None and user.name in set(wanted):
-            why = "no member identity template is configured (members get no RoleBinding)"
-        out.append(Removal(project, name, why))
+        out.append(Removal(project, name, why_not(by_binding.get(name), group), kind))
     return sorted(out, key=lambda r: r.binding)
 
 

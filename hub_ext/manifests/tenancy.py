@@ -22,14 +22,19 @@ there, in the order they must exist:
    only: what its pod webhook and dataset loader do in a project (read a credential's metadata
    and a ServiceAccount, patch dataset PVCs, run loader Jobs and read their pods' logs). Outside
    projects the operator holds no right to Secrets or to create Jobs;
-4. the ServiceAccount ``mlplatform-runner`` that notebook and job pods run as;
+4. the ServiceAccount ``mlplatform-runner`` that a personal project's notebook and job pods run as
+   (and the operator's dataset loaders everywhere);
 5. the Role ``mlplatform-project``: manage training jobs, sweeps (Katib Experiments), batch Jobs
    and ConfigMaps (packages); read trials and suggestions (Katib's controller writes them); read
    and delete pods, read their logs and events; read datasets (PVCs) and the quotas. Never
    Secrets (credentials are created and deleted only through the hub), and never pod creation;
 6. the RoleBinding ``mlplatform-project`` giving the Role to the ServiceAccount;
-7. with a member identity template (``oidc:{username}``), one RoleBinding per member,
-   ``mlplatform-member-<slug>``, for the members' own Kubernetes identities;
+7. per member (`members`: the user provisioning, with their Kubernetes identity when a member
+   identity template such as ``oidc:{username}`` is set), the RoleBinding ``mlplatform-member-<slug>``
+   of the project Role: in a team project to the member's own ServiceAccount of the same name (made
+   here, annotated with the hub user and the identity: their notebook and job pods run as it, so
+   their tokens die with their membership) and to their identity; in a personal project to the
+   identity only (pods there run as ``mlplatform-runner``);
 8. the ResourceQuota ``mlplatform-accelerators``: ``requests.<resource>`` per accelerator
    resource from the project's limits (accelerators that share a resource add up; accelerators
    the project may not use get 0); without limits (admins' projects) no accelerator is capped;
@@ -72,6 +77,10 @@ LIMIT_RANGE = "mlplatform-defaults"
 CATALOG_CONFIGMAP = "mlplatform-catalog"
 PROJECT_LABEL = "mlplatform.io/project"
 MEMBER_LABEL = "mlplatform.io/member"
+# on a team member's ServiceAccount: the hub user it stands for, and their own Kubernetes identity
+# ("" without member_identity_template), by which the operator finds the account of a request
+MEMBER_ANNOTATION = "mlplatform.io/member"
+IDENTITY_ANNOTATION = "mlplatform.io/identity"
 OWNER_ANNOTATION = "mlplatform.io/owner"
 ENTITLED_PREFIX = "accelerators.mlplatform.io/"
 ACCELERATOR_RESOURCES = "mlplatform.io/accelerator-resources"
@@ -157,7 +166,13 @@ def labels(project: Project) -> dict[str, str]:
 
 
 def member_binding_name(username: str) -> str:
+    """A member's RoleBinding and, in a team project, their ServiceAccount (one name for both)."""
     return f"mlplatform-member-{safe_slug(username, max_length=44)}"
+
+
+def pod_account(project: Project, username: str) -> str:
+    """The ServiceAccount `username`'s pods run as in `project`: their own in a team project."""
+    return SERVICE_ACCOUNT if project.personal else member_binding_name(username)
 
 
 def quota_hard(project: Project, accelerators: Mapping[str, Accelerator]) -> dict[str, str]:
@@ -228,10 +243,10 @@ def project_objects(project: Project, accelerators: Mapping[str, Accelerator], p
     def meta(name: str, **extra) -> dict:
         return {"name": name, "namespace": ns, "labels": {**lab, **extra}}
 
-    def binding(name: str, role_kind: str, role: str, subject: dict, **extra) -> dict:
+    def binding(name: str, role_kind: str, role: str, *subjects: dict, **extra) -> dict:
         return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta(name, **extra),
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
-                "subjects": [subject]}
+                "subjects": list(subjects)}
 
     annotations = {**entitlement_annotations(project, accelerators),
                    PRIORITY_CLASSES: ",".join(settings.priority_classes)}
@@ -251,9 +266,17 @@ def project_objects(project: Project, accelerators: Mapping[str, Accelerator], p
         binding(ROLE, "Role", ROLE, {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": ns}),
     ]
     for username, identity in sorted(members):
-        objects.append(binding(member_binding_name(username), "Role", ROLE,
-                               {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": identity},
-                               **{MEMBER_LABEL: safe_slug(username, max_length=63)}))
+        name, member = member_binding_name(username), {MEMBER_LABEL: safe_slug(username, max_length=63)}
+        subjects = []
+        if not project.personal:  # a team member's pods run as their own ServiceAccount, bound while they belong
+            account = meta(name, **member)
+            account["annotations"] = {MEMBER_ANNOTATION: username, IDENTITY_ANNOTATION: identity}
+            objects.append({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
+            subjects.append({"kind": "ServiceAccount", "name": name, "namespace": ns})
+        if identity:
+            subjects.append({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": identity})
+        if subjects:
+            objects.append(binding(name, "Role", ROLE, *subjects, **member))
     objects += [
         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta(QUOTA),
          "spec": {"hard": quota_hard(project, accelerators)}},

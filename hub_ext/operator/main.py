@@ -19,7 +19,7 @@ import kopf
 import kubernetes_asyncio
 
 from hub_ext.kube.client import Kube
-from hub_ext.operator import dataset_controller, gate_keeper, health, logs, webhooks
+from hub_ext.operator import dataset_controller, gate_keeper, health, logs, member_webhook, webhooks
 from hub_ext.operator.context import OperatorContext
 from hub_ext.operator.leader import Leader
 from hub_ext.operator.projects import ProjectNamespaces
@@ -66,6 +66,7 @@ def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistr
         settings.watching.label_selectors["v1", "pods"] = GATED_LABEL
 
     webhooks.register(registry, ctx)
+    member_webhook.register(registry, ctx)
     dataset_controller.register(registry, ctx, gate_keeper.register(registry, ctx))
     return registry
 

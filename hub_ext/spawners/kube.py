@@ -57,7 +57,7 @@ from hub_ext.core.mounts import Available
 from hub_ext.kube.client import Kube, reason
 from hub_ext.manifests.datasets import percent, progress_of, pvc_manifest, row
 from hub_ext.manifests.mounts import volumes
-from hub_ext.manifests.tenancy import PROJECT_LABEL, SERVICE_ACCOUNT
+from hub_ext.manifests.tenancy import PROJECT_LABEL, pod_account
 from hub_ext.spawners.admission import Admission
 from hub_ext.spawners.configured import ConfiguredTraits
 from hub_ext.spawners.dataset_config import DatasetConfig
@@ -190,9 +190,8 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             await self._profiles_or_refusal()
         template, name = self.member_identity_template, self.user.name
         projects = self.user_projects()
-        members = [(name, template.format(username=name))] if template else []
-        await self.shared.provision(self.runtime, projects, name, members, self.tenancy_settings(),
-                                    leave_former_teams=bool(template))
+        members = [(name, template.format(username=name) if template else "")]
+        await self.shared.provision(self.runtime, projects, name, members, self.tenancy_settings())
         return projects
 
     # ---- the form ---------------------------------------------------------------------------------
@@ -260,7 +259,7 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             self._pvc_exists = False  # a home PVC is per namespace: KubeSpawner must make it in this one
         self.namespace = ns
         self.dns_name = self.dns_name_template.format(namespace=ns, name=self.pod_name)
-        self.service_account = SERVICE_ACCOUNT
+        self.service_account = pod_account(plan.project, self.user.name)  # a team member: their own
         self.automount_service_account_token = True
         vols, mounts = volumes(plan.mounts.credentials, plan.mounts.datasets, self.mount_settings(), self.uid == 0)
         self.volumes = list(self.volumes) + vols

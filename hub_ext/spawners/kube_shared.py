@@ -7,11 +7,11 @@ table of the accelerators that starts in progress claim, whatever number of spaw
 stops the caches (the service makes the parts afresh on next use). `provision` makes a user's
 projects as they should be (`hub_ext.manifests.tenancy.project_objects`, applied by the
 `Provisioner`: all or nothing, and once per hub for one configuration, project, members and
-tenancy settings: later calls make no request) and takes a former member's RoleBinding out of the
-team projects they left. With a callable ``profile_list``, a team project's published catalogue
-(ConfigMap ``mlplatform-catalog``) has the accelerators and limits the jobs API plans with, no
-profiles: members' lists differ, and whoever provisions first must not decide (each member's own
-are in the platform API's). A personal project's has its owner's latest result.
+tenancy settings: later calls make no request) and takes a former member's RoleBinding and
+ServiceAccount out of the team projects they left. With a callable ``profile_list``, a team
+project's published catalogue (ConfigMap ``mlplatform-catalog``) has the accelerators and limits the
+jobs API plans with, no profiles: members' lists differ, and whoever provisions first must not decide
+(each member's own are in the platform API's). A personal project's has its owner's latest result.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ class KubeParts:
         await asyncio.gather(self.view.stop(), self.resources.stop())
 
     async def provision(self, rt: Runtime, projects: list[Project], username: str, members: list[tuple[str, str]],
-                        tenancy: TenancySettings, leave_former_teams: bool) -> None:
-        """`username`'s `projects` as they should be, with `members` (hub user, Kubernetes identity)
-        bound; with `leave_former_teams`, the user's RoleBinding out of every other team project."""
+                        tenancy: TenancySettings) -> None:
+        """`username`'s `projects` as they should be, with `members` (hub user, Kubernetes identity or
+        "") bound; the user's RoleBinding and ServiceAccount out of every other team project."""
         for p in projects:
             shown = rt.profiles if rt.dynamic is None or p.personal else ()
             config = id(rt) if rt.dynamic is None else (id(rt.dynamic), repr(rt.accelerators), repr(shown))
@@ -53,8 +53,7 @@ class KubeParts:
             await self.provisioner.ensure(
                 key, lambda p=p, shown=shown: project_objects(p, rt.accelerators, shown, members, tenancy),
                 f"prepare the project {p.name!r}")
-        if leave_former_teams:
-            mine = {p.name for p in projects}
-            gone = [path_of("RoleBinding", team, member_binding_name(username))
-                    for team in rt.entitlements.teams if team not in mine]
-            await self.provisioner.remove(gone, f"remove {username}'s access to former team projects")
+        mine = {p.name for p in projects}
+        gone = [path_of(kind, team, member_binding_name(username)) for team in rt.entitlements.teams
+                if team not in mine for kind in ("RoleBinding", "ServiceAccount")]
+        await self.provisioner.remove(gone, f"remove {username}'s access to former team projects")

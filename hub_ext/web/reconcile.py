@@ -1,12 +1,12 @@
 """Leaving a team takes effect: the hub reconciles team projects' members with its groups.
 
 `Reconciler.run` (inside the hub process) lists, in every team project's namespace, the member
-RoleBindings (label ``mlplatform.io/member``), deletes those no hub user is granted any more
-(`hub_ext.manifests.membership`: left the group, deleted, or blocked by the authenticator; all of them when
-no ``member_identity_template`` is set) and stops every running server of a user in a team
-project they are no longer granted. A leaver's jobs in the project are left alone: they run as
-the project's ServiceAccount and are the team's work, so they keep running and stay visible to
-the remaining members (the log says so). A server still starting or stopping is left to the
+RoleBindings and ServiceAccounts (label ``mlplatform.io/member``), deletes those no hub user is
+granted any more (`hub_ext.manifests.membership`: left the group, deleted, or blocked by the
+authenticator) and stops every running server of a user in a team project they are no longer
+granted. Deleting a leaver's ServiceAccount voids every token of it, also one copied out of a pod
+while they were a member. A leaver's jobs in the project are left alone: they are the team's work,
+so they keep running and stay visible to the remaining members, with no right left (the log says so). A server still starting or stopping is left to the
 next round. A project whose namespace the hub cannot read yet (never provisioned) has nothing
 to remove.
 
@@ -43,16 +43,15 @@ log = logging.getLogger("mlplatform.reconcile")
 SERVICE_NAME = "mlplatform-reconciler"
 SCOPE = "custom:mlplatform:reconcile"
 DEFAULT_INTERVAL = 300
-JOBS_STAY = "their jobs there keep running as the project's ServiceAccount and stay visible to the team"
+JOBS_STAY = "their jobs there keep running, with no right left (their ServiceAccount is gone), and stay visible to the team"
 
 
 @dataclass(frozen=True)
 class Platform:
-    """What a round needs of the platform: team projects (project → group), the member identity
-    template, and the hub's Kubernetes client with its provisioner (told when a binding goes, so
-    a later spawn re-creates a returning member's binding)."""
+    """What a round needs of the platform: team projects (project → group) and the hub's Kubernetes
+    client with its provisioner (told when a binding goes, so a later spawn re-creates a returning
+    member's binding and account)."""
     teams: Mapping[str, str]
-    identity_template: str
     kube: Any  # hub_ext.kube.client.Kube
     provisioner: Any  # hub_ext.kube.provision.Provisioner
 
@@ -61,7 +60,7 @@ class Platform:
         """From a PlatformSpawner (any user's: these are hub-wide)."""
         teams = {t.name: t.group for t in spawner.runtime.entitlements.teams.values()}
         shared = spawner.shared
-        return cls(teams, spawner.member_identity_template, shared.kube, shared.provisioner)
+        return cls(teams, shared.kube, shared.provisioner)
 
 
 @dataclass
@@ -71,7 +70,8 @@ class Report:
     errors: list[str] = field(default_factory=list)
 
     def json(self) -> dict:
-        return {"removed_bindings": [f"{r.project}/{r.binding}" for r in self.removed],
+        return {"removed_bindings": [f"{r.project}/{r.binding}" for r in self.removed if r.kind == "RoleBinding"],
+                "removed_accounts": [f"{r.project}/{r.binding}" for r in self.removed if r.kind == "ServiceAccount"],
                 "stopped_servers": [{"user": s.server.user, "server": s.server.name, "project": s.project}
                                     for s in self.stopped],
                 "errors": list(self.errors)}
@@ -90,24 +90,24 @@ class Reconciler:
         wanted = wanted_members(teams, users)
         for project, group in sorted(teams.items()):
             try:
-                found = await self._member_bindings(project)
+                found = {kind: await self._members(project, kind) for kind in ("RoleBinding", "ServiceAccount")}
             except KubeError as e:  # one project's failure must not stop the others
                 report.errors.append(f"{project}: could not list member RoleBindings: {reason(e)}")
                 log.warning("membership of the project %r not reconciled: could not list its member "
-                            "RoleBindings: %s", project, reason(e))
+                            "RoleBindings and ServiceAccounts: %s", project, reason(e))
                 continue
-            for removal in stale_bindings(project, group, found, wanted[project], users,
-                                          bool(self.platform.identity_template)):
-                try:
-                    await self.platform.kube.delete(path_of("RoleBinding", project, removal.binding))
-                except KubeError as e:
-                    report.errors.append(f"{project}/{removal.binding}: could not delete: {reason(e)}")
-                    log.warning("could not remove the RoleBinding %s/%s (%s): %s", project, removal.binding,
-                                removal.why, reason(e))
-                    continue
-                report.removed.append(removal)
-                log.info("removed the RoleBinding %s/%s from the project %r: %s; %s", project, removal.binding,
-                         project, removal.why, JOBS_STAY)
+            for kind, objects in found.items():
+                for removal in stale_bindings(project, group, objects, wanted[project], users, kind):
+                    try:
+                        await self.platform.kube.delete(path_of(kind, project, removal.binding))
+                    except KubeError as e:
+                        report.errors.append(f"{project}/{removal.binding}: could not delete: {reason(e)}")
+                        log.warning("could not remove the %s %s/%s (%s): %s", kind, project, removal.binding,
+                                    removal.why, reason(e))
+                        continue
+                    report.removed.append(removal)
+                    log.info("removed the %s %s/%s from the project %r: %s; %s", kind, project, removal.binding,
+                             project, removal.why, JOBS_STAY)
         if report.removed:
             self.platform.provisioner.forget()  # a returning member's binding must be made again
         for s in servers_to_stop(servers, teams, wanted, users):
@@ -123,16 +123,17 @@ class Reconciler:
             report.stopped.append(s)
         return report
 
-    async def _member_bindings(self, project: str) -> list[dict]:
-        """The member RoleBindings in `project`'s namespace; none where the namespace does not exist
-        or is not the platform's (the hub holds no rights there). A 403 in a namespace of the
-        platform's (the hub's own binding there is gone) is raised: its members are not known."""
+    async def _members(self, project: str, kind: str) -> list[dict]:
+        """The member RoleBindings or ServiceAccounts (`kind`) in `project`'s namespace; none where the
+        namespace does not exist or is not the platform's (the hub holds no rights there). A 403 in a
+        namespace of the platform's (the hub's own binding there is gone) is raised: its members are
+        not known."""
         from hub_ext.core.credentials import MANAGED_BY
         from hub_ext.kube.client import Forbidden, path_of
 
         kube = self.platform.kube
         try:
-            answer = await kube.list(path_of("RoleBinding", project), labelSelector=MEMBER_LABEL)
+            answer = await kube.list(path_of(kind, project), labelSelector=MEMBER_LABEL)
         except Forbidden:
             ns = await kube.get(path_of("Namespace", None, project))
             labels = ((ns or {}).get("metadata") or {}).get("labels") or {}

@@ -1,12 +1,12 @@
 """Leaving a team takes effect, on the real control plane: a real JupyterHub with PlatformSpawner
 (acting as the hub's ServiceAccount) and member identities (``oidc:{username}``) reconciles the
-team project's member RoleBindings with its groups every 2 seconds. alice, bob and carol are in
-the group vision; bob runs one server in the team project and one in his personal project. bob
-is removed from the group and carol is deleted through the hub's API: within the interval their
-RoleBindings are gone from the vision namespace (read as admin), bob's server there is stopped
-(its pod gone) and his personal server keeps running; alice keeps her binding. The hub is then
-restarted with alice blocked by the authenticator and a one-hour interval: the round at hub start
-removes her binding."""
+team project's member RoleBindings and ServiceAccounts with its groups every 2 seconds. alice, bob
+and carol are in the group vision; bob runs one server in the team project and one in his personal
+project. bob is removed from the group and carol is deleted through the hub's API: within the
+interval their RoleBindings and ServiceAccounts are gone from the vision namespace (read as admin),
+bob's server there is stopped (its pod gone) and his personal server keeps running; alice keeps
+hers. The hub is then restarted with alice blocked by the authenticator and a one-hour interval:
+the round at hub start removes her binding."""
 
 from __future__ import annotations
 
@@ -51,6 +51,12 @@ def member_bindings(cluster, ns: str) -> set[str]:
                                                          labelSelector="mlplatform.io/member")}
 
 
+def member_accounts(cluster, ns: str) -> set[str]:
+    """The members' own ServiceAccounts (their pods run as them; their tokens die with them)."""
+    return {a["metadata"]["name"] for a in cluster.items("", "v1", "serviceaccounts", ns,
+                                                         labelSelector="mlplatform.io/member")}
+
+
 def servers(hub, user: str) -> dict:
     return hub.api("GET", f"/users/{user}").json()["servers"]
 
@@ -86,8 +92,8 @@ def notebook_pods(cluster, ns: str) -> list[str]:
 def test_a_member_removed_from_the_group_or_deleted_loses_the_team_project(hub, kube_cluster):
     alice, bob, carol = (member_binding_name(u) for u in ("alice", "bob", "carol"))
     # a round on request: admins (admin:users) and the reconciler's service may ask, a user may not
-    assert hub.api("POST", "/mlplatform/reconcile").json() == {"removed_bindings": [], "stopped_servers": [],
-                                                               "errors": []}
+    assert hub.api("POST", "/mlplatform/reconcile").json() == {"removed_bindings": [], "removed_accounts": [],
+                                                               "stopped_servers": [], "errors": []}
     token = hub.api("POST", "/users/alice/tokens", json={"note": "membership test"}).json()["token"]
     r = requests.post(f"{hub.api_url}/mlplatform/reconcile", headers={"Authorization": f"token {token}"}, timeout=30)
     assert r.status_code == 403 and "custom:mlplatform:reconcile" in r.json()["message"], r.text
@@ -95,21 +101,22 @@ def test_a_member_removed_from_the_group_or_deleted_loses_the_team_project(hub, 
         open_spawn_form(hub, user)
     spawn(hub, "bob", "team", {"project": "vision", "profile": "cpu"})
     spawn(hub, "bob", "", {"profile": "cpu"})  # his personal project
-    assert member_bindings(kube_cluster, "vision") == {alice, bob, carol}
+    assert member_bindings(kube_cluster, "vision") == member_accounts(kube_cluster, "vision") == {alice, bob, carol}
     assert len(notebook_pods(kube_cluster, "vision")) == 1 and len(notebook_pods(kube_cluster, "user-bob")) == 1
 
     r = hub.api("DELETE", "/groups/vision/users", json={"users": ["bob"]})
     assert r.status_code == 200, r.text
     assert hub.api("DELETE", "/users/carol").status_code == 204
     removed_at = time.monotonic()
-    until(lambda: member_bindings(kube_cluster, "vision") == {alice} and "team" not in servers(hub, "bob"),
-          "bob's and carol's bindings removed, bob's team server stopped", hub, 30)
+    until(lambda: member_bindings(kube_cluster, "vision") == member_accounts(kube_cluster, "vision") == {alice}
+          and "team" not in servers(hub, "bob"),
+          "bob's and carol's bindings and accounts removed, bob's team server stopped", hub, 30)
     took = time.monotonic() - removed_at
     until(lambda: not notebook_pods(kube_cluster, "vision"), "bob's pod in vision deleted", hub, 30)
     assert servers(hub, "bob")[""]["ready"] and len(notebook_pods(kube_cluster, "user-bob")) == 1
     log = hub.log_text()
     assert "bob is no longer a member of the group 'vision'" in log and "no such hub user (deleted)" in log
-    assert "their jobs there keep running as the project's ServiceAccount and stay visible to the team" in log
+    assert "their jobs there keep running, with no right left (their ServiceAccount is gone)" in log
     print(f"\nbob's and carol's access to vision removed {took:.1f}s after they left (interval 2s)")
 
     # at hub start: alice blocked by the authenticator, the next interval an hour away
@@ -120,20 +127,19 @@ def test_a_member_removed_from_the_group_or_deleted_loses_the_team_project(hub, 
 
 
 @pytest.mark.parametrize("hub", [""], indirect=True)
-def test_without_member_identities_a_leaver_still_loses_their_servers(hub, kube_cluster):
-    """No member_identity_template: no member has a binding (one left from an earlier configuration
-    goes), and a leaver's server in the team project is still stopped."""
+def test_without_member_identities_a_leaver_still_loses_their_account_and_servers(hub, kube_cluster):
+    """No member_identity_template: each member's binding names only their own ServiceAccount; a
+    leaver's binding and account go and their server in the team project is stopped."""
     spawn(hub, "bob", "team", {"project": "vision", "profile": "cpu"})
     spawn(hub, "alice", "", {"project": "vision", "profile": "cpu"})
-    leftover = {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding",
-                "metadata": {"name": member_binding_name("alice"), "namespace": "vision",
-                             "labels": {"mlplatform.io/member": "alice"}},
-                "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "mlplatform-project"},
-                "subjects": [{"apiGroup": RBAC, "kind": "User", "name": "oidc:alice"}]}
-    kube_cluster.create(RBAC, "v1", "rolebindings", "vision", leftover)
-    until(lambda: not member_bindings(kube_cluster, "vision"), "the leftover member binding removed", hub, 30)
+    alice, bob = member_binding_name("alice"), member_binding_name("bob")
+    assert member_bindings(kube_cluster, "vision") == member_accounts(kube_cluster, "vision") == {alice, bob}
+    binding = kube_cluster.get(RBAC, "v1", "rolebindings", "vision", bob)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": bob, "namespace": "vision"}]
     assert hub.api("DELETE", "/groups/vision/users", json={"users": ["bob"]}).status_code == 200
     until(lambda: "team" not in servers(hub, "bob"), "bob's team server stopped", hub, 30)
+    until(lambda: member_accounts(kube_cluster, "vision") == member_bindings(kube_cluster, "vision") == {alice},
+          "bob's account and binding removed", hub, 30)
     until(lambda: len(notebook_pods(kube_cluster, "vision")) == 1, "only alice's pod left in vision", hub, 30)
     assert servers(hub, "alice")[""]["ready"]
-    assert "no member identity template is configured" in hub.log_text()
+    assert "bob is no longer a member of the group 'vision'" in hub.log_text()

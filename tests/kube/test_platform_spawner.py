@@ -150,7 +150,8 @@ async def test_pod_is_the_plan_whole_object_and_valid(cluster):
     spec = {**{k: v for k, v in pod["spec"].items() if k not in ("containers", "nodeName", *SPEC_DEFAULTS)},
             "volumes": volumes}
     assert spec == {
-        "automountServiceAccountToken": True, "serviceAccountName": "mlplatform-runner",
+        # in a team project a member's pod runs as their own ServiceAccount (gone when they leave)
+        "automountServiceAccountToken": True, "serviceAccountName": "mlplatform-member-alice-example-com---ff8d9819",
         "restartPolicy": "OnFailure", "securityContext": {"fsGroup": 100},
         "tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"},
                         *NOT_READY_TOLERATIONS],
@@ -196,6 +197,9 @@ EXPECTED_VISION = {
     ("LimitRange", "mlplatform-defaults"), ("NetworkPolicy", "mlplatform-default-deny"),
     ("NetworkPolicy", "mlplatform-notebooks"), ("NetworkPolicy", "mlplatform-jobs"),
     ("NetworkPolicy", "mlplatform-suggestions"), ("NetworkPolicy", "mlplatform-egress"),
+    # alice's own account in the team project (her pods run as it) and its binding
+    ("ServiceAccount", "mlplatform-member-alice-example-com---ff8d9819"),
+    ("RoleBinding", "mlplatform-member-alice-example-com---ff8d9819"),
 }
 
 
@@ -226,7 +230,10 @@ async def test_provisioning_is_idempotent_and_leaves_exactly_the_project(cluster
     await sp.provision()
     assert managed(cluster, "vision") == EXPECTED_VISION
     personal = "user-alice-example-com---ff8d9819"
-    assert managed(cluster, personal) == (EXPECTED_VISION - {("Namespace", "vision")}) | {("Namespace", personal)}
+    member = {(kind, "mlplatform-member-alice-example-com---ff8d9819") for kind in ("ServiceAccount", "RoleBinding")}
+    # her personal project: the same objects, but no member account (its pods run as mlplatform-runner)
+    assert managed(cluster, personal) == (EXPECTED_VISION - {("Namespace", "vision")} - member) | {
+        ("Namespace", personal)}
     quota = cluster.get("", "v1", "resourcequotas", "vision", "mlplatform-accelerators")
     assert quota["spec"]["hard"] == {"requests.nvidia.com/gpu": "0", "requests.nvidia.com/mig-1g.5gb": "2",
                                      "requests.nvidia.com/mig-3g.20gb": "0"}
@@ -256,16 +263,18 @@ async def test_provisioning_is_idempotent_and_leaves_exactly_the_project(cluster
         quota["spec"]["hard"]
 
 
-async def test_leaving_a_team_removes_the_members_binding_at_next_login(cluster):
+async def test_leaving_a_team_removes_the_members_binding_and_account_at_next_login(cluster):
     traits = {"member_identity_template": "oidc:{username}"}
     await make_spawner(make_user(ALICE, ["vision"]), **traits).provision()
-    binding = cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision",
-                          "mlplatform-member-alice-example-com---ff8d9819")
-    assert binding["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                                    "name": f"oidc:{ALICE}"}]
+    mine = "mlplatform-member-alice-example-com---ff8d9819"
+    binding = cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision", mine)
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": mine, "namespace": "vision"},
+                                   {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": f"oidc:{ALICE}"}]
+    assert cluster.get("", "v1", "serviceaccounts", "vision", mine)["metadata"]["annotations"] == {
+        "mlplatform.io/member": ALICE, "mlplatform.io/identity": f"oidc:{ALICE}"}
     await make_spawner(make_user(ALICE, []), **traits).provision()
-    assert cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision",
-                       "mlplatform-member-alice-example-com---ff8d9819") is None
+    assert cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision", mine) is None
+    assert cluster.get("", "v1", "serviceaccounts", "vision", mine) is None  # her tokens die with it
     assert cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision", "mlplatform-project")
     await make_spawner(make_user(ALICE, ["vision"]), **traits).provision()  # back in the team
     assert cluster.get("rbac.authorization.k8s.io", "v1", "rolebindings", "vision",

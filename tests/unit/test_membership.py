@@ -59,12 +59,15 @@ def test_stale_bindings_are_those_no_granted_user_has(found, wanted, removed):
         [Removal("vision", member_binding_name(u), why) for u, why in removed]
 
 
-def test_without_member_identities_every_member_binding_goes():
-    found = bindings("alice", "bob")
-    assert [(r.binding, r.why) for r in stale_bindings("vision", "vision", found, {"alice"}, USERS,
-                                                       with_identities=False)] == [
-        (member_binding_name("alice"), "no member identity template is configured (members get no RoleBinding)"),
-        (member_binding_name("bob"), "bob is no longer a member of the group 'vision'")]
+def test_a_leavers_service_account_goes_with_their_binding_with_or_without_identities():
+    """In a team project every member has a RoleBinding and a ServiceAccount of one name, whether or
+    not a member identity template is set: a leaver's both go (their tokens die with the account)."""
+    accounts = [o for o in project_objects(VISION, {}, (), [("alice", ""), ("bob", "")])
+                if o["kind"] == "ServiceAccount" and o["metadata"]["name"].startswith("mlplatform-member-")]
+    assert [a["metadata"]["name"] for a in accounts] == [member_binding_name("alice"), member_binding_name("bob")]
+    assert [(r.binding, r.kind, r.why) for r in stale_bindings("vision", "vision", accounts, {"alice"}, USERS,
+                                                               "ServiceAccount")] == [
+        (member_binding_name("bob"), "ServiceAccount", "bob is no longer a member of the group 'vision'")]
 
 
 def test_only_member_bindings_are_considered():

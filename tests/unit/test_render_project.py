@@ -83,8 +83,8 @@ def test_a_team_member_gets_the_personal_project_then_the_team_project(tmp_path,
     personal_ns = objects[0]
     assert personal_ns["metadata"]["annotations"]["mlplatform.io/owner"] == "user:alice"
     member = [o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["namespace"] == "vision"
-              and o["subjects"][0]["kind"] == "User"]
-    assert [m["subjects"][0]["name"] for m in member] == ["oidc:alice"]
+              and o["metadata"]["name"].startswith("mlplatform-member-")]
+    assert [[s["name"] for s in m["subjects"]] for m in member] == [["mlplatform-member-alice", "oidc:alice"]]
     quota = next(o for o in objects if o["kind"] == "ResourceQuota" and o["metadata"]["namespace"] == "vision"
                  and o["metadata"]["name"] == "mlplatform-accelerators")
     assert quota["spec"]["hard"]["requests.nvidia.com/mig-1g.5gb"] == "2"

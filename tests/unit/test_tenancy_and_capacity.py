@@ -36,6 +36,7 @@ def test_project_objects_in_order_with_member_bindings():
         ("Namespace", "vision"), ("RoleBinding", "mlplatform-hub"), ("RoleBinding", "mlplatform-operator"),
         ("ServiceAccount", "mlplatform-runner"),
         ("Role", "mlplatform-project"), ("RoleBinding", "mlplatform-project"),
+        ("ServiceAccount", "mlplatform-member-alice-example-com---ff8d9819"),
         ("RoleBinding", "mlplatform-member-alice-example-com---ff8d9819"),
         ("ResourceQuota", "mlplatform-accelerators"), ("ResourceQuota", "mlplatform-resources"),
         ("LimitRange", "mlplatform-defaults"), ("NetworkPolicy", "mlplatform-default-deny"),
@@ -43,8 +44,19 @@ def test_project_objects_in_order_with_member_bindings():
         ("NetworkPolicy", "mlplatform-suggestions"), ("NetworkPolicy", "mlplatform-egress"),
         ("ConfigMap", "mlplatform-catalog")]
     assert all(o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "jupyterhub-mlplatform" for o in objs)
-    assert objs[6]["subjects"] == [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                                    "name": "oidc:alice@example.com"}]
+    # in a team project a member's pods run as their own account: it and their identity are bound
+    assert objs[6]["metadata"]["annotations"] == {"mlplatform.io/member": "alice@example.com",
+                                                  "mlplatform.io/identity": "oidc:alice@example.com"}
+    assert objs[7]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "mlplatform-member-alice-example-com---ff8d9819", "namespace": "vision"},
+        {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "oidc:alice@example.com"}]
+    # without a member identity template, the account alone; in a personal project, no account
+    alone = project_objects(TEAM, ACCS, (), [("bob", "")])
+    assert [o["subjects"] for o in alone if o["metadata"]["name"] == "mlplatform-member-bob"
+            and o["kind"] == "RoleBinding"] == [[{"kind": "ServiceAccount", "name": "mlplatform-member-bob",
+                                                  "namespace": "vision"}]]
+    personal = project_objects(ADMIN, ACCS, (), [("root", "")])
+    assert not [o for o in personal if o["metadata"]["name"].startswith("mlplatform-member-")]
     assert objs[1]["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                                   "name": "mlplatform-hub-project"}
     verbs = {(g, r): set(rule["verbs"]) for rule in objs[4]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}

@@ -18,7 +18,7 @@ from hub_ext.manifests.mounts import MountSettings
 PROJECT_SELECTOR = "app.kubernetes.io/managed-by=jupyterhub-mlplatform"
 CREDENTIALS_ANNOTATION = "mlplatform.io/credentials"
 INJECT_ANNOTATION = "mlplatform.io/inject-credentials"
-WEBHOOK_CONFIGURATIONS = ("mlplatform-credential-secrets", "mlplatform-credential-mounts")
+WEBHOOK_CONFIGURATIONS = ("mlplatform-credential-secrets", "mlplatform-credential-mounts", "mlplatform-member-accounts")
 DEFAULT_LOADER_IMAGE = "ghcr.io/jupyterhub-mlplatform/trainer-tools:0.1.0"
 
 
