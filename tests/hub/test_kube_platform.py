@@ -104,7 +104,8 @@ def test_spawn_into_a_team_project_with_a_credential_and_a_dataset(kube_hub, kub
     assert not [e for e in environ if e.startswith(b"KUBECONFIG=")]
     home = dict(e.decode().split("=", 1) for e in environ if e.startswith(b"HOME="))["HOME"]
     (user,) = yaml.safe_load(pathlib.Path(home, ".kube", "config").read_text())["users"]
-    assert list(user["user"]) == ["tokenFile"] and pod["spec"]["serviceAccountName"] == "mlplatform-runner"
+    # in the team project alice's server runs as her own ServiceAccount (gone, with its tokens, when she leaves)
+    assert list(user["user"]) == ["tokenFile"] and pod["spec"]["serviceAccountName"] == "mlplatform-member-alice"
 
     answers = [call(hub, "GET", f"/mlplatform/users/alice/{what}", alice)
                for what in ("credentials", "datasets", "capacity", "projects", "catalog")]
