@@ -143,6 +143,16 @@ async def test_jobs_get_their_own_writable_copies_from_the_loads_snapshot(operat
         await backend.close()
 
 
+def member_job(name: str, volume: dict) -> dict:
+    """A batch Job as a member makes it (members make no pods themselves): one container mounting `volume`."""
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
+            "spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "serviceAccountName": "mlplatform-runner",
+                "containers": [{"name": "main", "image": "python:3.12-slim", "command": ["true"],
+                                "volumeMounts": [{"name": "v", "mountPath": "/v"}]}],
+                "volumes": [{"name": "v", **volume}]}}}}
+
+
 async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, project, kube_cluster, tmp_path):  # noqa: F811
     """Plain Kubernetes calls with the project's runner token (what a notebook or a job holds)."""
     admin, ns = operator.kube, project
@@ -178,21 +188,15 @@ async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, pro
         # its claim is made by Kubernetes' ephemeral-volume controller from the member's template, so
         # it may not pose as a dataset (the hub lists datasets by their label); a plain one is made
         for name, labels in (("scratch", {}), ("posing", {"mlplatform.io/dataset": "true"})):
-            await rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs", {
-                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-                "spec": {"backoffLimit": 0, "template": {"spec": {
-                    "restartPolicy": "Never", "serviceAccountName": "mlplatform-runner",
-                    "containers": [{"name": "main", "image": "python:3.12-slim", "command": ["true"],
-                                    "volumeMounts": [{"name": "tmp", "mountPath": "/scratch"}]}],
-                    "volumes": [{"name": "tmp", "ephemeral": {"volumeClaimTemplate": {
-                        "metadata": {"labels": labels}, "spec": spec}}}]}}}})
+            await rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs", member_job(name, {"ephemeral": {
+                "volumeClaimTemplate": {"metadata": {"labels": labels}, "spec": spec}}}))
 
         async def pod_of(job: str) -> str | None:
             items = (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"job-name={job}"))["items"]
             return items[0]["metadata"]["name"] if items else None
 
         scratch, posing = await until(lambda: pod_of("scratch"), "a pod"), await until(lambda: pod_of("posing"), "a pod")
-        await until(lambda: admin.get(claim_path(ns, f"{scratch}-tmp")), "the plain ephemeral claim made", timeout=30)
+        await until(lambda: admin.get(claim_path(ns, f"{scratch}-v")), "the plain ephemeral claim made", timeout=30)
 
         async def refused_claim():
             events = (await admin.list(f"/api/v1/namespaces/{ns}/events",
@@ -200,7 +204,7 @@ async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, pro
             return [e for e in events if "dataset labels" in (e.get("message") or "")]
 
         await until(refused_claim, "the posing claim refused (an Event on its pod)", timeout=30)
-        assert await admin.get(claim_path(ns, f"{posing}-tmp")) is None
+        assert await admin.get(claim_path(ns, f"{posing}-v")) is None
 
         # another's private copy is theirs: a job's (owned by its job object) and a server's (named for
         # its pod), and a claim named as a copy that is not made yet; a teammate's Job gets no pod
@@ -217,13 +221,8 @@ async def test_a_members_token_makes_claims_only_as_dataset_copies(operator, pro
         thefts = {"steal-job-copy": "copy-b-frames-copy", "steal-server-copy": "jupyter-alice-frames-copy",
                   "wait-for-a-copy": "copy-z-frames-copy"}
         for job, claim_name in thefts.items():
-            await rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs", {
-                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": job},
-                "spec": {"backoffLimit": 0, "template": {"spec": {
-                    "restartPolicy": "Never", "serviceAccountName": "mlplatform-runner",
-                    "containers": [{"name": "main", "image": "python:3.12-slim", "command": ["true"],
-                                    "volumeMounts": [{"name": "d", "mountPath": "/d"}]}],
-                    "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": claim_name}}]}}}})
+            await rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs",
+                            member_job(job, {"persistentVolumeClaim": {"claimName": claim_name}}))
 
         async def refused_copies():
             events = (await admin.list(f"/api/v1/namespaces/{ns}/events"))["items"]
