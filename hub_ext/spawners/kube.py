@@ -83,8 +83,8 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
     admission: Admission | None = None  # the accelerator check and claim of the start in progress
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
-        (OIDC); each project member then gets a RoleBinding of their own. Empty: only the project's
-        ServiceAccount is bound.
+        (OIDC): their member RoleBinding in each project then binds it too. Empty: members act only through
+        their pods (in a team project each member's own ServiceAccount, which goes when they leave).
 
         c.PlatformSpawner.member_identity_template = "oidc:{username}"
         """).tag(config=True)
