@@ -35,6 +35,7 @@ import fnmatch
 import os
 import pathlib
 import re
+import shlex
 import shutil
 import signal
 import sys
@@ -57,6 +58,17 @@ DEFAULT_IMAGES = {
         "entrypoint": [str(CONTROLLERS_BIN / "file-metricscollector")], "cmd": []},
 }
 CONFIG_RETRY_SECONDS = 1.0  # a pod whose Secret/ConfigMap is missing is retried this often
+
+
+def _keep_path_in_login_shells(home: pathlib.Path, path: str) -> None:
+    """A container's PATH survives a login shell, as an image's ENV PATH does in a real container:
+    JupyterLab's terminals run ``sh -l``, and this host's /etc/profile resets PATH for root (so
+    ``kubectl ai-platform``, in the venv, was not found in a notebook's terminal). ``$HOME/.profile``,
+    read after /etc/profile, puts the container's PATH back."""
+    profile = home / ".profile"
+    line = f"export PATH={shlex.quote(path)}\n"
+    if not profile.exists() or profile.read_text() != line:
+        profile.write_text(line)
 
 
 class ProcessMode:
@@ -187,6 +199,7 @@ class ProcessMode:
             return text
 
         full_env = {k: subst(v) for k, v in full_env.items()}
+        _keep_path_in_login_shells(files.home, full_env["PATH"])
         argv = [subst(a) for a in self._argv(container)]
         cwd = subst(container["workingDir"]) if container.get("workingDir") else str(files.home)
         pathlib.Path(cwd).mkdir(parents=True, exist_ok=True)

@@ -426,3 +426,17 @@ async def test_process_mode_pvc_is_a_directory_shared_between_pods(api, kube_clu
         "reader", "import os; print(open(os.path.join(os.environ['DATA'], 'shared.txt')).read())")))
     await wait_for(api, "reader", phase("Succeeded"))
     assert await api.call("CoreV1Api", "read_namespaced_pod_log", "reader", api.ns) == "from writer\n"
+
+
+async def test_process_mode_a_login_shell_keeps_the_containers_path(api, kube_cluster, tmp_path):
+    """JupyterLab's terminal is ``sh -l``; this host's /etc/profile resets root's PATH. As an image's
+    ENV PATH survives a login shell in a real container, the container's PATH (the platform's venv:
+    ``kubectl-ai_platform``) is still there."""
+    kube_cluster.kubelet("process", workdir=tmp_path)
+    await api.call("CoreV1Api", "create_namespaced_pod", api.ns, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "terminal"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "python:3.11-slim",
+                                                           "command": ["sh", "-l", "-c", "command -v kubectl-ai_platform"]}]}})
+    pod = await wait_for(api, "terminal", lambda p: p and p["status"].get("phase") in ("Succeeded", "Failed"))
+    log = await raw_log(api, "terminal")
+    assert pod["status"]["phase"] == "Succeeded" and log.strip().endswith("/kubectl-ai_platform"), log
