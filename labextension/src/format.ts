@@ -102,6 +102,27 @@ export interface ProjectJob {
   job: Job;
 }
 
+/**
+ * A number as the widgets show it (their plot.js `formatNumber`): five significant digits, in
+ * exponent form when very large or very small; "" for none.
+ */
+export function formatNumber(v: number | null | undefined): string {
+  if (v === null || v === undefined || !isFinite(v)) {
+    return '';
+  }
+  const a = Math.abs(v);
+  return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(3) : String(Number(v.toPrecision(5)));
+}
+
+/** A trial's hyperparameter value (the server's string): a number formatted as `formatNumber`, else as it is. */
+export function formatParam(value: string | undefined): string {
+  if (value === undefined) {
+    return '';
+  }
+  const n = Number(value);
+  return value.trim() !== '' && isFinite(n) ? formatNumber(n) : value;
+}
+
 export function isSweep(job: Job): boolean {
   return (
     !!job.trainingInput?.hyperparameters ||

@@ -8,7 +8,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { el } from './dom';
-import { Job, plotPoints } from './format';
+import { formatNumber, Job, plotPoints } from './format';
 import { SeriesLine } from './series';
 
 const SVG = 'http://www.w3.org/2000/svg';
@@ -54,7 +54,7 @@ export function objectivePlot(job: Job, trans: TranslationBundle): Element {
     'mlp-plot-svg',
     points.length
       ? trans.__('%1 of %2 trials finished; best %3', points.length, job.trainingOutput?.trials?.length ?? 0,
-        String(Number(points[points.length - 1].best.toPrecision(6))))
+        formatNumber(points[points.length - 1].best))
       : trans.__('No trial has finished yet')
   );
   svg.dataset.points = String(points.length);
@@ -105,7 +105,7 @@ export function seriesPlot(job: Job, lines: SeriesLine[], trans: TranslationBund
       node.dataset.points = String(line.points.length);
       const last = line.points[line.points.length - 1];
       const title = document.createElementNS(SVG, 'title');
-      title.textContent = trans.__('trial %1: %2 at step %3', line.trialId, String(Number(last.value.toPrecision(6))),
+      title.textContent = trans.__('trial %1: %2 at step %3', line.trialId, formatNumber(last.value),
         last.step);
       node.appendChild(title);
       svg.appendChild(node);

@@ -7,7 +7,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { el } from './dom';
-import { Job, sortTrials } from './format';
+import { formatNumber, formatParam, Job, sortTrials } from './format';
 
 export interface TrialSort {
   column: string;
@@ -66,8 +66,8 @@ export function trialsTable(
     for (const cell of [
       t.trialId,
       t.state ?? '',
-      typeof v === 'number' ? String(Number(v.toPrecision(6))) : '',
-      ...params.map(p => t.hyperparameters?.[p] ?? '')
+      typeof v === 'number' ? formatNumber(v) : '',
+      ...params.map(p => formatParam(t.hyperparameters?.[p]))
     ]) {
       tr.append(el('td', '', cell));
     }

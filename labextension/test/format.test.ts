@@ -136,3 +136,17 @@ describe('plot and sorting', () => {
     expect(ids('trial', true)).toEqual(['4', '3', '2', '1']);
   });
 });
+
+describe('numbers as the widgets show them', () => {
+  it('formats objectives and hyperparameter values with five significant digits', async () => {
+    const { formatNumber, formatParam } = await import('../src/format');
+    expect(formatNumber(0.912345678)).toBe('0.91235');
+    expect(formatNumber(123456)).toBe('1.235e+5');
+    expect(formatNumber(0.0001234)).toBe('1.234e-4');
+    expect(formatNumber(undefined)).toBe('');
+    expect(formatParam('0.012345678901234567')).toBe('0.012346');
+    expect(formatParam('64')).toBe('64');
+    expect(formatParam('adam')).toBe('adam');
+    expect(formatParam(undefined)).toBe('');
+  });
+});

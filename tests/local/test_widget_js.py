@@ -536,7 +536,8 @@ function row(id, state, createTime, extra = {}) {
   assert.deepEqual(model.sent, [{ type: "ready" }]);
   model.python("best_trial", "2");
   model.receive({ type: "snapshot", rev: 3, now: T0, trials: {
-    1: trial("1", "SUCCEEDED", 0.8), 2: trial("2", "SUCCEEDED", 0.9, { best: true }), 3: trial("3", "RUNNING", null),
+    1: trial("1", "SUCCEEDED", 0.8, { hyperparameters: { learning_rate: "0.012345678901234567" } }),
+    2: trial("2", "SUCCEEDED", 0.9, { best: true }), 3: trial("3", "RUNNING", null),
   }, series: { 1: [[1, 0.5], [2, 0.8]], 2: [[1, 0.6], [2, 0.9]], 3: [[1, 0.4]] } });
   const order = () => $$(el, ".mlp-trials tr.mlp-trial").map((tr) => tr.getAttribute("data-trial-id"));
   assert.deepEqual(order(), ["2", "1", "3"], "best objective first, none last");
@@ -549,6 +550,7 @@ function row(id, state, createTime, extra = {}) {
   assert.equal($(el, 'th[data-sort="objective"]').textContent, "accuracy");
   assert.equal($(el, 'th[data-sort="objective"]').getAttribute("aria-sort"), "descending");
   assert.equal($$(el, 'th[data-sort="hp:learning_rate"]').length, 1);
+  assert.equal($(el, 'tr[data-trial-id="1"] .mlp-hp').textContent, "0.012346", "five significant digits, not 17");
 
   $(el, 'th[data-sort="objective"]').click();
   assert.deepEqual(order(), ["1", "2", "3"], "ascending; still none last");

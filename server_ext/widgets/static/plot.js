@@ -6,7 +6,8 @@
 //   (kept off the edges), returning the x() and y() that place values in the viewBox;
 // - placement(axis): where a hyperparameter axis (`hp_axes`' shape: linear, log or categories)
 //   puts a value, the range it must cover (the searched space) and its tick labels;
-// - ticks(lo, hi, n): about n round values covering [lo, hi].
+// - ticks(lo, hi, n): about n round values covering [lo, hi];
+// - formatNumber(v), formatParam(s): a number, and a hyperparameter value string, as the views show them.
 
 const SVG = "http://www.w3.org/2000/svg";
 const PLOT_W = 420;
@@ -24,6 +25,14 @@ function formatNumber(v) {
   if (v === null || v === undefined || !isFinite(v)) return "";
   const a = Math.abs(v);
   return a !== 0 && (a >= 1e5 || a < 1e-3) ? v.toExponential(3) : String(Number(v.toPrecision(5)));
+}
+
+/** A trial's hyperparameter value (the server's string): a number as `formatNumber` shows it, else as it is
+ * (a learning rate of 0.012345678901234567 reads 0.012346). */
+function formatParam(v) {
+  if (v === null || v === undefined) return "";
+  const n = Number(v);
+  return String(v).trim() !== "" && isFinite(n) ? formatNumber(n) : String(v);
 }
 
 /** About `count` round tick values covering [lo, hi]. */

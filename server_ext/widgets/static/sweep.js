@@ -1,6 +1,6 @@
 // SweepMonitor view (anywidget ES module). Protocol: ../protocol.md, "SweepMonitor".
 // Plain ES2020, no dependencies (clusters are air-gapped): small hand-written SVG plots, drawn with
-// plot.js's kit (frame, placement, ticks, s, formatNumber) and common.js's helpers (h, badge,
+// plot.js's kit (frame, placement, ticks, s, formatNumber, formatParam) and common.js's helpers (h, badge,
 // formatSeconds, injectStyle, patch, run), which views.SweepMonitor serves before this file as one module.
 //
 // DOM hooks (stable; browser tests rely on them): protocol.md's "DOM hooks" table, in short:
@@ -168,7 +168,7 @@ function render({ model, el }) {
     if (row.stoppedEarly) stateCell.appendChild(h("span", "mlp-stopped-early", " stopped early"));
     const cells = [cell("mlp-trial-id", row.trialId), stateCell, cell("mlp-objective", formatNumber(row.objective)),
       cell("mlp-step", row.step ?? ""), cell("mlp-duration")];
-    for (const n of hpNames) cells.push(cell("mlp-hp", (row.hyperparameters || {})[n] ?? ""));
+    for (const n of hpNames) cells.push(cell("mlp-hp", formatParam((row.hyperparameters || {})[n])));
     tr.replaceChildren(...cells);
     tr.setAttribute("data-state", row.state || "");
     tick(entry);
@@ -290,7 +290,7 @@ function render({ model, el }) {
       if (!points.length) emptyPlot(svg, axis.name + ": no " + tag() + " yet", HP_W, HP_H);
       else {
         scatter(svg, points, axis.name + (axis.scale === "log" ? " (log scale)" : ""), "mlp-hp-point",
-          (r) => "trial " + r.trialId + ": " + axis.name + " " + of(r) + ", " + tag() + " " + formatNumber(r.objective),
+          (r) => "trial " + r.trialId + ": " + axis.name + " " + formatParam(of(r)) + ", " + tag() + " " + formatNumber(r.objective),
           { w: HP_W, h: HP_H, xTicks: place.ticks, range: place.range });
       }
       return svg;
