@@ -1,7 +1,8 @@
 /**
  * One job's facts in its detail view, as a description list: its state (badge and plain words),
  * project, accelerator, times and, for a sweep, its trials' progress. A fact without a value is
- * left out. Plain DOM; every string through `trans.__`.
+ * left out; `tickRunTime` keeps "Ran for" going while a job runs. Plain DOM; every string through
+ * `trans.__`.
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -10,16 +11,27 @@ import { el } from './dom';
 import { Job, accelerator, explainState, formatTime, isSweep, runTime, trialProgress } from './format';
 import { badge } from './rows';
 
+const RAN_FOR = 'mlp-ran-for';
+
+/** The "Ran for" fact of `facts` brought up to `now` (a running job's time goes on between updates). */
+export function tickRunTime(facts: ParentNode, job: Job, trans: TranslationBundle, now: number = Date.now()): void {
+  const dd = facts.querySelector(`.${RAN_FOR}`);
+  if (dd) {
+    dd.textContent = runTime(job, now, trans);
+  }
+}
+
 export function jobFacts(project: string, job: Job, trans: TranslationBundle): HTMLDListElement {
   const dl = el('dl', 'mlp-facts');
-  const fact = (term: string, value: string | Node) => {
+  const fact = (term: string, value: string | Node): HTMLElement | undefined => {
     if (!value) {
-      return;
+      return undefined;
     }
     dl.append(el('dt', '', term));
     const dd = el('dd');
     dd.append(value);
     dl.append(dd);
+    return dd;
   };
   const state = el('span');
   state.append(badge(job, trans), ' ', explainState(job, trans));
@@ -29,7 +41,7 @@ export function jobFacts(project: string, job: Job, trans: TranslationBundle): H
   fact(trans.__('Created'), formatTime(job.createTime));
   fact(trans.__('Started'), formatTime(job.startTime));
   fact(trans.__('Ended'), formatTime(job.endTime));
-  fact(trans.__('Ran for'), runTime(job, Date.now(), trans));
+  fact(trans.__('Ran for'), runTime(job, Date.now(), trans))?.classList.add(RAN_FOR); // ticks: `tickRunTime`
   if (isSweep(job)) {
     fact(trans.__('Trials'), trialProgress(job, trans));
   }

@@ -12,7 +12,7 @@ import { Widget } from '@lumino/widgets';
 
 import * as api from './api';
 import { el } from './dom';
-import { jobFacts } from './facts';
+import { jobFacts, tickRunTime } from './facts';
 import { Job, STATES, isActive, isSweep } from './format';
 import { LogView } from './logview';
 import { objectivePlot, seriesPlot } from './plots';
@@ -52,6 +52,9 @@ export class JobsPanel extends Widget {
   /** The shown sweep's trials' metric series, read every `SERIES_EVERY_MS` while a trial runs. */
   private series = new TrialSeriesStore();
   private seriesTimer: number | null = null;
+  /** The shown job, as last filled in; its "Ran for" is brought up to date every second (`tickRunTime`). */
+  private detailJob: Job | undefined;
+  private clockTimer: number | null = null;
   private seriesBusy = false;
 
   constructor(opts: PanelOptions) {
@@ -208,6 +211,11 @@ export class JobsPanel extends Widget {
       window.clearInterval(this.seriesTimer);
       this.seriesTimer = null;
     }
+    if (this.clockTimer !== null) {
+      window.clearInterval(this.clockTimer);
+      this.clockTimer = null;
+    }
+    this.detailJob = undefined;
     this.series.clear();
     this.detailKey = '';
     this.detailView.hidden = true;
@@ -243,6 +251,11 @@ export class JobsPanel extends Widget {
       spec.append(el('summary', '', trans.__('Specification')), el('pre', 'mlp-spec-json'));
       this.detailView.append(head, summary, trials, spec);
       this.seriesTimer = window.setInterval(() => void this.readSeries(project, jobId), SERIES_EVERY_MS);
+      this.clockTimer = window.setInterval(() => {
+        if (this.detailJob && isActive(this.detailJob)) {
+          tickRunTime(this.detailView, this.detailJob, this.trans);
+        }
+      }, 1000);
       if (!job || !isSweep(job)) {
         const logHead = el('h3', 'mlp-log-title', trans.__('Log (master-replica-0)'));
         this.logView = new LogView(
@@ -278,6 +291,7 @@ export class JobsPanel extends Widget {
       return;
     }
     cancel.disabled = !isActive(job) || job.state === 'CANCELLING';
+    this.detailJob = job;
     summary.replaceChildren(jobFacts(project, job, this.trans));
     this.detailView.querySelector('.mlp-spec-json')!.textContent = JSON.stringify(
       job.trainingInput ?? {},

@@ -150,3 +150,18 @@ describe('numbers as the widgets show them', () => {
     expect(formatParam(undefined)).toBe('');
   });
 });
+
+describe("a running job's time goes on in its detail view", () => {
+  it('tickRunTime brings "Ran for" up to now', async () => {
+    const { tickRunTime } = await import('../src/facts');
+    const { english } = await import('../src/format');
+    const dd = { textContent: '' };
+    const facts = { querySelector: (sel: string) => (sel === '.mlp-ran-for' ? dd : null) } as unknown as ParentNode;
+    const running = { jobId: 'j', state: 'RUNNING', startTime: '2026-01-01T00:00:00Z' } as Job;
+    const trans = english as unknown as Parameters<typeof tickRunTime>[2];
+    tickRunTime(facts, running, trans, Date.parse('2026-01-01T00:00:10Z'));
+    expect(dd.textContent).toBe('10s');
+    tickRunTime(facts, running, trans, Date.parse('2026-01-01T00:01:30Z'));
+    expect(dd.textContent).toBe('1m 30s');
+  });
+});

@@ -119,6 +119,11 @@ def test_the_panel_lists_follows_and_cancels_jobs(lab, browser_page, tmp_path):
     last = log.locator(".mlp-log-line").last.inner_text()
     assert "epoch" in last.lower() or last, last
     assert detail.locator(".mlp-cancel").is_disabled()
+    # ...and looks it: not JupyterLab's bright warn red of an active "Cancel job"
+    looks = detail.locator(".mlp-cancel").evaluate("b => getComputedStyle(b).backgroundColor")
+    warn = page.evaluate("() => { const b = document.createElement('button'); b.className = 'jp-mod-styled jp-mod-warn';"
+                         " document.body.append(b); const c = getComputedStyle(b).backgroundColor; b.remove(); return c; }")
+    assert looks != warn, (looks, warn)
     assert axe_violations(page) == []
 
     # the search finds a line; the download link is the whole log, not followed
