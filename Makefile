@@ -11,7 +11,7 @@
 #   make bench         benchmarks: spawn cost on the real API server, PlatformSpawner vs KubeSpawner;
 #                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script;
 #                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail);
-#                      submit → first log line in the JupyterLab panel beside the widget (P9); the
+#                      submit → first log line in the JupyterLab panel beside the widget; the
 #                      panel with 1,000 jobs and a 40 MB log (render, update, heap, long tasks);
 #                      a 40 MB and a 100 MB log streamed by the server into the panel's viewer;
 #                      the operator's webhook latency under 50 concurrent creations beside none;
@@ -19,7 +19,7 @@
 #                      memory and API requests at 1000 dataset PVCs; 20 pods held for a dataset: Loaded
 #                      to Running, beside pods never held; 10 writable copies of a dataset beside 10 loads
 #                      real Katib: sweep creation -> first trial pod Running beside the local
-#                      Optuna sweep, and status of a sweep with real Trials (P6)
+#                      Optuna sweep, and status of a sweep with real Trials
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x` (`PYTEST_ARGS=-n0`: one
 # process for the tiers that otherwise run on every core, see XDIST below).
