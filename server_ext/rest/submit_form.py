@@ -43,8 +43,8 @@ FORM_FIELDS = ("job_id", "module", "package_path", "args", "scale_tier", "machin
 def form_choices(info: dict, project: str, env) -> dict:
     """The form's choices for `project` from `info` (`form.platform_info`'s answer). Pure."""
     from server_ext.jobs.model import MAX_ACCELERATORS
-    from server_ext.widgets.form import _FIELDS, SCALE_TIERS, SWEEP_TEMPLATE
-    from server_ext.widgets.form_choices import accelerator_offers, is_local, mount_choices, runtime_note
+    from server_ext.widgets.form import _FIELDS, SCALE_TIERS
+    from server_ext.widgets.form_choices import SWEEP_TEMPLATE, accelerator_offers, is_local, mount_choices, runtime_note
 
     offers, note = accelerator_offers(info, project, is_local(env))
     names = {kind: mount_choices(info, project, kind) for kind in ("credentials", "datasets")}

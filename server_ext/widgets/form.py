@@ -47,10 +47,12 @@ from server_ext.jobs.model import MAX_ACCELERATORS
 from server_ext.widgets.form_choices import (
     CPU_ONLY,
     NO_ACCELERATOR,
+    SWEEP_TEMPLATE,
     accelerator_offers,
     is_local,
     mount_choices,
     runtime_note,
+    sweep_spec,
 )
 
 SCALE_TIERS = ("BASIC", "BASIC_GPU", "STANDARD_1", "PREMIUM_1", "CUSTOM")
@@ -135,17 +137,6 @@ def _arguments(values: Mapping[str, Any]) -> tuple[list[str], Any, list[tuple[st
         except yaml.YAMLError:
             problems.append(("trainingInput.hyperparameters", "is not valid YAML"))
     return args, spec, problems
-
-
-def sweep_spec(doc: Any) -> Any:
-    """The sweep spec in what the box holds: a whole ``hptuning_config.yaml`` (its
-    ``trainingInput.hyperparameters``), a ``hyperparameters:`` mapping, or the spec itself. Pure."""
-    if isinstance(doc, Mapping) and isinstance(doc.get("trainingInput"), Mapping) \
-            and "hyperparameters" in doc["trainingInput"]:
-        return doc["trainingInput"]["hyperparameters"]
-    if isinstance(doc, Mapping) and set(doc) == {"hyperparameters"}:
-        return doc["hyperparameters"]
-    return doc
 
 
 def submit_arguments(values: Mapping[str, Any]) -> tuple[dict, dict]:
@@ -238,26 +229,6 @@ async def platform_info(env: Mapping[str, str] = os.environ) -> dict:
 
 LABEL_WIDTH = "150px"  # the longest label ("Package path", "Machine type") whole, with room to spare
 PACKAGE_HINT = "trainer/trainer (after cp -r $MLPLATFORM_EXAMPLES/trainer .)"
-# what the sweep box holds once ticked while empty (the panel's form gets it from submitForm): a
-# spec that runs as it is, saying where users already have theirs
-SWEEP_TEMPLATE = """\
-# The hyperparameters of an AI Platform hptuning_config.yaml: paste the whole file
-# (e.g. trainer/hptuning_config.yaml) or only its hyperparameters. The trainer reports
-# the metric named by hyperparameterMetricTag; each trial gets --<parameterName>=<value>.
-goal: MAXIMIZE
-hyperparameterMetricTag: accuracy
-maxTrials: 4
-maxParallelTrials: 2
-algorithm: RANDOM_SEARCH
-params:
-- parameterName: learning_rate
-  type: DOUBLE
-  minValue: 0.0001
-  maxValue: 0.1
-  scaleType: UNIT_LOG_SCALE
-"""
-
-
 class SubmitForm(w.VBox):
     """The form; `client` submits. `info` (platform_info's answer) may be given to skip the hub;
     `env` says the runtime and this server's profile (default: the kernel's environment)."""

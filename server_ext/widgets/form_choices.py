@@ -1,5 +1,6 @@
-"""What the submit form offers as accelerators, and what it tells the user a job will get. Pure
-(the caller passes the hub's answers and the environment).
+"""What the submit form offers (accelerators, a sweep spec to start from), what it tells the user
+a job will get, and how it reads the sweep box. Pure (the caller passes the hub's answers and the
+environment).
 
 Guarantees:
 
@@ -18,13 +19,16 @@ Guarantees:
   accelerator (its profile's, else ``CUDA_VISIBLE_DEVICES``) — and that no other GPU or slice is
   taken for it; on Kubernetes, that the job gets the chosen accelerator for itself. Free capacity
   (``capacity``) is shown in the labels on Kubernetes only: a local job takes no free slice.
+- `SWEEP_TEMPLATE` is a sweep spec that runs as it is (the box shows it once ticked while empty);
+  `sweep_spec` reads what the box holds: a whole ``hptuning_config.yaml``, its ``hyperparameters:``
+  mapping, or the spec itself.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from hub_ext.core.mounts import COPY_SUFFIX
 from server_ext.errors import PlatformError
@@ -150,3 +154,34 @@ def mount_choices(info: Mapping, project: str, kind: str) -> list[str]:
     if kind == "datasets":
         names |= {f"{c['name']}{COPY_SUFFIX}" for c in entries if c.get("snapshot")}
     return sorted(names)
+
+
+# what the sweep box holds once ticked while empty (the panel's form gets it from submitForm): a
+# spec that runs as it is, saying where users already have theirs
+SWEEP_TEMPLATE = """\
+# The hyperparameters of an AI Platform hptuning_config.yaml: paste the whole file
+# (e.g. trainer/hptuning_config.yaml) or only its hyperparameters. The trainer reports
+# the metric named by hyperparameterMetricTag; each trial gets --<parameterName>=<value>.
+goal: MAXIMIZE
+hyperparameterMetricTag: accuracy
+maxTrials: 4
+maxParallelTrials: 2
+algorithm: RANDOM_SEARCH
+params:
+- parameterName: learning_rate
+  type: DOUBLE
+  minValue: 0.0001
+  maxValue: 0.1
+  scaleType: UNIT_LOG_SCALE
+"""
+
+
+def sweep_spec(doc: Any) -> Any:
+    """The sweep spec in what the box holds: a whole ``hptuning_config.yaml`` (its
+    ``trainingInput.hyperparameters``), a ``hyperparameters:`` mapping, or the spec itself. Pure."""
+    if isinstance(doc, Mapping) and isinstance(doc.get("trainingInput"), Mapping) \
+            and "hyperparameters" in doc["trainingInput"]:
+        return doc["trainingInput"]["hyperparameters"]
+    if isinstance(doc, Mapping) and set(doc) == {"hyperparameters"}:
+        return doc["hyperparameters"]
+    return doc

@@ -230,7 +230,8 @@ def test_the_sweep_box_takes_a_whole_hptuning_config_and_its_template_runs():
     import yaml
 
     from server_ext.jobs.hptuning import parse_spec
-    from server_ext.widgets.form import SWEEP_TEMPLATE, submit_arguments, sweep_spec
+    from server_ext.widgets.form import submit_arguments
+    from server_ext.widgets.form_choices import SWEEP_TEMPLATE, sweep_spec
 
     example = (pathlib.Path(__file__).resolve().parents[2] / "examples" / "trainer" / "hptuning_config.yaml").read_text()
     spec = yaml.safe_load(example)["trainingInput"]["hyperparameters"]
@@ -244,7 +245,7 @@ def test_the_sweep_box_takes_a_whole_hptuning_config_and_its_template_runs():
 
 
 def test_ticking_the_sweep_box_shows_the_template_and_keeps_what_was_written():
-    from server_ext.widgets.form import SWEEP_TEMPLATE
+    from server_ext.widgets.form_choices import SWEEP_TEMPLATE
 
     f = form()
     try:

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.local
 
 
 def test_the_forms_choices_are_the_widgets(api, run):
-    from server_ext.widgets.form import _FIELDS, SCALE_TIERS, SWEEP_TEMPLATE
+    from server_ext.widgets.form import _FIELDS, SCALE_TIERS
+    from server_ext.widgets.form_choices import SWEEP_TEMPLATE
 
     code, form = run(api("GET", PROJECT, "submitForm"))
     assert code == 200, form
