@@ -229,7 +229,23 @@ _h.load_roles = (list(_h.load_roles) if "load_roles" in _h else []) + [
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> HubProcess:
+    def start(self, tries: int = 3) -> HubProcess:
+        """Start the hub and wait until its API answers. A port taken between `free_port` and the
+        hub's bind (another test's server took it: xdist workers share the machine) is not the
+        test's failure: the hub is started again on fresh ports, at most `tries` times in all."""
+        for attempt in range(tries):
+            try:
+                return self._start()
+            except RuntimeError:
+                if attempt == tries - 1 or "Address already in use" not in self.log_tail():
+                    raise
+                self.port, self.hub_port, self.proxy_api_port = free_port(), free_port(), free_port()
+                self.url = f"http://127.0.0.1:{self.port}"
+                self.api_url = f"{self.url}/hub/api"
+                self.log_path.write_text("")  # the next try's log alone
+        raise AssertionError("unreachable")
+
+    def _start(self) -> HubProcess:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(self.config_source + self.harness_source())
         self.config_path.chmod(0o600)
