@@ -1,8 +1,9 @@
 /**
  * A sweep's two plots, as SVG figures built from plain data (no requests, no state): each finished
  * trial's objective in trial order with the best so far (`objectivePlot`), and each trial's own
- * metric over its steps (`seriesPlot`, the lines of `series.ts`). Colours are theme variables
- * (style/index.css); every string through `trans`.
+ * metric over its steps (`seriesPlot`, the lines of `series.ts`), each with axes and round values on
+ * them (`ticks`, numbers as the widgets format them). Colours are theme variables (style/index.css);
+ * every string through `trans`.
  */
 
 import { TranslationBundle } from '@jupyterlab/translation';
@@ -13,7 +14,10 @@ import { SeriesLine } from './series';
 
 const SVG = 'http://www.w3.org/2000/svg';
 const W = 240;
-const H = 100;
+const H = 110;
+// room for the axes' values: left of the y axis, below the x axis (as the widgets' plots have)
+const LEFT = 36;
+const BOTTOM = 16;
 const PAD = 6;
 
 /** An empty plot of the panel's size, an image for assistive technology with `label`. */
@@ -32,16 +36,62 @@ function bounds(values: number[]): [number, number] {
   return values.reduce(([lo, hi], v) => [Math.min(lo, v), Math.max(hi, v)], [Infinity, -Infinity]);
 }
 
-/** Where a point's x and y are drawn: the values' bounds spread over the plot, inside its padding. */
-function scales(xs: number[], ys: number[]): { x: (v: number) => number; y: (v: number) => number } {
-  const [x0, x1] = bounds(xs);
-  const [y0, y1] = bounds(ys);
-  return {
-    x: v => PAD + ((v - x0) / (x1 - x0 || 1)) * (W - 2 * PAD),
-    y: v => H - PAD - ((v - y0) / (y1 - y0 || 1)) * (H - 2 * PAD)
-  };
+/**
+ * About `count` round values within [lo, hi] (steps of 1, 2 or 5 times a power of ten), as the
+ * widgets' plots label their axes; one value when lo equals hi.
+ */
+export function ticks(lo: number, hi: number, count = 4): number[] {
+  if (!isFinite(lo) || !isFinite(hi)) {
+    return [];
+  }
+  if (hi === lo) {
+    return [lo];
+  }
+  const raw = (hi - lo) / count;
+  const power = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map(m => m * power).find(s => s >= raw) ?? 10 * power;
+  const out: number[] = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    out.push(Number(v.toPrecision(12)));
+  }
+  return out;
 }
 
+function svgNode(tag: string, cls: string, attrs: Record<string, string | number>, text?: string): SVGElement {
+  const node = document.createElementNS(SVG, tag);
+  node.setAttribute('class', cls);
+  for (const [k, v] of Object.entries(attrs)) {
+    node.setAttribute(k, String(v));
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+/**
+ * The plot's axes with their values drawn into `svg` (x: trials or steps, whole numbers; y: the
+ * metric), and where a point's x and y are drawn: the values' bounds spread over the area the axes
+ * frame.
+ */
+function axes(svg: SVGSVGElement, xs: number[], ys: number[]): { x: (v: number) => number; y: (v: number) => number } {
+  const [x0, x1] = bounds(xs);
+  const [y0, y1] = bounds(ys);
+  const x = (v: number) => LEFT + ((v - x0) / (x1 - x0 || 1)) * (W - LEFT - PAD);
+  const y = (v: number) => H - BOTTOM - ((v - y0) / (y1 - y0 || 1)) * (H - BOTTOM - PAD);
+  svg.append(
+    svgNode('line', 'mlp-axis', { x1: LEFT, y1: PAD, x2: LEFT, y2: H - BOTTOM }),
+    svgNode('line', 'mlp-axis', { x1: LEFT, y1: H - BOTTOM, x2: W - PAD, y2: H - BOTTOM })
+  );
+  for (const v of ticks(y0, y1)) {
+    svg.append(svgNode('text', 'mlp-tick mlp-tick-y', { x: LEFT - 3, y: y(v) + 3, 'text-anchor': 'end' },
+      formatNumber(v)));
+  }
+  for (const v of ticks(x0, x1).filter(Number.isInteger)) {
+    svg.append(svgNode('text', 'mlp-tick mlp-tick-x', { x: x(v), y: H - 4, 'text-anchor': 'middle' }, String(v)));
+  }
+  return { x, y };
+}
 
 /** Each finished trial's objective in trial order, and the best so far: an SVG that grows. */
 export function objectivePlot(job: Job, trans: TranslationBundle): Element {
@@ -59,7 +109,7 @@ export function objectivePlot(job: Job, trans: TranslationBundle): Element {
   );
   svg.dataset.points = String(points.length);
   if (points.length) {
-    const { x, y } = scales(points.map(p => p.trial), points.map(p => p.value));
+    const { x, y } = axes(svg, points.map(p => p.trial), points.map(p => p.value));
     const line = document.createElementNS(SVG, 'polyline');
     line.setAttribute('class', 'mlp-plot-best');
     line.setAttribute('points', points.map(p => `${x(p.trial)},${y(p.best)}`).join(' '));
@@ -96,7 +146,7 @@ export function seriesPlot(job: Job, lines: SeriesLine[], trans: TranslationBund
   svg.dataset.points = String(lines.reduce((n, l) => n + l.points.length, 0));
   const all = lines.flatMap(l => l.points);
   if (all.length) {
-    const { x, y } = scales(all.map(p => p.step), all.map(p => p.value));
+    const { x, y } = axes(svg, all.map(p => p.step), all.map(p => p.value));
     for (const line of [...lines.filter(l => !l.best), ...lines.filter(l => l.best)]) {
       const node = document.createElementNS(SVG, 'polyline');
       node.setAttribute('class', line.best ? 'mlp-series mlp-series-best' : 'mlp-series');

@@ -165,3 +165,14 @@ describe("a running job's time goes on in its detail view", () => {
     expect(dd.textContent).toBe('1m 30s');
   });
 });
+
+describe("the panel's plots' axes", () => {
+  it('label round values within the data, as the widgets do', async () => {
+    const { ticks } = await import('../src/plots');
+    expect(ticks(0, 1)).toEqual([0, 0.5, 1]);
+    expect(ticks(1, 8)).toEqual([2, 4, 6, 8]);
+    expect(ticks(0.8123, 0.9377)).toEqual([0.85, 0.9]);
+    expect(ticks(3, 3)).toEqual([3]);
+    expect(ticks(NaN, 1)).toEqual([]);
+  });
+});

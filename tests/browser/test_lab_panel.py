@@ -225,6 +225,9 @@ def test_a_sweeps_plot_grows_and_its_trials_sort(lab, browser_page, tmp_path):
     best = page.locator(f"{PANEL} polyline.mlp-series-best")
     assert best.count() == 1
     assert best.get_attribute("data-trial-id") == trials.first.locator("td").first.inner_text()
+    for plot in (svg, series):  # axes with round values on them, as the widgets' plots have
+        assert plot.locator(".mlp-axis").count() == 2, plot
+        assert plot.locator(".mlp-tick-y").count() >= 1 and plot.locator(".mlp-tick-x").count() >= 1, plot
     metric = [float(t.locator("td").nth(2).inner_text()) for t in trials.all()]
     assert metric == sorted(metric)  # best first (MINIMIZE)
     page.locator(f'{PANEL} th[data-column="learning_rate"] button').click()
