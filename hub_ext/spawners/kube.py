@@ -16,10 +16,10 @@ form and entitlements as the local runtime), in the chosen project's namespace:
 - The pod, from the plan alone (`spawn_plan`: it carries the chosen mounts and their
   environment): each dict-valued setting of the plan merged into the configured one as KubeSpawner
   merges overrides (recursively; None removes a key); tolerations, volumes and mounts added; the
-  project's ServiceAccount, its token mounted; the chosen credentials and datasets mounted
-  read-only (`hub_ext.manifests.mounts`), their *paths* in ``GOOGLE_APPLICATION_CREDENTIALS``,
-  ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE`` and ``MLPLATFORM_DATASETS``; names and
-  labels from KubeSpawner's safe slugs.
+  project's ServiceAccount (in a team project the member's own), its token mounted; the chosen
+  credentials and datasets mounted read-only (`hub_ext.manifests.mounts`), their *paths* in
+  ``GOOGLE_APPLICATION_CREDENTIALS``, ``AWS_SHARED_CREDENTIALS_FILE``, ``AWS_CONFIG_FILE`` and
+  ``MLPLATFORM_DATASETS``; names and labels from KubeSpawner's safe slugs.
 - The hub's API token for the server is not a plain env value in the pod spec (anyone who may
   read pods would see it, kubespawner#398): it lives in a Secret ``<pod>-hub-token`` and the env
   refers to it.

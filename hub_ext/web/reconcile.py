@@ -92,7 +92,7 @@ class Reconciler:
             try:
                 found = {kind: await self._members(project, kind) for kind in ("RoleBinding", "ServiceAccount")}
             except KubeError as e:  # one project's failure must not stop the others
-                report.errors.append(f"{project}: could not list member RoleBindings: {reason(e)}")
+                report.errors.append(f"{project}: could not list member RoleBindings and ServiceAccounts: {reason(e)}")
                 log.warning("membership of the project %r not reconciled: could not list its member "
                             "RoleBindings and ServiceAccounts: %s", project, reason(e))
                 continue
