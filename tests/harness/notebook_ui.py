@@ -95,14 +95,16 @@ def run_cell(page, index: int, timeout_ms: int = KERNEL_TIMEOUT_MS, wait: bool =
     shows an execution count; with ``wait=False`` only until it has started). A run that has not
     started (``[*]``) after a few seconds is asked again; a run asked for before the front end
     attached the kernel opens a "Select Kernel" dialog instead, which is answered with the
-    notebook's own kernel (what a user would click) before asking again."""
+    notebook's own kernel (what a user would click) before asking again. The wait before asking
+    again is long (15 s): on a loaded machine the prompt can take seconds to show a run that did
+    start, and asking again runs the cell twice (a job submitted twice: 409, seen once in CI)."""
     prompt = page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-InputArea-prompt")
     started = re.compile(r"\[(\d+|\*)\]")
     select_kernel = page.locator(".jp-Dialog").filter(has_text="Select Kernel")
     for _ in range(5):
         page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-InputArea-editor").click()
         page.keyboard.press("Shift+Enter")
-        if _poll(lambda: started.search(prompt.inner_text()) or select_kernel.count(), 5.0) \
+        if _poll(lambda: started.search(prompt.inner_text()) or select_kernel.count(), 15.0) \
                 and not select_kernel.count():
             break
         if select_kernel.count():  # the run came before the kernel was attached: keep the notebook's kernel

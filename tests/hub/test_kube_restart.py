@@ -6,7 +6,8 @@ created and waiting for its node); one pod is deleted while it is down; it is st
 the same database. Once it has settled, every notebook pod and hub-token Secret in the cluster
 belongs to a server the hub still counts (none here: no notebook ever answered), and each project
 has exactly the objects the platform makes for it: no orphaned pods, Secrets, PVCs or
-RoleBindings. The figures are printed.
+RoleBindings (a team member's own binding lives with their membership, not with a server). The
+figures are printed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 import requests
 
 from hub_ext.local.demo import DemoSecrets
-from hub_ext.manifests.tenancy import HUB_BINDING, OPERATOR_BINDING, ROLE
+from hub_ext.manifests.tenancy import HUB_BINDING, OPERATOR_BINDING, ROLE, member_binding_name
 from tests.cluster.identities import hub_kubeconfig
 from tests.kube.platform_env import MANAGED, NODES, delete_projects, kube_hub_config
 
@@ -40,6 +41,11 @@ def options(user: str) -> dict:
     return {"project": "vision", "profile": "cpu"} if user in TEAM else {"profile": "cpu"}
 
 
+# a team member's RoleBinding (and ServiceAccount) lives with their membership, not with a server:
+# those of the group's members, made by the spawns that got as far as provisioning, are no orphans
+MEMBER_BINDINGS = [member_binding_name(u) for u in TEAM]
+
+
 def leftovers(cluster) -> dict[str, list[str]]:
     """Per kind, `namespace/name` of every per-server object and every non-platform RoleBinding or
     PVC in the platform's project namespaces."""
@@ -53,7 +59,7 @@ def leftovers(cluster) -> dict[str, list[str]]:
         for c in cluster.items("", "v1", "persistentvolumeclaims", ns):
             found["persistentvolumeclaims"].append(f"{ns}/{c['metadata']['name']}")
         for b in cluster.items("rbac.authorization.k8s.io", "v1", "rolebindings", ns):
-            if b["metadata"]["name"] not in (ROLE, HUB_BINDING, OPERATOR_BINDING):
+            if b["metadata"]["name"] not in (ROLE, HUB_BINDING, OPERATOR_BINDING, *MEMBER_BINDINGS):
                 found["rolebindings"].append(f"{ns}/{b['metadata']['name']}")
     return found
 
