@@ -21,6 +21,8 @@ project's lists its owner's result: `hub_ext.spawners.kube`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import pathlib
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -76,6 +78,14 @@ def tenancy_settings(values: Mapping[str, Any]) -> TenancySettings:
     except ConfigError as e:
         raise ConfigError([Problem(f"PlatformSpawner.{p.path}" if p.path else "PlatformSpawner", p.message)
                            for p in e.problems]) from None
+
+
+QUEUEING_NOTES = {
+    "kueue": "# queueing: Kueue holds the accelerators (ResourceFlavors, a ClusterQueue and a LocalQueue per project)",
+    "auto": "# queueing: auto: rendered as on a cluster without Kueue; where the hub finds Kueue it holds the "
+            "accelerators with queues instead (set PlatformSpawner.queueing = \"kueue\" to render them)",
+    "off": "# queueing: off: the projects' ResourceQuotas hold the accelerators",
+}
 
 
 def _owner_text(project: Project) -> str:
@@ -164,10 +174,16 @@ def render(c: Config, section: str, source: str, username: str, groups: Iterable
                    "can call it (per user, at each spawn form and spawn),",
                    "#   so the catalogues below list no profiles (on the hub, a team project's lists none either; "
                    "a personal project's lists its owner's profiles)"]
-    docs = []
+    header.append(QUEUEING_NOTES[settings.queueing])
+    settings = dataclasses.replace(settings, kueue=settings.queueing == "kueue")
+    docs, shared = [], set()
     for project in projects:
         for obj in project_objects(project, runtime.accelerators, runtime.profiles, members, settings):
             meta = obj.get("metadata", {})
+            if obj["kind"] == "ResourceFlavor":  # cluster-wide, one for every project
+                if meta["name"] in shared:
+                    continue
+                shared.add(meta["name"])
             docs.append(f"---\n# project {project.name} ({_owner_text(project)}): {obj['kind']} "
                         f"{meta.get('name', '')}\n{dump(obj)}")
     return "\n".join(header) + "\n" + "".join(docs)

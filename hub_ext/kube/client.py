@@ -55,6 +55,7 @@ _QUOTA_PENDING = "status unknown for quota"
 QUOTA_PENDING_POLL, QUOTA_PENDING_TRIES = 0.5, 60
 _VERBS = {"GET": "read", "POST": "create in", "PUT": "replace", "PATCH": "change", "DELETE": "delete"}
 
+KUEUE_API = "/apis/kueue.x-k8s.io/v1beta2"
 _CORE = {"Namespace": "namespaces", "ServiceAccount": "serviceaccounts", "ResourceQuota": "resourcequotas",
          "ConfigMap": "configmaps", "Secret": "secrets", "PersistentVolumeClaim": "persistentvolumeclaims",
          "Pod": "pods", "Node": "nodes", "Event": "events", "LimitRange": "limitranges"}
@@ -62,7 +63,9 @@ _GROUPS = {"Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
            "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings"),
            "NetworkPolicy": ("/apis/networking.k8s.io/v1", "networkpolicies"),
            "Job": ("/apis/batch/v1", "jobs"),
-           "VolumeSnapshot": ("/apis/snapshot.storage.k8s.io/v1", "volumesnapshots")}
+           "VolumeSnapshot": ("/apis/snapshot.storage.k8s.io/v1", "volumesnapshots"),
+           "ResourceFlavor": (KUEUE_API, "resourceflavors"), "ClusterQueue": (KUEUE_API, "clusterqueues"),
+           "LocalQueue": (KUEUE_API, "localqueues"), "Workload": (KUEUE_API, "workloads")}
 
 
 def path_of(kind: str, namespace: str | None = None, name: str | None = None) -> str:

@@ -202,8 +202,8 @@ class Provisioner:
     async def _undo(self, created: list[dict]) -> None:
         namespace_created = any(o["kind"] == "Namespace" for o in created)
         for obj in reversed(created):
-            if namespace_created and obj["kind"] != "Namespace":
-                continue  # deleting the namespace removes everything in it
+            if namespace_created and obj["metadata"].get("namespace"):
+                continue  # deleting the namespace removes everything in it (not the cluster's queues)
             try:
                 await self.kube.delete(obj_path(obj))
             except KubeError as e:

@@ -26,7 +26,8 @@ there, in the order they must exist:
    (and the operator's dataset loaders everywhere);
 5. the Role ``mlplatform-project``: manage training jobs, sweeps (Katib Experiments), batch Jobs
    and ConfigMaps (packages); read trials and suggestions (Katib's controller writes them); read
-   and delete pods, read their logs and events; read datasets (PVCs) and the quotas. Never
+   and delete pods, read their logs and events; read datasets (PVCs), the quotas and Kueue's
+   LocalQueues and Workloads (where the project's work stands in its queue). Never
    Secrets (credentials are created and deleted only through the hub), and never pod creation;
 6. the RoleBinding ``mlplatform-project`` giving the Role to the ServiceAccount;
 7. per member (`members`: the user provisioning, with their Kubernetes identity when a member
@@ -38,12 +39,15 @@ there, in the order they must exist:
 8. the ResourceQuota ``mlplatform-accelerators``: ``requests.<resource>`` per accelerator
    resource from the project's limits (accelerators that share a resource add up; accelerators
    the project may not use get 0); without limits (admins' projects) no accelerator is capped;
+   where Kueue holds the accelerators (`TenancySettings.kueue`) it counts none (empty);
 9. the ResourceQuota ``mlplatform-resources`` (CPU, memory, pods and object counts) and the
    LimitRange ``mlplatform-defaults`` (default requests, so every pod counts);
 10. NetworkPolicies: no ingress by default; notebook pods reachable from the hub and the proxy;
    job pods from the project's job pods; Katib suggestion pods from Katib's namespace; egress
    anywhere but the cloud metadata addresses;
-11. the ConfigMap ``mlplatform-catalog`` with the catalogue (`hub_ext.core.publish.catalog_json`).
+11. the ConfigMap ``mlplatform-catalog`` with the catalogue (`hub_ext.core.publish.catalog_json`);
+12. where Kueue holds the accelerators: the ResourceFlavors, the project's ClusterQueue and its
+    LocalQueue ``default`` (`hub_ext.manifests.queues`).
 
 `member_binding_name` names a member's binding, so the membership reconciler (`hub_ext.web.reconcile`,
 at hub start and every interval) and a login can remove the binding of a user who left a team. Every object carries ``app.kubernetes.io/managed-by: jupyterhub-mlplatform``.
@@ -63,6 +67,7 @@ from hub_ext.core.errors import ConfigError, Problem
 from hub_ext.core.profiles import Profile
 from hub_ext.core.publish import catalog_json
 from hub_ext.core.slugs import safe_slug
+from hub_ext.manifests.queues import QueueSettings, queue_objects
 
 SERVICE_ACCOUNT = "mlplatform-runner"
 NAMESPACE_LABELS = {"katib.kubeflow.org/metrics-collector-injection": "enabled"}
@@ -86,6 +91,7 @@ ENTITLED_PREFIX = "accelerators.mlplatform.io/"
 ACCELERATOR_RESOURCES = "mlplatform.io/accelerator-resources"
 ALL_ACCELERATORS = "mlplatform.io/accelerators"
 POD_SECURITY_LEVELS = ("privileged", "baseline", "restricted")
+QUEUEING = ("auto", "kueue", "off")
 PRIORITY_CLASSES = "mlplatform.io/priority-classes"  # the pod policy's list of the classes pods may use
 NOTEBOOK_SELECTOR = {"component": "singleuser-server"}  # KubeSpawner's label on notebook pods
 JOB_SELECTOR = {"matchExpressions": [{"key": "mlplatform.io/job", "operator": "Exists"}]}
@@ -109,6 +115,8 @@ ROLE_RULES = [
     # a job's private copies of datasets (server_ext.runtimes.kube.dataset_copies), only as copies: the
     # ValidatingAdmissionPolicy mlplatform-dataset-copies; no delete (they go with their jobs)
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": ["create"]},
+    # where Kueue holds the accelerators: where one's workloads stand in the queue, never the queues' making
+    {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"], "verbs": _READ},
 ]
 
 DEFAULT_QUOTA = {
@@ -139,11 +147,18 @@ class TenancySettings:
     # the PriorityClasses the project's pods may name (the pod policy reads them from the namespace's
     # PRIORITY_CLASSES annotation); none by default: a pod uses the cluster's default priority
     priority_classes: tuple[str, ...] = ()
+    # accelerators held by Kueue's queues (`hub_ext.manifests.queues`): "auto" where the hub finds
+    # Kueue installed, "kueue" always (a spawn fails while it is missing), "off" never
+    queueing: str = "auto"
+    queue_cohort: str = "mlplatform"
+    queue_borrowing_limit: int | None = None
+    kueue: bool = False  # not configured: whether this hub found Kueue (set by the spawner)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "TenancySettings":
         """From a config section's trait values (missing or empty ones keep their defaults)."""
-        values = {f.name: section[f.name] for f in fields(cls) if section.get(f.name) not in (None, "")}
+        values = {f.name: section[f.name] for f in fields(cls)
+                  if f.name != "kueue" and section.get(f.name) not in (None, "")}
         for name in ("blocked_egress", "priority_classes"):
             if name in values:
                 values[name] = tuple(values[name])
@@ -152,9 +167,20 @@ class TenancySettings:
                     for name, value in (("pod_security_enforce", settings.pod_security_enforce),
                                         ("pod_security_warn", settings.pod_security_warn))
                     if value not in POD_SECURITY_LEVELS]
+        if settings.queueing not in QUEUEING:
+            problems.append(Problem("queueing", f"must be one of {', '.join(QUEUEING)}, not {settings.queueing!r}"))
+        if settings.queue_borrowing_limit is not None and settings.queue_borrowing_limit < 0:
+            problems.append(Problem("queue_borrowing_limit", "must be 0 or more (None: whatever is idle)"))
         if problems:
             raise ConfigError(problems)
         return settings
+
+    @property
+    def queues(self) -> QueueSettings | None:
+        """How the project's queues are made, where Kueue holds the accelerators; None where not."""
+        if not self.kueue:
+            return None
+        return QueueSettings(cohort=self.queue_cohort, borrowing_limit=self.queue_borrowing_limit)
 
     @property
     def hub_user(self) -> str:
@@ -279,7 +305,7 @@ def project_objects(project: Project, accelerators: Mapping[str, Accelerator], p
             objects.append(binding(name, "Role", ROLE, *subjects, **member))
     objects += [
         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta(QUOTA),
-         "spec": {"hard": quota_hard(project, accelerators)}},
+         "spec": {"hard": {} if settings.queues else quota_hard(project, accelerators)}},
         {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": meta(RESOURCE_QUOTA),
          "spec": {"hard": dict(settings.project_quota)}},
         {"apiVersion": "v1", "kind": "LimitRange", "metadata": meta(LIMIT_RANGE),
@@ -289,4 +315,6 @@ def project_objects(project: Project, accelerators: Mapping[str, Accelerator], p
     catalog = catalog_json(accelerators.values(), profiles, project)
     objects.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(CATALOG_CONFIGMAP),
                     "data": {"catalog.json": json.dumps(catalog, sort_keys=True, indent=1)}})
+    if settings.queues:
+        objects += queue_objects(project, accelerators, settings.queues, lab)
     return objects

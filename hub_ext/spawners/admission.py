@@ -6,7 +6,9 @@ Guarantees, from the hub's watch caches (no API request but the quota's, when th
   (403), counting its pods and the starts in progress, or that cannot get its accelerator now
   (409) with ``when_full = "refuse"`` (or where the cluster has fewer than asked); with
   ``"wait"`` it sets `wait`, the progress sentence of what the pod waits for. A refusal names the
-  user's own servers that hold the accelerator, if any.
+  user's own servers that hold the accelerator, if any. Where Kueue holds the accelerators
+  (`queued`), nothing is refused but a count the whole cluster lacks: the pod waits in the
+  project's queue and `wait` says so.
 - Until the pod shows in the caches, the start's claim is in the hub's table
   (`KubeParts.claims`), so two starts never both count the same free slice; `release` takes it
   out (the start ended, either way), and a claim is never counted twice: a project's usage counts
@@ -38,7 +40,7 @@ class Admission:
         self.claim: tuple[str, str] | None = None  # this start's key in `shared.claims`
         self.wait: str | None = None  # "waiting for …" when the pod is to wait for a free accelerator
 
-    async def check(self, plan: Plan, when_full: str) -> None:
+    async def check(self, plan: Plan, when_full: str, queued: bool = False) -> None:
         acc, count = plan.accelerator, plan.count
         if acc is None:
             return
@@ -46,6 +48,13 @@ class Admission:
         await view.start()
         limits = plan.project.limits
         used = view.usage(self.accelerators, plan.project.name)
+        if queued:  # Kueue admits the pod when the project's queue has room: nothing is refused for want of it
+            capacity = view.capacity(self.accelerators)
+            if acc.name in capacity and capacity[acc.name][1] < count:
+                raise UserInputError("profile", f"the cluster has {capacity[acc.name][1]} {acc.display_name} in all, "
+                                                f"fewer than the {count} asked", 409)
+            self.wait = f"queued for {wanting(acc, count)} in the project {plan.project.name!r}"
+            return
         if limits is not None and used is not None:
             limit = limits.get(acc.name, 0)
             in_use = used.get(acc.name, 0) + self.claimed(acc.name, plan.project.name)

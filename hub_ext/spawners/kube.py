@@ -57,6 +57,7 @@ from hub_ext.core.mounts import Available
 from hub_ext.kube.client import Kube, reason
 from hub_ext.manifests.datasets import percent, progress_of, pvc_manifest, row
 from hub_ext.manifests.mounts import volumes
+from hub_ext.manifests.queues import LOCAL_QUEUE, QUEUE_LABEL
 from hub_ext.manifests.tenancy import PROJECT_LABEL, pod_account
 from hub_ext.spawners.admission import Admission
 from hub_ext.spawners.configured import ConfiguredTraits
@@ -191,7 +192,9 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         template, name = self.member_identity_template, self.user.name
         projects = self.user_projects()
         members = [(name, template.format(username=name) if template else "")]
-        await self.shared.provision(self.runtime, projects, name, members, self.tenancy_settings())
+        tenancy = await self.shared.queueing(self.tenancy_settings())
+        self._queued = tenancy.kueue
+        await self.shared.provision(self.runtime, projects, name, members, tenancy)
         return projects
 
     # ---- the form ---------------------------------------------------------------------------------
@@ -216,7 +219,7 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         try:
             plan = await self.spawn_plan(self.user_options, allow_loading=self.when_dataset_loading == "wait")
             self.admission = Admission(self.shared, self.runtime.accelerators, self.user.name, self.pod_name)
-            await self.admission.check(plan, self.when_full)
+            await self.admission.check(plan, self.when_full, queued=getattr(self, "_queued", False))
             plan = self.copies.with_claims(await self._wait_for_datasets(plan))
             self._apply(plan)
             await self.copies.make(plan)
@@ -265,6 +268,8 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         self.volumes = list(self.volumes) + vols
         self.volume_mounts = list(self.volume_mounts) + mounts
         self.extra_labels = {**self.extra_labels, PROJECT_LABEL: ns, "mlplatform.io/profile": plan.profile.slug}
+        if getattr(self, "_queued", False):  # Kueue admits the pod (its scheduling gate) once its queue has room
+            self.extra_labels[QUEUE_LABEL] = LOCAL_QUEUE
         self._platform_env = {**plan.mounts.env, "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug,
                               "MLPLATFORM_BACKEND": "kubernetes"}
         self._plan = plan

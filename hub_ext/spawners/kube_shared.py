@@ -8,7 +8,9 @@ stops the caches (the service makes the parts afresh on next use). `provision` m
 projects as they should be (`hub_ext.manifests.tenancy.project_objects`, applied by the
 `Provisioner`: all or nothing, and once per hub for one configuration, project, members and
 tenancy settings: later calls make no request) and takes a former member's RoleBinding and
-ServiceAccount out of the team projects they left. With a callable ``profile_list``, a team
+ServiceAccount out of the team projects they left. `queueing` says whether Kueue holds the
+accelerators (`TenancySettings.queueing`: "auto" asks the API server whether it serves
+``kueue.x-k8s.io/v1beta2``; found is kept, not found asked again after `KUEUE_RECHECK` seconds). With a callable ``profile_list``, a team
 project's published catalogue (ConfigMap ``mlplatform-catalog``) has the accelerators and limits the
 jobs API plans with, no profiles: members' lists differ, and whoever provisions first must not decide
 (each member's own are in the platform API's). A personal project's has its owner's latest result.
@@ -17,14 +19,19 @@ jobs API plans with, no profiles: members' lists differ, and whoever provisions 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import time
 
 from hub_ext.core.entitlements import Project
-from hub_ext.kube.client import Kube, path_of
+from hub_ext.core.errors import UpstreamError
+from hub_ext.kube.client import KUEUE_API, Kube, path_of
 from hub_ext.kube.cluster import ClusterView, ProjectResources
 from hub_ext.kube.provision import Provisioner
 from hub_ext.manifests.mounts import MountSettings
 from hub_ext.manifests.tenancy import TenancySettings, member_binding_name, project_objects
 from hub_ext.spawners.runtime import Runtime
+
+KUEUE_RECHECK = 60.0
 
 
 class KubeParts:
@@ -38,14 +45,32 @@ class KubeParts:
         self.resources = ProjectResources(kube, settings)
         # (namespace, pod) of each start in progress → (project, accelerator, count) it claims
         self.claims: dict[tuple[str, str], tuple[str, str, int]] = {}
+        self._kueue_checked: tuple[bool, float] | None = None  # (found, when)
 
     async def stop(self) -> None:
         await asyncio.gather(self.view.stop(), self.resources.stop())
 
+    async def kueue_found(self) -> bool:
+        if self._kueue_checked and (self._kueue_checked[0] or time.monotonic() - self._kueue_checked[1] < KUEUE_RECHECK):
+            return self._kueue_checked[0]
+        found = await self.kube.get(KUEUE_API) is not None
+        self._kueue_checked = (found, time.monotonic())
+        return found
+
+    async def queueing(self, tenancy: TenancySettings) -> TenancySettings:
+        """`tenancy` with `kueue` set where Kueue holds the accelerators."""
+        if tenancy.queueing == "off":
+            return tenancy
+        found = await self.kueue_found()
+        if not found and tenancy.queueing == "kueue":
+            raise UpstreamError("queue the server", "Kueue (kueue.x-k8s.io/v1beta2) is not installed in the cluster, "
+                                "and the platform is configured to queue every workload with it: ask an administrator")
+        return dataclasses.replace(tenancy, kueue=found)
+
     async def provision(self, rt: Runtime, projects: list[Project], username: str, members: list[tuple[str, str]],
                         tenancy: TenancySettings) -> None:
         """`username`'s `projects` as they should be, with `members` (hub user, Kubernetes identity or
-        "") bound; the user's RoleBinding and ServiceAccount out of every other team project."""
+        "") bound; the user's RoleBinding and ServiceAccount out of every other team project (`tenancy`: as `queueing` returns it)."""
         for p in projects:
             shown = rt.profiles if rt.dynamic is None or p.personal else ()
             config = id(rt) if rt.dynamic is None else (id(rt.dynamic), repr(rt.accelerators), repr(shown))

@@ -4,7 +4,7 @@ file's section into the same settings the hub uses)."""
 
 from __future__ import annotations
 
-from traitlets import Dict, List, Unicode
+from traitlets import Dict, Int, List, Unicode
 from traitlets.config import Configurable
 
 from hub_ext.manifests.tenancy import DEFAULT_QUOTA, DEFAULT_REQUESTS, METADATA_ADDRESSES, TenancySettings
@@ -65,6 +65,28 @@ class TenancyConfig(Configurable):
         globalDefault PriorityClass names it here (Kubernetes puts its name on every pod).
 
         c.PlatformSpawner.priority_classes = ["batch-default"]
+        """).tag(config=True)
+
+    queueing = Unicode(
+        "auto", help="""Who holds the accelerators: "auto" (Kueue where the hub finds it installed, else the
+        projects' ResourceQuotas), "kueue" (always Kueue: a spawn fails while it is not installed) or
+        "off" (ResourceQuotas, never Kueue). Under Kueue each project gets a ClusterQueue with its limits
+        per accelerator type as nominal quota and a LocalQueue "default"; a workload that does not fit
+        waits in the queue instead of being refused (docs/queueing.md).
+
+        c.PlatformSpawner.queueing = "kueue"
+        """).tag(config=True)
+    queue_cohort = Unicode(
+        "mlplatform", help="""The Kueue cohort of the projects' ClusterQueues: what one project leaves
+        idle, another borrows, and the owner reclaims it by preempting the borrower.
+
+        c.PlatformSpawner.queue_cohort = "mlplatform"
+        """).tag(config=True)
+    queue_borrowing_limit = Int(
+        None, allow_none=True, help="""How many of each accelerator type a project may borrow beyond its
+        own limit while others leave them idle (None: all that is idle; 0: no borrowing).
+
+        c.PlatformSpawner.queue_borrowing_limit = 2
         """).tag(config=True)
 
     def tenancy_settings(self) -> TenancySettings:

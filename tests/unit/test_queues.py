@@ -1,0 +1,82 @@
+"""A project's queues under Kueue (`hub_ext.manifests.queues`) and how they replace the accelerator
+quota (`hub_ext.manifests.tenancy`). Pure; the real Kueue admits by them in tests/kube/test_kueue_*."""
+
+import dataclasses
+
+import pytest
+
+from hub_ext.core.catalog import parse_accelerators
+from hub_ext.core.entitlements import Project
+from hub_ext.core.errors import ConfigError
+from hub_ext.manifests.queues import QueueSettings, cluster_queue, local_queue, resource_flavors
+from hub_ext.manifests.tenancy import TenancySettings, project_objects
+
+pytestmark = pytest.mark.unit
+
+ACCS = parse_accelerators({
+    "a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"},
+    "h100": {"type": "gpu", "product": "NVIDIA-H100-80GB-HBM3"},
+    "1g.5gb": {"type": "mig", "profile": "1g.5gb"},
+    "3g.20gb-single": {"type": "mig", "profile": "3g.20gb", "strategy": "single", "product": "NVIDIA-A100-SXM4-40GB"},
+})
+TEAM = Project("vision", "Vision", False, frozenset({"cpu"}), {"a100": 1, "h100": 1, "1g.5gb": 2})
+ADMIN = Project("user-root", "Personal", True, frozenset({"cpu"}), None)
+LABELS = {"app.kubernetes.io/managed-by": "jupyterhub-mlplatform", "mlplatform.io/project": "vision"}
+
+
+def test_a_flavor_per_accelerator_type_even_on_one_resource_name():
+    flavors = {f["metadata"]["name"]: f["spec"]["nodeLabels"] for f in resource_flavors(ACCS)}
+    assert flavors["mlp-a100"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    assert flavors["mlp-h100"] == {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    # the single strategy's slice is nvidia.com/gpu too, on its own nodes: a third flavor of that resource
+    assert flavors["mlp-3g.20gb-single"] == {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB-MIG-3g.20gb"}
+    assert all(f["apiVersion"] == "kueue.x-k8s.io/v1beta2" for f in resource_flavors(ACCS))
+
+
+def test_the_cluster_queue_holds_the_limits_per_flavor_and_only_entitled_flavors():
+    cq = cluster_queue(TEAM, ACCS, QueueSettings(), LABELS)
+    assert cq["metadata"]["name"] == "mlp-vision"
+    groups = {tuple(g["coveredResources"]): g["flavors"] for g in cq["spec"]["resourceGroups"]}
+    assert groups[("nvidia.com/gpu",)] == [
+        {"name": "mlp-a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1"}]},
+        {"name": "mlp-h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1"}]}]
+    assert groups[("nvidia.com/mig-1g.5gb",)] == [
+        {"name": "mlp-1g.5gb", "resources": [{"name": "nvidia.com/mig-1g.5gb", "nominalQuota": "2"}]}]
+    assert "mlp-3g.20gb-single" not in str(cq)  # not entitled: never admitted
+    # only the project's own namespace may queue to it; it borrows and lends in the cohort
+    assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
+    assert cq["spec"]["cohortName"] == "mlplatform"
+    assert cq["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
+
+
+def test_a_borrowing_limit_and_an_unlimited_project():
+    cq = cluster_queue(TEAM, ACCS, QueueSettings(cohort="lab", borrowing_limit=0), LABELS)
+    assert cq["spec"]["cohortName"] == "lab"
+    assert {r["borrowingLimit"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
+            for r in f["resources"]} == {"0"}
+    admin = cluster_queue(ADMIN, ACCS, QueueSettings(), LABELS)
+    assert "cohortName" not in admin["spec"]  # nothing caps it: it neither lends nor borrows
+    assert len([f for g in admin["spec"]["resourceGroups"] for f in g["flavors"]]) == len(ACCS)
+
+
+def test_under_kueue_the_quota_counts_no_accelerator_and_the_queues_are_made():
+    settings = dataclasses.replace(TenancySettings(), kueue=True)
+    objs = project_objects(TEAM, ACCS, (), [("alice", "")], settings)
+    quota = next(o for o in objs if o["metadata"]["name"] == "mlplatform-accelerators")
+    assert quota["spec"]["hard"] == {}
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
+    assert kinds[-2:] == [("ClusterQueue", "mlp-vision"), ("LocalQueue", "default")]
+    assert ("ResourceFlavor", "mlp-a100") in kinds
+    assert local_queue(TEAM, LABELS)["spec"] == {"clusterQueue": "mlp-vision"}
+    # without Kueue: no queue objects, the quota counts accelerators as before
+    plain = project_objects(TEAM, ACCS, (), [("alice", "")])
+    assert not [o for o in plain if o["apiVersion"].startswith("kueue.x-k8s.io")]
+
+
+def test_queueing_settings_are_checked():
+    with pytest.raises(ConfigError) as e:
+        TenancySettings.from_config({"queueing": "sometimes", "queue_borrowing_limit": -1})
+    assert [p.path for p in e.value.problems] == ["queueing", "queue_borrowing_limit"]
+    settings = TenancySettings.from_config({"queueing": "kueue", "queue_borrowing_limit": 2, "kueue": True})
+    assert settings.kueue is False  # found by the hub, never configured
+    assert dataclasses.replace(settings, kueue=True).queues == QueueSettings(borrowing_limit=2)
