@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Builds the Kubeflow Training Operator v1 controller, Katib's Go components and the test cluster's DNS
-# server (CoreDNS) from the Go module proxy into bin/ (next to this script); `make controllers` runs it.
+# Builds the Kubeflow Training Operator v1 controller, Katib's Go components, Kueue's manager and the
+# test cluster's DNS server (CoreDNS) from the Go module proxy into bin/ (next to this script);
+# `make controllers` runs it.
 # Each component has its own module (their Kubernetes dependencies differ from each other's and from
 # tests/cluster's): training-operator/go.mod pins github.com/kubeflow/training-operator v1.9.4,
 # katib/go.mod pins github.com/kubeflow/katib v0.19.0 (the commands are `tool` lines in those go.mod
 # files, so `go mod tidy` keeps their requirements), coredns/go.mod pins github.com/coredns/coredns
 # v1.15.0 with our own main.go choosing its plugins, kustomize/go.mod pins sigs.k8s.io/kustomize/kustomize/v5
 # v5.7.1 (renders the controllers' released overlays; no kubectl needed), snapshot-controller/go.mod pins
-# github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 (Kubernetes' volume snapshot controller).
+# github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 (Kubernetes' volume snapshot controller),
+# kueue/go.mod pins sigs.k8s.io/kueue v0.17.0 (its manager, cmd/kueue, as kueue-manager; needs Go >= 1.25.0).
 # Needs Go >= 1.26.0 (the `go` line of training-operator v1.9.4's own go.mod). Builds run one at a
 # time under `nice -n 19`; a rebuild with warm Go caches only links.
 set -euo pipefail
@@ -29,3 +31,4 @@ build katib katib-db-manager github.com/kubeflow/katib/cmd/db-manager/v1beta1
 build katib goptuna-suggestion github.com/kubeflow/katib/cmd/suggestion/goptuna/v1beta1
 build katib goptuna-suggestion-listen ./goptuna
 build katib file-metricscollector github.com/kubeflow/katib/cmd/metricscollector/v1beta1/file-metricscollector
+build kueue kueue-manager sigs.k8s.io/kueue/cmd/kueue

@@ -52,6 +52,7 @@ PATHS = {  # kind → collection path ({ns}: the object's namespace)
     "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
     "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
     "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+    "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
 }
 
 
@@ -77,10 +78,15 @@ def render(overlay: pathlib.Path, webhook_ports: dict[str, int],
         if doc["kind"] == "Service" and doc["metadata"]["name"] in webhook_ports:
             doc["spec"] = {"type": "ExternalName", "externalName": "localhost"}
         if doc["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
-            for hook in doc.get("webhooks", []):
-                svc = hook.get("clientConfig", {}).get("service")
-                if svc and svc["name"] in webhook_ports:
-                    svc["port"] = webhook_ports[svc["name"]]
+            configs = [hook.get("clientConfig", {}) for hook in doc.get("webhooks", [])]
+        elif doc["kind"] == "CustomResourceDefinition":  # a conversion webhook (only if CRDs are kept)
+            configs = [((doc["spec"].get("conversion") or {}).get("webhook") or {}).get("clientConfig", {})]
+        else:
+            configs = []
+        for config in configs:
+            svc = config.get("service")
+            if svc and svc["name"] in webhook_ports:
+                svc["port"] = webhook_ports[svc["name"]]
         docs.append(doc)
     return docs
 
@@ -147,14 +153,15 @@ class ControllerProcess:
                                          env={**os.environ, **env}, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
 
-    def wait_http_ok(self, url: str, timeout: float, what: str) -> None:
+    def wait_http_ok(self, url: str, timeout: float, what: str, contains: str | None = None) -> None:
+        """Until `url` answers 200 (and, given `contains`, a body that contains it)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{what} exited ({self.proc.returncode}):\n{self.tail()}")
             try:
                 with _DIRECT.open(url, timeout=1) as r:
-                    if r.status == 200:
+                    if r.status == 200 and (contains is None or contains in r.read().decode(errors="replace")):
                         return
             except OSError:
                 pass

@@ -18,6 +18,12 @@
   only: it is cluster-wide and would otherwise also act on the Experiments of the tests that still
   use the labelled helper `tests.kube.katib_controller`. Between modules its webhook configurations
   are deleted (P12). Its log (this test's part) is added to a failed test's report.
+- `kueue`: real Kueue v0.17.0 (`tests.controllers.kueue_system`, `kueue-manager` built by `make
+  controllers`) with the platform's configuration (`helm-values/kueue.yaml`), for the module that
+  asks for it and only while that module runs: it is cluster-wide (its webhooks see every Job,
+  PyTorchJob and TFJob create, and every pod create in a namespace labelled as the platform labels
+  its projects); it is uninstalled when the module ends (its CRDs and so its objects, its webhook
+  configurations), so later modules see a cluster without Kueue (the hub looks for its API).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import pytest
 from hub_ext.kube.client import Kube
 from server_ext.runtimes.kube.backend import KubeBackend
 from tests.controllers.katib_system import Katib
+from tests.controllers.kueue_system import Kueue
 from tests.controllers.outofcluster import TrainingOperator
 from tests.kube.job_env import NODES, SETTINGS
 from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixture: mlplatform operator)
@@ -80,6 +87,18 @@ def real_katib(request, _katib_holder, training_operator, tmp_path_factory):
         katib.start_controller()
     yield katib
     katib.stop_controller()
+
+
+@pytest.fixture(scope="module")
+def kueue(request, tmp_path_factory):
+    """Real Kueue on the session's control plane for this module (None on a --kube-context cluster,
+    which has its own or none)."""
+    if request.config.getoption("--kube-context"):
+        yield None
+        return
+    k = Kueue(request.getfixturevalue("_session_cluster"), tmp_path_factory.mktemp("kueue")).start()
+    yield k
+    k.stop()
 
 
 @pytest.fixture
