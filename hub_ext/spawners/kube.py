@@ -67,6 +67,7 @@ from hub_ext.spawners.form import render_form
 from hub_ext.spawners.hub_token import HubTokenSecret, delete_later, secret_name
 from hub_ext.spawners.kube_progress import StartProgress
 from hub_ext.spawners.kube_shared import KubeParts
+from hub_ext.spawners.queue_watch import QueueWatch
 from hub_ext.spawners.mount_config import MountConfig
 from hub_ext.spawners.platform import PlatformConfig
 from hub_ext.spawners.runtime import Plan
@@ -82,6 +83,7 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
     platform_kind = "kubernetes"
     makes_copies = True  # `PlatformConfig.spawn_plan` accepts ``<dataset>:copy`` choices: `ServerCopies`
     admission: Admission | None = None  # the accelerator check and claim of the start in progress
+    _configured_start_timeout: float | None = None  # start_timeout as configured (`run_pre_spawn_hook`)
     member_identity_template = Unicode(
         "", help="""The Kubernetes user name of a hub user ({username}), where the cluster has such identities
         (OIDC): their member RoleBinding in each project then binds it too. Empty: members act only through
@@ -290,6 +292,19 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         return env
 
     # ---- lifecycle -------------------------------------------------------------------------------
+    async def run_pre_spawn_hook(self):
+        """Where Kueue holds the accelerators, the start may wait in the queue: JupyterHub (and
+        KubeSpawner's wait for the pod) then allow it `queue_start_timeout` (read after this hook)."""
+        await maybe_future(super().run_pre_spawn_hook())
+        if self._configured_start_timeout is None:
+            self._configured_start_timeout = self.start_timeout
+        try:
+            queued = (await self.shared.queueing(self.tenancy_settings())).kueue
+        except UpstreamError:
+            queued = False  # the start's provisioning refuses it in words
+        self.start_timeout = max(self._configured_start_timeout, self.queue_start_timeout) if queued \
+            else self._configured_start_timeout
+
     def start(self):
         started = super().start()
         self._start_future = asyncio.ensure_future(self._translated(started))
@@ -358,10 +373,14 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         told = StartProgress()
         if self.events_enabled:
             await self._start_watching_events()
+        queue = QueueWatch(self.shared.kube, self.runtime.accelerators)
         while True:
             done = self._start_future is not None and self._start_future.done()
             plan = getattr(self, "_plan", None)
-            for event in told.updates(getattr(self, "_stage", None), getattr(self, "_stage_percent", None), plan,
+            stage = getattr(self, "_stage", None)
+            if getattr(self, "_queued", False) and plan is not None and plan.accelerator is not None and not done:
+                stage = await queue.sentence(self.namespace, self.pod_name, plan.accelerator, plan.count) or stage
+            for event in told.updates(stage, getattr(self, "_stage_percent", None), plan,
                                       self.events if plan is not None and self.events_enabled else None, self.namespace,
                                       getattr(self, "_planned_at", ""),
                                       lambda: self.shared.view.capacity(self.runtime.accelerators)):

@@ -4,7 +4,7 @@ file's section into the same settings the hub uses)."""
 
 from __future__ import annotations
 
-from traitlets import Dict, Int, List, Unicode
+from traitlets import Dict, Float, Int, List, Unicode
 from traitlets.config import Configurable
 
 from hub_ext.manifests.tenancy import DEFAULT_QUOTA, DEFAULT_REQUESTS, METADATA_ADDRESSES, TenancySettings
@@ -87,6 +87,14 @@ class TenancyConfig(Configurable):
         own limit while others leave them idle (None: all that is idle; 0: no borrowing).
 
         c.PlatformSpawner.queue_borrowing_limit = 2
+        """).tag(config=True)
+
+    queue_start_timeout = Float(
+        3600, help="""Seconds a start may take where Kueue holds the accelerators (instead of
+        start_timeout, when that is shorter): a server waits in its project's queue until admitted,
+        and the progress page says where it stands. The spawn form says how long it may wait.
+
+        c.PlatformSpawner.queue_start_timeout = 3600
         """).tag(config=True)
 
     def tenancy_settings(self) -> TenancySettings:

@@ -80,3 +80,50 @@ def test_queueing_settings_are_checked():
     settings = TenancySettings.from_config({"queueing": "kueue", "queue_borrowing_limit": 2, "kueue": True})
     assert settings.kueue is False  # found by the hub, never configured
     assert dataclasses.replace(settings, kueue=True).queues == QueueSettings(borrowing_limit=2)
+
+
+def _workload(name, created, reserved=None, message="", priority=0, owner=("Pod", "jupyter-x")):
+    conditions = [{"type": "QuotaReserved", "status": "True" if reserved else "False", "message": message}]
+    return {"metadata": {"name": name, "creationTimestamp": created,
+                         "ownerReferences": [{"kind": owner[0], "name": owner[1]}]},
+            "spec": {"priority": priority}, "status": {"conditions": conditions}}
+
+
+def test_a_queued_workload_is_told_its_place_and_why_in_words():
+    from hub_ext.manifests.queue_text import ahead, owned_by, queue_sentence
+    running = _workload("job-a", "2026-12-06T10:00:00Z", reserved=True, owner=("PyTorchJob", "a"))
+    first = _workload("job-b", "2026-12-06T10:01:00Z", owner=("PyTorchJob", "b"))
+    urgent = _workload("job-c", "2026-12-06T10:05:00Z", priority=100, owner=("PyTorchJob", "c"))
+    mine = _workload("pod-x", "2026-12-06T10:02:00Z", owner=("Pod", "jupyter-x"), message=(
+        "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor "
+        "mlp-a100, 1 more needed"))
+    later = _workload("job-d", "2026-12-06T10:03:00Z", owner=("PyTorchJob", "d"))
+    workloads = [running, first, urgent, mine, later]
+    assert owned_by(workloads, "Pod", "jupyter-x") is mine and owned_by(workloads, "Pod", "other") is None
+    assert ahead(mine, workloads) == 2  # the older one and the higher priority; not the admitted or the later
+    assert queue_sentence(mine, workloads, "vision", "a free A100", {"mlp-a100": "A100"}) == (
+        "queued: 2 workloads ahead of you in the project 'vision' for a free A100; "
+        "the project's quota of A100 is in use (1 more needed)")
+    assert queue_sentence(first, workloads, "vision", "a free A100", {}).startswith(
+        "queued: 1 workload ahead of you")  # the urgent one
+    assert queue_sentence(running, workloads, "vision", "1 A100", {}) == "admitted by the project's queue with 1 A100"
+    from hub_ext.manifests.queue_text import reason_words
+    assert reason_words("couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor "
+                        "mlp-a100, previously considered podsets requests (0) + current podset request (3) > maximum "
+                        "capacity (1)", {"mlp-a100": "A100"}) == "it asks more A100 than the project may ever hold at once"
+    odd = _workload("pod-y", "2026-12-06T10:02:00Z", message="something new")
+    assert queue_sentence(odd, [odd], "vision", "1 A100", {}).endswith("first in line in the project 'vision' "
+                                                                       "for 1 A100; Kueue says: something new")
+
+
+def test_a_job_kueue_holds_says_where_it_stands():
+    from server_ext.jobs.kube.queued import queue_messages
+    held = _workload("pytorchjob-train-1", "2026-12-06T10:01:00Z", owner=("PyTorchJob", "train-1"), message=(
+        "couldn't assign flavors to pod set master: insufficient unused quota for nvidia.com/gpu in flavor "
+        "mlp-a100, 2 more needed"))
+    admitted = _workload("pytorchjob-train-0", "2026-12-06T10:00:00Z", reserved=True, owner=("PyTorchJob", "train-0"))
+    jobs = [{"kind": "PyTorchJob", "metadata": {"name": n}} for n in ("train-0", "train-1", "train-2")]
+    assert queue_messages(jobs, [held, admitted], "vision") == {
+        "train-1": "queued: first in line in the project 'vision' for the job's accelerators; "
+                   "the project's quota of a100 is in use (2 more needed)"}
+    assert queue_messages(jobs, [], "vision") == {}

@@ -4,6 +4,7 @@ choices resolving to the settings KubeSpawner would apply), or refused / warned 
 message naming the field and what to do."""
 
 import asyncio
+import inspect
 import io
 import pathlib
 import textwrap
@@ -340,7 +341,9 @@ def test_dynamic_and_static_parse_give_the_same_profiles():
 def test_both_spawners_call_the_profile_list_before_the_form_and_the_start():
     for cls in (PlatformSpawner, LocalPlatformSpawner):
         assert cls.get_options_form is PlatformConfig.get_options_form
-        assert cls.run_pre_spawn_hook is PlatformConfig.run_pre_spawn_hook
+    assert LocalPlatformSpawner.run_pre_spawn_hook is PlatformConfig.run_pre_spawn_hook
+    # PlatformSpawner's own hook (the queue's start timeout) runs PlatformConfig's first
+    assert "await maybe_future(super().run_pre_spawn_hook())" in inspect.getsource(PlatformSpawner.run_pre_spawn_hook)
 
 
 def test_call_awaits_an_async_result_and_names_what_the_function_raised(caplog):

@@ -63,7 +63,7 @@ from server_ext.jobs.plan import JobPlan, task_name
 from server_ext.runtimes.kube import dataset_copies, job_create
 from server_ext.runtimes.kube import sweeps as kube_sweeps
 from server_ext.runtimes.kube.job_logs import TaskLog
-from server_ext.runtimes.kube.project_caches import Project, open_project, tasks_of
+from server_ext.runtimes.kube.project_caches import Project, kueue_served, open_project, tasks_of
 
 log = logging.getLogger("mlplatform.jobs.kube")
 
@@ -87,6 +87,7 @@ class KubeBackend:
         self.watch_timeout, self.load_timeout, self.poll_interval = watch_timeout, load_timeout, poll_interval
         self._projects: dict[str, Project] = {}
         self._katib: bool | None = None  # whether the cluster serves Katib (asked once)
+        self._kueue: bool | None = None  # whether the cluster serves Kueue's Workloads (asked once)
         self._claims: dict[tuple[str, str], list] = {}  # (project, jobId) → [lock, submits holding or awaiting it]
 
     # ---- caches --------------------------------------------------------------------------------------
@@ -95,11 +96,12 @@ class KubeBackend:
             raise UserInputError("project", f"{project!r} is not a project name (a DNS label)")
         if self._projects.get(project) is None and self._katib is None:
             self._katib = await kube_sweeps.katib_served(self.kube)
+            self._kueue = await kueue_served(self.kube)
         p = self._projects.get(project)
         if p is None:
             p = self._projects[project] = open_project(self.kube, self.settings, project, bool(self._katib),
-                                                       self.watch_timeout)
-        for cache in p.all_caches():
+                                                       self.watch_timeout, kueue=bool(self._kueue))
+        for cache in p.required_caches():
             if not await cache.wait_loaded(self.load_timeout):
                 if cache.state == "forbidden" and self._projects.get(project) is p:
                     del self._projects[project]  # try afresh next time (RBAC may be fixed)

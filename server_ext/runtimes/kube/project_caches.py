@@ -7,12 +7,14 @@ Guarantees:
   ``app.kubernetes.io/managed-by=jupyterhub-mlplatform``): one list each, then watches with bookmarks
   resumed from the last resourceVersion (a re-list only after 410 Gone); two more label-filtered
   watches (the project's pods held for datasets, its dataset PVCs) give `Project.waiting`; and the
-  project's sweeps where the cluster serves Katib (`kube_sweeps.open_sweeps`). Nothing blocks: the
-  caller waits for them to load.
+  project's sweeps where the cluster serves Katib (`kube_sweeps.open_sweeps`), and its Kueue
+  Workloads where the cluster serves Kueue (`required_caches` leaves them out: a listing never
+  waits or fails for them). Nothing blocks: the caller waits for them to load.
 - A job is found by its jobId annotation (`model.JOB_ID_ANNOTATION`, `Project.find`), never by name
   alone; a sweep trial's job (owned by a ``Trial``) is never a job of its own.
 - `Project.jobs` gives every job's JSON (and every sweep's); an object's JSON is computed again only
-  when its resourceVersion changed, with ``statusMessage`` (`waiting`) for jobs whose pods are held.
+  when its resourceVersion changed, with ``statusMessage`` (`waiting`) for jobs whose pods are held
+  for datasets or that Kueue holds in the queue (`server_ext.jobs.kube.queued`).
 - `Project.changed` is set (and replaced) on every change of a job, and of a dataset while a job of
   the project is held: what log followers wait on.
 """
@@ -24,10 +26,10 @@ import logging
 from dataclasses import dataclass, field
 
 from hub_ext.core.credentials import MANAGED_BY
-from hub_ext.kube.client import Kube
+from hub_ext.kube.client import KUEUE_API, Kube, KubeError, path_of
 from hub_ext.kube.watchcache import WatchCache
 from hub_ext.operator.rules.gates import GATED_LABEL
-from server_ext.jobs.kube import waiting
+from server_ext.jobs.kube import queued, waiting
 from server_ext.jobs.kube.kubeflow import KubeSettings, api_version, resource_path
 from server_ext.jobs.kube.status import job_json
 from server_ext.jobs.model import JOB_ID_ANNOTATION
@@ -51,16 +53,28 @@ class Project:
     held: WatchCache | None = None  # the project's pods held for datasets (`waiting`)
     datasets: WatchCache | None = None  # the project's dataset PVCs
     source_annotation: str = ""
+    name: str = ""
+    workloads: WatchCache | None = None  # Kueue's Workloads of the project, where the cluster serves Kueue
 
     def all_caches(self) -> list[WatchCache]:
-        extra = [c for c in (self.held, self.datasets) if c is not None]
+        extra = [c for c in (self.held, self.datasets, self.workloads) if c is not None]
         return [*self.caches.values(), *extra, *(self.sweeps.caches() if self.sweeps else [])]
 
+    def required_caches(self) -> list[WatchCache]:
+        """Those a listing waits for: not the Workloads (a project Role from before Kueue may not
+        grant them; the jobs then say less, nothing fails)."""
+        return [c for c in self.all_caches() if c is not self.workloads]
+
     def waiting(self) -> dict[str, str]:
-        """Job object name → its `waiting.status_message`, for the jobs with held pods."""
-        if self.held is None or self.datasets is None:
-            return {}
-        return waiting.messages(self.held.items(), self.datasets.items(), self.source_annotation)
+        """Job object name → its words: `waiting.status_message` for the jobs with pods held for
+        datasets, else `queued.queue_messages` for the jobs Kueue holds."""
+        found = {}
+        if self.workloads is not None and self.workloads.state == "ready":
+            objects = [o for c in self.caches.values() for o in c.items()]
+            found = queued.queue_messages(objects, self.workloads.items(), self.name)
+        if self.held is not None and self.datasets is not None:
+            found.update(waiting.messages(self.held.items(), self.datasets.items(), self.source_annotation))
+        return found
 
     def dataset_changed(self) -> None:
         """A dataset's progress moves every second while it loads: a change for waiters only
@@ -122,10 +136,19 @@ def tasks_of(kind: str, obj: dict) -> list[str]:
             for rtype, spec in specs.items() for i in range(int(spec.get("replicas", 1)))]
 
 
-def open_project(kube: Kube, settings: KubeSettings, project: str, katib: bool, watch_timeout: int) -> Project:
+async def kueue_served(kube: Kube) -> bool:
+    """Whether the cluster serves Kueue (kueue.x-k8s.io/v1beta2); False where it cannot tell."""
+    try:
+        return await kube.get(KUEUE_API) is not None
+    except KubeError:
+        return False
+
+
+def open_project(kube: Kube, settings: KubeSettings, project: str, katib: bool, watch_timeout: int,
+                 kueue: bool = False) -> Project:
     """The caches of `project`, started (loading: see `WatchCache.wait_loaded`)."""
     caches: dict[str, WatchCache] = {}
-    p = Project(caches)
+    p = Project(caches, name=project)
     for kind in KINDS:
         caches[kind] = WatchCache(kube, resource_path(kind, project), label_selector=SELECTOR,
                                   watch_timeout=watch_timeout, on_change=p.pulse, transform=typed(kind)).start()
@@ -136,6 +159,9 @@ def open_project(kube: Kube, settings: KubeSettings, project: str, katib: bool, 
     p.datasets = WatchCache(kube, f"/api/v1/namespaces/{project}/persistentvolumeclaims",
                             label_selector=mounts.dataset_label, watch_timeout=watch_timeout,
                             on_change=p.dataset_changed).start()
+    if kueue:
+        p.workloads = WatchCache(kube, path_of("Workload", project), watch_timeout=watch_timeout,
+                                 on_change=p.pulse).start()
     if katib:
         p.sweeps = kube_sweeps.open_sweeps(kube, project, SELECTOR, watch_timeout, p.pulse)
     log.info("project %s: watching its jobs%s", project, " and sweeps" if katib else "")
