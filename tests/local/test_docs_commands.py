@@ -103,6 +103,10 @@ NOT_RUN: dict[str, NotRun] = {
     "-f helm-values/login-oidc.yaml": NotRun(
         "needs a cluster, Helm and the chart's repository (tests/unit/test_login_helm_values.py runs the overlays "
         "as z2jh does)"),
+    "helm install kueue oci://registry.k8s.io/kueue/charts/kueue --version 0.17.0 -n kueue-system "
+    "--create-namespace -f helm-values/kueue.yaml": NotRun(
+        "needs a cluster, Helm and Kueue's chart registry (the kube tier runs kueue-manager with this file's "
+        "configuration: tests/controllers/kueue_system.py)"),
     # docs/operator.md: benchmarks
     **{command: NotRun(_BENCH, _help(command), flags_in_help=True) for command in (
         ".venv/bin/python -m tests.bench.dataset_loader --objects 1000 --mb 100 --rounds 3",
