@@ -127,3 +127,19 @@ def test_a_job_kueue_holds_says_where_it_stands():
         "train-1": "queued: first in line in the project 'vision' for the job's accelerators; "
                    "the project's quota of a100 is in use (2 more needed)"}
     assert queue_messages(jobs, [], "vision") == {}
+
+
+def test_the_shipped_kueue_configuration_queues_every_project_workload():
+    import pathlib
+
+    import yaml
+
+    from hub_ext.core.credentials import MANAGED_BY
+    values = yaml.safe_load((pathlib.Path(__file__).parents[2] / "helm-values" / "kueue.yaml").read_text())
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert config["apiVersion"] == "config.kueue.x-k8s.io/v1beta2"
+    assert config["managedJobsNamespaceSelector"] == {"matchLabels": dict(MANAGED_BY)}  # the hub's project label
+    assert config["manageJobsWithoutQueueName"] is True  # no bypass by leaving the queue name off
+    assert {"pod", "batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob"} <= set(config["integrations"]["frameworks"])
+    # Kueue counts accelerators only: CPU and memory stay with the project's ResourceQuota
+    assert {"cpu", "memory"} <= set(config["resources"]["excludeResourcePrefixes"])
