@@ -50,8 +50,11 @@ def describe_resources(p: Profile) -> str:
     return ", ".join(parts) or "CPU only, no fixed limits"
 
 
-def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]]) -> tuple[str, bool]:
-    """("1 of 2 free", full?) for a profile's accelerator; ("", False) without one."""
+def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]],
+                  queue_wait: float | None = None) -> tuple[str, bool]:
+    """("1 of 2 free", full?) for a profile's accelerator; ("", False) without one. Where Kueue holds
+    the accelerators (`queue_wait`: the seconds a queued start may wait), a full one is not full:
+    the server would wait in the project's queue, and the text says for how long at most."""
     acc = p.accelerator
     if acc is None:
         return "", False
@@ -59,16 +62,20 @@ def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]]) -> tuple[
         return "free capacity unknown", False
     free, total = capacity[acc.name]
     full = free < p.accelerator_count
+    if full and queue_wait is not None and total >= p.accelerator_count:
+        return (f"{free} of {total} free — your server would wait in the project's queue "
+                f"(up to {round(queue_wait / 60)} min) and start when one is free"), False
     return f"{free} of {total} free" + (" — none available now" if full else ""), full
 
 
 def render_form(projects: list[Project], profiles: tuple[Profile, ...],
-                capacity: Mapping[str, tuple[int, int]], files: Mapping[str, Available] | None = None) -> str:
+                capacity: Mapping[str, tuple[int, int]], files: Mapping[str, Available] | None = None,
+                queue_wait: float | None = None) -> str:
     usable = [p for p in profiles if any(p.slug in proj.profiles for proj in projects)]
     default = next((p for p in usable if p.default), usable[0] if usable else None)
     rows = []
     for p in usable:
-        text, full = capacity_text(p, capacity)
+        text, full = capacity_text(p, capacity, queue_wait)
         where = [proj.display_name for proj in projects if p.slug in proj.profiles]
         rows.append(Row(p, describe_resources(p), text, full,
                         ", ".join(where) if len(projects) > 1 else "", p is default))

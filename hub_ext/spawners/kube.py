@@ -206,7 +206,8 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             files = {p.name: await self.project_files(p.name) for p in projects}
         except UpstreamError as e:
             raise self.refused(e) from None
-        return render_form(projects, self.runtime.profiles, await self.capacity(), files)
+        queue_wait = self.queue_start_timeout if getattr(self, "_queued", False) else None
+        return render_form(projects, self.runtime.profiles, await self.capacity(), files, queue_wait)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:

@@ -15,6 +15,9 @@ It starts, in this order (everything the tests use, nothing played):
 - the real Kubeflow Training Operator v1.9.4 and real Katib v0.19.0 (Postgres, katib-db-manager,
   katib-controller, goptuna suggestions, its metrics collectors), out of cluster
   (`tests.controllers`, `make controllers`); Katib only where the pod network runs (root);
+- the real Kueue v0.17.0 (`tests.controllers.kueue_system`) with the platform's configuration
+  (``helm-values/kueue.yaml``): the hub finds it and makes each project's queues, so a server or
+  job that does not fit waits in its project's queue (`docs/queueing.md`);
 - JupyterHub with `PlatformSpawner` (`tests.kube.platform_env.kube_hub_config`: the demo's
   catalogue, groups and shared password) on http://127.0.0.1:PORT, acting as the hub's
   ServiceAccount of ``helm-values/hub-rbac.yaml``. The hub makes each user's project (namespace
@@ -23,7 +26,7 @@ It starts, in this order (everything the tests use, nothing played):
 
 It prints the login and the passwords like `make demo`, and an admin kubeconfig for ``kubectl``.
 SIGINT (Ctrl-C) or SIGTERM stops the hub (which stops the users' servers), the kubelet (every pod
-process), Katib, the Training Operator and the control plane (its ``lo`` address and every mount
+process), Katib, Kueue, the Training Operator and the control plane (its ``lo`` address and every mount
 go with them), then exits 0. State lives under --workdir (kept), else in a temporary directory
 that is removed on exit.
 """
@@ -64,7 +67,7 @@ def banner(url: str, demo_secrets: DemoSecrets, kubeconfig: pathlib.Path, katib:
         f"    Password:  {demo_secrets.user_password}\n"
         f"    Admin:     user '{ADMIN_USER}', password {demo_secrets.admin_password}\n"
         f"    kubectl:   KUBECONFIG={kubeconfig} (cluster admin)\n"
-        f"  Jobs: the real Training Operator; sweeps: {sweeps}.\n"
+        f"  Jobs: the real Training Operator; sweeps: {sweeps}; queues: the real Kueue.\n"
         "  GPUs and MIG slices are declared, not real; pods are local processes of this OS account.\n"
         "  Stop with Ctrl-C.\n"
     )
@@ -88,7 +91,7 @@ class Demo:
 
     def __init__(self, workdir: pathlib.Path, port: int, stopping: threading.Event):
         self.dir, self.port, self.stopping = workdir, port, stopping
-        self.cluster = self.kubelet = self.operator = self.katib = None
+        self.cluster = self.kubelet = self.operator = self.katib = self.kueue = None
         self.hub: subprocess.Popen | None = None
         self.hub_log = workdir / "hub" / "jupyterhub.log"
         self.marker = secrets.token_hex(8)
@@ -102,6 +105,7 @@ class Demo:
         from tests.cluster.cluster import Cluster
         from tests.cluster.identities import hub_kubeconfig
         from tests.controllers.katib_system import Katib
+        from tests.controllers.kueue_system import Kueue
         from tests.controllers.outofcluster import TrainingOperator
         from tests.kube.platform_env import NODES
 
@@ -112,6 +116,8 @@ class Demo:
         self.kubelet = self.cluster.kubelet("process", nodes=NODES, workdir=self.dir / "kubelet")
         self._step("starting the Training Operator")
         self.operator = TrainingOperator(self.cluster, self.dir / "training-operator").start()
+        self._step("starting Kueue (the projects' queues)")
+        self.kueue = Kueue(self.cluster, self.dir / "kueue").start()
         if self.cluster.network.dns:
             self._step("starting Katib (Postgres, db-manager, controller)")
             self.katib = Katib(self.cluster, self.dir / "katib").start()
@@ -143,8 +149,8 @@ class Demo:
             marker = f"{MARKER_ENV}={self.marker}".encode()
             stop_group(self.hub, lambda: related_processes(pid, pid, marker), stop_timeout=60, settle_s=10)
             self.hub = None
-        print("demo-kube: stopping the kubelet, Katib, the Training Operator and the control plane", flush=True)
-        for part in (self.kubelet, self.katib, self.operator, self.cluster):
+        print("demo-kube: stopping the kubelet, Katib, Kueue, the Training Operator and the control plane", flush=True)
+        for part in (self.kubelet, self.katib, self.kueue, self.operator, self.cluster):
             if part is not None:
                 try:
                     part.stop()

@@ -1,6 +1,7 @@
 """The spawn form: rendered HTML is well-formed, every input is labelled and appears once, capacity
 and markers are shown; the POST is read back into the flat user_options."""
 
+import html
 from html.parser import HTMLParser
 
 import pytest
@@ -50,13 +51,17 @@ def parse(html):
 
 
 def test_form_is_well_formed_labelled_and_each_input_once():
-    html = render_form(projects_for(ENT, "alice", ["vision"]), PROFILES, {"1g.5gb": (0, 2)}, FILES)
-    p = parse(html)
+    page = render_form(projects_for(ENT, "alice", ["vision"]), PROFILES, {"1g.5gb": (0, 2)}, FILES)
+    p = parse(page)
     ids = [i["id"] for i in p.inputs]
     assert len(ids) == len(set(ids)) and set(ids) <= p.labels
     assert ids == ["project-user-alice", "project-vision", "profile-cpu", "profile-mig",
                    "profile-option-mig--image", "credential--vision--sa", "dataset--vision--coco"]
-    assert "0 of 2 free — none available now" in html and "mlplatform-full" in html
+    assert "0 of 2 free — none available now" in page and "mlplatform-full" in page
+    # where Kueue holds the accelerators, a full profile is still offered: the server would wait in the queue
+    queued = render_form(projects_for(ENT, "alice", ["vision"]), PROFILES, {"1g.5gb": (0, 2)}, FILES, 3600)
+    assert "0 of 2 free — your server would wait in the project's queue (up to 60 min)" in html.unescape(queued)
+    assert "mlplatform-full" not in queued
 
 
 def test_user_without_the_group_sees_only_what_is_granted():
