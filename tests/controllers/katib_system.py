@@ -46,9 +46,8 @@ import time
 import yaml
 
 from tests.cluster.controlplane import free_port
-from tests.cluster.rest import ApiError
-from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, module_dir, render, \
-    sa_kubeconfig
+from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, delete_all, module_dir, \
+    render, sa_kubeconfig
 
 GOPTUNA_IMAGE = "ghcr.io/kubeflow/katib/suggestion-goptuna:v0.19.0"
 GOPTUNA_ALGORITHMS = ("random", "tpe", "cmaes", "sobol")  # served here by goptuna (random/tpe: not hyperopt)
@@ -292,12 +291,7 @@ class Katib:
         if self.process:
             self.process.stop()
             self.process = None
-            for path in WEBHOOKS:
-                try:
-                    self.cluster.run(self.cluster.rest.delete(path))
-                except ApiError as e:
-                    if e.status != 404:
-                        raise
+            delete_all(self.cluster, WEBHOOKS)
 
     def stop(self) -> None:
         self.stop_controller()

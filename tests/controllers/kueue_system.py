@@ -54,8 +54,8 @@ import yaml
 
 from tests.cluster.controlplane import free_port
 from tests.cluster.rest import ApiError
-from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, module_dir, render, \
-    sa_kubeconfig
+from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, delete_all, module_dir, \
+    render, sa_kubeconfig
 
 HELM_VALUES = HERE.parents[1] / "helm-values" / "kueue.yaml"
 WEBHOOKS = ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/kueue-mutating-webhook-configuration",
@@ -226,12 +226,7 @@ class Kueue:
             self._unfinalize(left)
             left = self._remove_crds(30)
         self._unfinalize([])  # pods still holding Kueue's finalizer
-        for path in WEBHOOKS:
-            try:
-                self.cluster.run(self.cluster.rest.delete(path))
-            except ApiError as e:
-                if e.status != 404:
-                    raise
+        delete_all(self.cluster, WEBHOOKS)
         deadline = time.monotonic() + 30
         while self._get("/apis/kueue.x-k8s.io/v1beta2") is not None and time.monotonic() < deadline:
             time.sleep(0.2)

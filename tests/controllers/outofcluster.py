@@ -104,6 +104,16 @@ def apply(cluster, docs: list[dict]) -> None:
     cluster.run(create())
 
 
+def delete_all(cluster, paths) -> None:
+    """Delete each object of `paths` (API paths); one already gone is fine."""
+    for path in paths:
+        try:
+            cluster.run(cluster.rest.delete(path))
+        except ApiError as e:
+            if e.status != 404:
+                raise
+
+
 def sa_kubeconfig(cluster, ns: str, sa: str, path: pathlib.Path, hours: int = 24) -> pathlib.Path:
     """A kubeconfig for ServiceAccount ns/sa (a TokenRequest token), straight to the API server."""
     resp = cluster.run(cluster.rest.post(f"/api/v1/namespaces/{ns}/serviceaccounts/{sa}/token",
