@@ -29,6 +29,13 @@ Guarantees:
 - A job whose pods are held for datasets still loading (the operator's scheduling gate) carries
   ``statusMessage`` (`waiting`: "waiting for the dataset 'x' to finish loading (42%)") in `get` and
   `list`, from two more label-filtered watches per project: its held pods and its dataset PVCs.
+- Where the cluster serves Kueue, a job object is created with the queue label naming the
+  project's LocalQueue ``default`` (`hub_ext.manifests.queues`), and a job Kueue holds carries
+  ``statusMessage`` from its Workload (`queued`). The label is not left to Kueue's defaulting of
+  queue-less jobs: its webhook asks its own in-memory list of LocalQueues, which lags (a LocalQueue
+  just made, a manager just (re)started: readyz answers before its queue controllers run), and a
+  job it misses gets a Workload with no queue that Kueue never admits ("LocalQueue  doesn't
+  exist"); a named queue that Kueue learns of later is found by its Workloads then.
 
 Request and response bodies are never logged.
 """
@@ -44,6 +51,7 @@ from typing import AsyncIterator, Mapping
 
 from hub_ext.core.errors import UpstreamError, UserInputError
 from hub_ext.kube.client import Kube, KubeError, NotFound, reason
+from hub_ext.manifests.queues import LOCAL_QUEUE, QUEUE_LABEL
 from server_ext.errors import JobExists, JobFinished, JobNotFound
 from server_ext.jobs.backend import FINAL, LogLine
 from server_ext.jobs.kube import katib as katib
@@ -161,8 +169,11 @@ class KubeBackend:
         async def forget(obj: dict) -> None:  # kube_package deleted it; in case the watch saw it meanwhile
             cache.remove(project, plan.name)
 
+        manifest = job_manifest(plan, self.settings)
+        if self._kueue:  # the project's queue named, as the spawner names it on notebook pods (module docstring)
+            manifest["metadata"]["labels"][QUEUE_LABEL] = LOCAL_QUEUE
         obj = await job_create.create_shipped(self.kube, plan, resource_path(plan.kind, project),
-                                              job_manifest(plan, self.settings), forget, self.staging_env)
+                                              manifest, forget, self.staging_env)
         await dataset_copies.make(self.kube, plan, obj)
         cache.put(obj)
         log.info("job %s in %s: created %s %s for %s", job_id, project, plan.kind, plan.name, plan.owner)
