@@ -10,7 +10,9 @@ project's ClusterQueue serves that namespace alone, `hub_ext.manifests.queues`):
 - `queue_sentence(wl, workloads, project, wanted)`: "queued: 2 workloads ahead of you in the project
   'vision' for 1 A100 GPU; the project's quota of A100 GPU is in use (1 more needed)". Kueue's own reason
   (the QuotaReserved condition's message) is put in words where it is one Kueue is known to give,
-  else quoted; once admitted, "admitted by the project's queue with 1 A100 GPU".
+  else quoted; once admitted, "admitted by the project's queue with 1 A100 GPU". A Workload Kueue
+  evicted to make room (its Preempted condition) and waiting again is said so first: "preempted:
+  another project took back the accelerators it had lent; queued: ...".
 """
 
 from __future__ import annotations
@@ -21,6 +23,14 @@ from typing import Iterable, Mapping
 _QUOTA = re.compile(r"insufficient (?:unused )?quota for (?P<resource>\S+) in flavor (?P<flavor>[^,\s]+), "
                     r"(?:(?P<more>\d+) more needed|[^,]*> maximum capacity)")
 _NO_FLAVOR = re.compile(r"flavor (?P<flavor>\S+) doesn't match node affinity|no flavor|couldn't assign flavors")
+
+
+_PREEMPTED = {
+    "InCohortReclamation": "another project took back the accelerators it had lent",
+    "InCohortReclaimWhileBorrowing": "another project took back the accelerators it had lent",
+    "InCohortFairSharing": "the cohort's fair sharing gave its accelerators to another project",
+    "InClusterQueue": "a workload of the project with a higher priority needed its accelerators",
+}
 
 
 def _conditions(wl: Mapping) -> dict[str, Mapping]:
@@ -66,12 +76,24 @@ def reason_words(message: str, flavor_names: Mapping[str, str]) -> str:
     return f"Kueue says: {message}" if message else "Kueue has not looked at it yet"
 
 
+def admitted_sentence(wanted: str) -> str:
+    return f"admitted by the project's queue with {wanted}"
+
+
 def queue_sentence(wl: Mapping, workloads: Iterable[Mapping], project: str, wanted: str,
                    flavor_names: Mapping[str, str]) -> str | None:
     if not waiting(wl):
-        return f"admitted by the project's queue with {wanted}"
+        return admitted_sentence(wanted)
     workloads = list(workloads)
     n = ahead(wl, workloads)
     place = "first in line" if n == 0 else f"{n} workload{'s' if n != 1 else ''} ahead of you"
     reason = reason_words((_conditions(wl).get("QuotaReserved") or {}).get("message", ""), flavor_names)
-    return f"queued: {place} in the project {project!r} for {wanted}; {reason}"
+    return f"{preempted_words(wl)}queued: {place} in the project {project!r} for {wanted}; {reason}"
+
+
+def preempted_words(wl: Mapping) -> str:
+    """"preempted: <why>; " where Kueue evicted the Workload to make room for another, else ""."""
+    if not _true(wl, "Preempted"):
+        return ""
+    reason = _conditions(wl)["Preempted"].get("reason") or ""
+    return f"preempted: {_PREEMPTED.get(reason, f'Kueue says {reason}')}; "

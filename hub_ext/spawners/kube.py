@@ -379,8 +379,11 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             done = self._start_future is not None and self._start_future.done()
             plan = getattr(self, "_plan", None)
             stage = getattr(self, "_stage", None)
-            if getattr(self, "_queued", False) and plan is not None and plan.accelerator is not None and not done:
-                stage = await queue.sentence(self.namespace, self.pod_name, plan.accelerator, plan.count) or stage
+            if getattr(self, "_queued", False) and plan is not None and plan.accelerator is not None:
+                if not done:
+                    stage = await queue.sentence(self.namespace, self.pod_name, plan.accelerator, plan.count) or stage
+                elif not self._start_future.cancelled() and self._start_future.exception() is None:
+                    stage = queue.started(plan.accelerator, plan.count) or stage
             for event in told.updates(stage, getattr(self, "_stage_percent", None), plan,
                                       self.events if plan is not None and self.events_enabled else None, self.namespace,
                                       getattr(self, "_planned_at", ""),

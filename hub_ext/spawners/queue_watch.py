@@ -4,7 +4,9 @@
 Guarantees: `sentence` lists the project's Workloads at most once every `POLL` seconds (between
 two lists it repeats the last answer) and says where the pod's Workload stands
 (`hub_ext.manifests.queue_text.queue_sentence`); None while Kueue has made no Workload for the pod
-yet, or when the Workloads cannot be read (the stage told before stays).
+yet, or when the Workloads cannot be read (the stage told before stays). `started` is the last
+word of a start that succeeded: "admitted ..." where the watch said the pod was waiting and no list
+caught the admission since (the pod may start within one `POLL`), else None.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Mapping
 from hub_ext.core.catalog import Accelerator
 from hub_ext.kube.client import Kube, KubeError, path_of
 from hub_ext.manifests.progress_text import wanting
-from hub_ext.manifests.queue_text import owned_by, queue_sentence
+from hub_ext.manifests.queue_text import admitted_sentence, owned_by, queue_sentence, waiting
 from hub_ext.manifests.queues import flavor_name
 
 POLL = 2.0
@@ -26,6 +28,7 @@ class QueueWatch:
         self.kube = kube
         self.flavors = {flavor_name(a): a.display_name for a in accelerators.values()}
         self._last: tuple[float, str | None] = (0.0, None)
+        self._waiting = False  # the last Workload seen was waiting
 
     async def sentence(self, namespace: str, pod: str, acc: Accelerator, count: int) -> str | None:
         at, said = self._last
@@ -39,6 +42,13 @@ class QueueWatch:
         if workloads is not None:
             mine = owned_by(workloads, "Pod", pod)
             if mine is not None:
+                self._waiting = waiting(mine)
                 said = queue_sentence(mine, workloads, namespace, wanting(acc, count), self.flavors)
         self._last = (time.monotonic(), said)
         return said
+
+    def started(self, acc: Accelerator, count: int) -> str | None:
+        if not self._waiting:
+            return None
+        self._waiting = False
+        return admitted_sentence(wanting(acc, count))

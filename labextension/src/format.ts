@@ -69,6 +69,8 @@ export interface Job {
   startTime?: string;
   endTime?: string;
   errorMessage?: string;
+  /** The platform's words for what a waiting job waits for (its queue, a dataset); not ml.v1's. */
+  statusMessage?: string;
   labels?: Record<string, string>;
   trainingInput?: {
     scaleTier?: string;
@@ -193,9 +195,13 @@ export function runTime(job: Job, now: number = Date.now(), trans: Translate = e
 export function explainState(job: Job, trans: Translate = english): string {
   switch (job.state) {
     case 'QUEUED':
-      return trans.__('Waiting for its turn: the job is accepted and waits for capacity in its project.');
+      return job.statusMessage
+        ? trans.__('Waiting for its turn: %1', job.statusMessage)
+        : trans.__('Waiting for its turn: the job is accepted and waits for capacity in its project.');
     case 'PREPARING':
-      return trans.__('Starting: its pods are being scheduled and its code and data fetched.');
+      return job.statusMessage
+        ? trans.__('Starting: %1', job.statusMessage)
+        : trans.__('Starting: its pods are being scheduled and its code and data fetched.');
     case 'RUNNING':
       return trans.__('Running: the training code is executing.');
     case 'SUCCEEDED':

@@ -78,6 +78,14 @@ describe('states', () => {
     expect(explainState(job({ state: 'FAILED', errorMessage: 'exit code 3' }))).toBe('Failed: exit code 3');
     expect(explainState(job({ state: undefined }))).toBe('State not known yet.');
   });
+
+  it('says what a waiting job waits for, in the server\'s words', () => {
+    const words = "queued: first in line in the project 'vision' for the job's accelerators; " +
+      "the project's quota of a100 is in use (1 more needed)";
+    expect(explainState(job({ state: 'QUEUED', statusMessage: words }))).toBe(`Waiting for its turn: ${words}`);
+    expect(explainState(job({ state: 'PREPARING', statusMessage: "waiting for the dataset 'x'" }))).toBe(
+      "Starting: waiting for the dataset 'x'");
+  });
 });
 
 describe('sweeps', () => {

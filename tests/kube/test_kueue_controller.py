@@ -36,6 +36,7 @@ GPU_NODES = [{**n, "allocatable": {**n["allocatable"], "nvidia.com/gpu": "4"}} i
      "labels": {PRODUCT: H100}, "taints": NVIDIA_TAINT}]
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 CLUSTER_QUEUE, LOCAL_QUEUE = "gpu", "team-gpu"
+RUNNER = "mlplatform-runner"  # the project pods' ServiceAccount (helm-values/project-policies.yaml)
 
 
 def flavor(name: str, product: str) -> dict:
@@ -52,7 +53,7 @@ CLUSTER_QUEUE_BODY = {
 
 
 def gpu_pod(name: str, node_selector: dict | None = None) -> dict:
-    spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0,
+    spec = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 0, "serviceAccountName": RUNNER,
             "containers": [{"name": "main", "image": "python:3.11", "command": ["sleep", "600"],
                             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
     if node_selector:
@@ -68,7 +69,11 @@ def queue(kueue, kube_cluster, kube_target):
     if kueue is None:
         pytest.skip("needs the built control plane's Kueue")
     ns, c = kube_target.namespace, kube_cluster
-    c.patch("", "v1", "namespaces", None, ns, {"metadata": {"labels": dict(MANAGED_BY)}})
+    # a project as the platform's admission policies see it too (installed once any test needs them):
+    # its pods run as the runner and may use any accelerator
+    c.patch("", "v1", "namespaces", None, ns, {"metadata": {"labels": dict(MANAGED_BY),
+                                                            "annotations": {"mlplatform.io/accelerators": "all"}}})
+    c.create("", "v1", "serviceaccounts", ns, {"metadata": {"name": RUNNER}})
     c.create(KUEUE, "v1beta2", "resourceflavors", None, flavor("a100", A100))
     c.create(KUEUE, "v1beta2", "resourceflavors", None, flavor("h100", H100))
     c.create(KUEUE, "v1beta2", "clusterqueues", None, CLUSTER_QUEUE_BODY)
@@ -180,7 +185,7 @@ async def test_a_job_that_does_not_fit_whole_stays_suspended_without_any_pod(kue
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "three-gpus", "labels": {QUEUE_LABEL: LOCAL_QUEUE}},
         "spec": {"parallelism": 3, "completions": 3, "backoffLimit": 0, "template": {"spec": {
-            "restartPolicy": "Never",
+            "restartPolicy": "Never", "serviceAccountName": RUNNER,
             "containers": [{"name": "main", "image": "python:3.11", "command": ["sleep", "600"],
                             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}})
     assert job["spec"]["suspend"] is True  # Kueue's webhook suspends it at creation

@@ -2,9 +2,9 @@
 and the real Kubeflow Training Operator v1.9.4, through the platform's own jobs API (`JobService`
 on `KubeBackend`, what the REST API, the CLI and the widgets call) acting as a team member's own
 ServiceAccount. The project is provisioned as the hub provisions it where it finds Kueue
-(`project_objects` with `TenancySettings(kueue=True)`, applied by the hub's `Provisioner`): a
-ResourceFlavor `mlp-a100`, the ClusterQueue `mlp-<project>` with the project's limit of 2 A100s as
-nominal quota and no borrowing, the LocalQueue `default`.
+(`tests.kube.kueue_env.queued_project`, with the hub's own identity): a ResourceFlavor `mlp-a100`,
+the ClusterQueue `mlp-<project>` with the project's limit of 2 A100s as nominal quota and no
+borrowing, the LocalQueue `default`.
 
 A member holds one A100 with a 1-GPU job. A PyTorchJob of a master and two workers, 1 A100 each,
 then does not fit: it reads QUEUED with a ``statusMessage`` from its Workload, in words ("... more
@@ -19,37 +19,17 @@ test kubelet's GPU node has four A100s: it is Kueue's quota, not the scheduler, 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import uuid
 
-import kubernetes_asyncio
 import pytest
 
-from hub_ext.core.entitlements import Project
-from hub_ext.kube.client import Kube
-from hub_ext.kube.provision import Provisioner
-from hub_ext.manifests.tenancy import TenancySettings, member_binding_name, project_objects
-from server_ext.runtimes.kube.backend import KubeBackend
-from server_ext.service.jobs import JobService
-from tests.cluster.identities import service_account_kubeconfig
-from tests.kube.job_env import CATALOG, MODULE, PLAN_SETTINGS, SETTINGS, pods
+from hub_ext.manifests.tenancy import TenancySettings
+from tests.kube.job_env import MODULE, pods
+from tests.kube.kueue_env import (A100, KUEUE, ONE_A100, USER, gpu_node, message_check, one_a100_doc, poll,
+                                  queued_project, situation, state_check)
 
 pytestmark = pytest.mark.kube
 
-KUEUE = "kueue.x-k8s.io"
-USER = "alice@example.com"
-A100 = "NVIDIA-A100-SXM4-40GB"
-GPU_NODE = {"name": "dgx-a100", "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "4"},
-            "labels": {"nvidia.com/gpu.product": A100},
-            "taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
 JOB_LABEL = "training.kubeflow.org/job-name"
-ONE_A100 = {"acceleratorConfig": {"type": "NVIDIA_TESLA_A100", "count": "1"}}
-
-
-def holder_doc(job_id: str) -> dict:
-    """One replica, one A100: a batch/v1 Job."""
-    return {"jobId": job_id, "trainingInput": {**MODULE, "runtimeVersion": "python-3.11", "scaleTier": "CUSTOM",
-                                               "masterType": "n1-standard-4", "masterConfig": ONE_A100}}
 
 
 def ddp_doc(job_id: str) -> dict:
@@ -65,55 +45,9 @@ async def project(training_operator, kueue, kube, kube_cluster, _operator_log, t
     member `USER`; yields (project name, the jobs service acting as the member's ServiceAccount)."""
     if kueue is None:
         pytest.skip("needs the built control plane's Kueue")
-    name = f"kq-{uuid.uuid4().hex[:6]}"
-    team = Project(name, "Queued", False, frozenset(), {"a100": 2}, owner=f"group:{name}")
-    settings = dataclasses.replace(TenancySettings(queue_borrowing_limit=0), kueue=True)
-    objects = project_objects(team, CATALOG, (), [(USER, "")], settings)
-    await Provisioner(kube).ensure(name, lambda: objects, f"prepare the project {name!r}")
-    api = await kubernetes_asyncio.config.new_client_from_config(config_file=str(service_account_kubeconfig(
-        kube_cluster, tmp_path / "member.kubeconfig", name, member_binding_name(USER))))
-    backend = KubeBackend(Kube(api), SETTINGS, poll_interval=0.1)
-
-    async def projects(user: str) -> list[str]:
-        return [name] if user == USER else []
-
-    try:
-        yield name, JobService(backend, PLAN_SETTINGS, projects)
-    finally:
-        await backend.close()
-        await api.close()
-        await kube.delete(f"/api/v1/namespaces/{name}")
-
-
-async def poll(check, what: str, timeout: float = 90, explain=None):
-    """Await the async `check` until it answers something true, and return that; on timeout fail
-    with what `explain()` (async) says of the state of things."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while loop.time() < deadline:
-        answer = await check()
-        if answer:
-            return answer
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"timed out ({timeout} s) waiting for {what}" + (f"\n{await explain()}" if explain else ""))
-
-
-async def situation(kube, kueue, kube_cluster, ns: str) -> str:
-    """What a failed wait shows: the job objects, the Workloads, the pods, Kueue's log."""
-    out = []
-    for kind, path in (("Job", f"/apis/batch/v1/namespaces/{ns}/jobs"),
-                       ("PyTorchJob", f"/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs")):
-        for o in (await kube.list(path))["items"]:
-            spec = o["spec"]
-            suspend = spec.get("suspend", (spec.get("runPolicy") or {}).get("suspend"))
-            out.append(f"{kind} {o['metadata']['name']}: suspend={suspend} labels={o['metadata'].get('labels')} "
-                       f"status={o.get('status')}")
-    for w in (await kube.list(f"/apis/{KUEUE}/v1beta2/namespaces/{ns}/workloads"))["items"]:
-        owners = [(r["kind"], r["name"]) for r in w["metadata"].get("ownerReferences") or []]
-        out.append(f"Workload {w['metadata']['name']}: owners={owners} status={w.get('status')}")
-    out += [f"Pod {p['metadata']['name']}: node={p['spec'].get('nodeName')} phase={p['status'].get('phase')} "
-            f"gates={p['spec'].get('schedulingGates')}" for p in pods(kube_cluster, ns)]
-    return "\n".join(out) + f"\n--- kueue-manager log:\n{kueue.process.tail(8000)}"
+    async with queued_project(kube, kube_cluster, tmp_path, "kq", {"a100": 2},
+                              TenancySettings(queue_borrowing_limit=0)) as made:
+        yield made
 
 
 def pods_of(kube_cluster, ns: str, job_name: str) -> list[str]:
@@ -127,7 +61,7 @@ async def test_a_pytorchjob_that_does_not_fit_waits_whole_with_words_and_runs_wh
     async def poll_(check, what: str, timeout: float = 90):
         return await poll(check, what, timeout, lambda: situation(kube, kueue, kube_cluster, ns))
 
-    kubelet = kube_cluster.kubelet(nodes=[GPU_NODE])  # status mode: a bound pod runs until `finish`
+    kubelet = kube_cluster.kubelet(nodes=[gpu_node(4)])  # status mode: a bound pod runs until `finish`
     cq_path = f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{ns}"
     cq = await kube.get(cq_path)
     (group,) = cq["spec"]["resourceGroups"]
@@ -137,23 +71,15 @@ async def test_a_pytorchjob_that_does_not_fit_waits_whole_with_words_and_runs_wh
     assert local["spec"]["clusterQueue"] == f"mlp-{ns}"
 
     # the member's 1-GPU job is admitted and runs: one of the project's two A100s is in use
-    await jobs.create(USER, ns, holder_doc("holder"))
-
-    async def state_is(job_id: str, want: str):
-        job = await jobs.get(USER, ns, job_id)
-        return job if job["state"] == want else None
-
-    await poll_(lambda: state_is("holder", "RUNNING"), "the holder job running")
+    await jobs.create(USER, ns, one_a100_doc("holder"))
+    await poll_(state_check(jobs, ns, "holder", "RUNNING"), "the holder job running")
     (holder_pod,) = pods(kube_cluster, ns, **{"batch.kubernetes.io/job-name": "holder"})
 
     # three A100s asked, two the most the project may hold: queued whole, in words, no pod
     await jobs.create(USER, ns, ddp_doc("ddp"))
 
-    async def message(job_id: str, words: str):
-        job = await jobs.get(USER, ns, job_id)
-        return job if words in (job.get("statusMessage") or "") else None
-
-    job = await poll_(lambda: message("ddp", "than the project may ever hold at once"), "ddp's statusMessage")
+    job = await poll_(message_check(jobs, ns, "ddp", "than the project may ever hold at once"),
+                      "ddp's statusMessage")
     print(f"\nddp (3 x 1 A100, quota 2, 1 in use): {job['state']}: {job['statusMessage']}")
     assert job["state"] == "QUEUED"
     assert job["statusMessage"] == (f"queued: first in line in the project {ns!r} for the job's accelerators; "
@@ -175,7 +101,8 @@ async def test_a_pytorchjob_that_does_not_fit_waits_whole_with_words_and_runs_wh
     cq = await kube.get(cq_path)
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = "3"
     await kube.replace(cq)
-    job = await poll_(lambda: message("ddp", "is in use (1 more needed)"), "ddp's statusMessage after the raise")
+    job = await poll_(message_check(jobs, ns, "ddp", "is in use (1 more needed)"),
+                      "ddp's statusMessage after the raise")
     print(f"ddp (quota 3, 1 in use): {job['state']}: {job['statusMessage']}")
     assert job["state"] == "QUEUED"
     assert job["statusMessage"] == (f"queued: first in line in the project {ns!r} for the job's accelerators; "
@@ -186,19 +113,19 @@ async def test_a_pytorchjob_that_does_not_fit_waits_whole_with_words_and_runs_wh
 
     # the holder ends: the job is admitted whole, its three pods made, and it runs to the end
     kubelet.finish(ns, holder_pod["metadata"]["name"])
-    await poll_(lambda: state_is("holder", "SUCCEEDED"), "the holder job succeeded")
+    await poll_(state_check(jobs, ns, "holder", "SUCCEEDED"), "the holder job succeeded")
     async def three_pods():
         names = pods_of(kube_cluster, ns, "ddp")
         return names if len(names) == 3 else None
 
     names = await poll_(three_pods, "ddp's three pods")
     assert names == ["ddp-master-0", "ddp-worker-0", "ddp-worker-1"], names
-    job = await poll_(lambda: state_is("ddp", "RUNNING"), "ddp running")
+    job = await poll_(state_check(jobs, ns, "ddp", "RUNNING"), "ddp running")
     assert "statusMessage" not in job, job
     for p in pods(kube_cluster, ns, **{JOB_LABEL: "ddp"}):  # on the flavor's nodes (Kueue's nodeSelector)
         assert p["spec"]["nodeSelector"] == {"nvidia.com/gpu.product": A100} and p["spec"]["nodeName"] == "dgx-a100"
     for name in ("ddp-worker-0", "ddp-worker-1", "ddp-master-0"):
         kubelet.finish(ns, name)
-    job = await poll_(lambda: state_is("ddp", "SUCCEEDED"), "ddp succeeded")
+    job = await poll_(state_check(jobs, ns, "ddp", "SUCCEEDED"), "ddp succeeded")
     assert "statusMessage" not in job, job
     print(f"ddp admitted whole and ran: {job['state']}")

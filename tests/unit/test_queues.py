@@ -116,6 +116,26 @@ def test_a_queued_workload_is_told_its_place_and_why_in_words():
                                                                        "for 1 A100; Kueue says: something new")
 
 
+def test_a_workload_evicted_to_make_room_says_it_was_preempted_and_why():
+    from hub_ext.manifests.queue_text import queue_sentence
+    message = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor " \
+              "mlp-a100, 1 more needed"
+    words = {}
+    for reason in ("InCohortReclamation", "InClusterQueue", "InCohortFairSharing", "SomethingNew"):
+        wl = _workload("job-x", "2026-12-06T10:00:00Z", message=message, owner=("Job", "x"))
+        wl["status"]["conditions"].append({"type": "Preempted", "status": "True", "reason": reason})
+        words[reason] = queue_sentence(wl, [wl], "vision", "1 A100", {"mlp-a100": "A100"})
+    assert words["InCohortReclamation"] == (
+        "preempted: another project took back the accelerators it had lent; queued: first in line in the project "
+        "'vision' for 1 A100; the project's quota of A100 is in use (1 more needed)")
+    assert words["InClusterQueue"].startswith("preempted: a workload of the project with a higher priority")
+    assert words["InCohortFairSharing"].startswith("preempted: the cohort's fair sharing")
+    assert words["SomethingNew"].startswith("preempted: Kueue says SomethingNew; queued:")
+    admitted = _workload("job-x", "2026-12-06T10:00:00Z", reserved=True, owner=("Job", "x"))
+    admitted["status"]["conditions"].append({"type": "Preempted", "status": "False", "reason": "InCohortReclamation"})
+    assert queue_sentence(admitted, [admitted], "vision", "1 A100", {}) == "admitted by the project's queue with 1 A100"
+
+
 def test_a_job_kueue_holds_says_where_it_stands():
     from server_ext.jobs.kube.queued import queue_messages
     held = _workload("pytorchjob-train-1", "2026-12-06T10:01:00Z", owner=("PyTorchJob", "train-1"), message=(

@@ -29,7 +29,8 @@ Guarantees:
 - A job whose pods are held for datasets still loading (the operator's scheduling gate) carries
   ``statusMessage`` (`waiting`: "waiting for the dataset 'x' to finish loading (42%)") in `get` and
   `list`, from two more label-filtered watches per project: its held pods and its dataset PVCs.
-- Where the cluster serves Kueue, a job object is created with the queue label naming the
+- Where the cluster serves Kueue, a job object (and a sweep's trial template, so every trial's job)
+  is created with the queue label naming the
   project's LocalQueue ``default`` (`hub_ext.manifests.queues`), and a job Kueue holds carries
   ``statusMessage`` from its Workload (`queued`). The label is not left to Kueue's defaulting of
   queue-less jobs: its webhook asks its own in-memory list of LocalQueues, which lags (a LocalQueue
@@ -159,8 +160,11 @@ class KubeBackend:
                 raise UserInputError(dataset_copies.FIELD, "a sweep's trials cannot share one writable copy of a "
                                                            "dataset: mount it shared (without ':copy')")
             sweeps = kube_sweeps.required(p.sweeps, project, "trainingInput.hyperparameters")
+            experiment = katib.experiment_manifest(plan, self.settings)
+            if self._kueue:
+                experiment["spec"]["trialTemplate"]["trialSpec"]["metadata"] = {"labels": {QUEUE_LABEL: LOCAL_QUEUE}}
             obj = await job_create.create_shipped(self.kube, plan, kube_sweeps.katib_path("experiments", project),
-                                                  katib.experiment_manifest(plan, self.settings),
+                                                  experiment,
                                                   lambda obj: kube_sweeps.discard(self.kube, sweeps, project, obj),
                                                   self.staging_env)
             return kube_sweeps.created(sweeps, obj, project, job_id, plan.owner)
