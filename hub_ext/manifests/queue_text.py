@@ -7,6 +7,9 @@ project's ClusterQueue serves that namespace alone, `hub_ext.manifests.queues`):
 - `waiting(wl)`: it has no quota reserved yet and has not finished;
 - `ahead(wl, workloads)`: how many waiting Workloads Kueue considers before it (BestEffortFIFO:
   higher ``spec.priority`` first, then the older);
+- `waiting_for(workloads, resource, node_labels)`: how many waiting Workloads ask for an accelerator
+  (its resource name, and no node selector that rules out its nodes): the spawn form's "queue: N
+  ahead" of a start made now;
 - `queue_sentence(wl, workloads, project, wanted)`: "queued: 2 workloads ahead of you in the project
   'vision' for 1 A100 GPU; the project's quota of A100 GPU is in use (1 more needed)". Kueue's own reason
   (the QuotaReserved condition's message) is put in words where it is one Kueue is known to give,
@@ -63,6 +66,23 @@ def ahead(wl: Mapping, workloads: Iterable[Mapping]) -> int:
     return sum(1 for other in workloads if waiting(other) and _order(other) < mine)
 
 
+def _asks(wl: Mapping, resource: str, node_labels: Mapping[str, str]) -> bool:
+    for pod_set in (wl.get("spec") or {}).get("podSets") or []:
+        spec = ((pod_set.get("template") or {}).get("spec")) or {}
+        selector = spec.get("nodeSelector") or {}
+        if any(k in node_labels and node_labels[k] != v for k, v in selector.items()):
+            continue
+        for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+            res = c.get("resources") or {}
+            if resource in (res.get("limits") or {}) or resource in (res.get("requests") or {}):
+                return True
+    return False
+
+
+def waiting_for(workloads: Iterable[Mapping], resource: str, node_labels: Mapping[str, str]) -> int:
+    return sum(1 for wl in workloads if waiting(wl) and _asks(wl, resource, node_labels))
+
+
 def reason_words(message: str, flavor_names: Mapping[str, str]) -> str:
     """Kueue's QuotaReserved message in words; `flavor_names`: flavor → the accelerator's display name."""
     m = _QUOTA.search(message or "")
@@ -73,6 +93,8 @@ def reason_words(message: str, flavor_names: Mapping[str, str]) -> str:
         return f"the project's quota of {what} is in use ({m['more']} more needed)"
     if message and _NO_FLAVOR.search(message):
         return "no accelerator type the project may use fits the request"
+    if (message or "").startswith("Preempted to accommodate"):  # the eviction's message, until Kueue tries it again
+        return "Kueue looks for room for it again"
     return f"Kueue says: {message}" if message else "Kueue has not looked at it yet"
 
 

@@ -2,8 +2,9 @@
 
 `render_form` is pure: projects, profiles and free capacity in, HTML out (Jinja2, autoescaped);
 it lists the profiles usable in at least one of the user's projects, with their resources,
-"N of M free" for accelerators, and a marker when none is free; each option's choices with their
-descriptions (jupyterhub-fancy-profiles' ``description``, tied to the select by
+"N of M free" for accelerators, and a marker when none is free (where Kueue holds them, `QueueView`:
+"free now" or "queue: N ahead", and a full one stays selectable: the server would wait); each
+option's choices with their descriptions (jupyterhub-fancy-profiles' ``description``, tied to the select by
 ``aria-describedby``, and the free-form entry's ``description_in_choices``); and each project's
 credentials and datasets, a dataset that is not ready with its state and the loader's message
 (its progress while loading, the reason when failed: a failed one cannot be ticked).
@@ -16,7 +17,7 @@ Nothing here decides what is allowed: `Runtime.plan` validates whatever arrives.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import jinja2
@@ -50,11 +51,31 @@ def describe_resources(p: Profile) -> str:
     return ", ".join(parts) or "CPU only, no fixed limits"
 
 
-def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]],
-                  queue_wait: float | None = None) -> tuple[str, bool]:
+@dataclass(frozen=True)
+class QueueView:
+    """Where Kueue holds the accelerators: the seconds a queued start may wait, and per (project,
+    accelerator) how many of the project's workloads wait for it (a pair absent: not known)."""
+    wait: float
+    ahead: Mapping[tuple[str, str], int] = field(default_factory=dict)
+
+    def words(self, acc: str, projects: list[Project]) -> str:
+        """"queue: 2 ahead" ("queue: 2 ahead in Vision, 0 in NLP" over several projects); "" unknown."""
+        known = [(proj.display_name, self.ahead[(proj.name, acc)])
+                 for proj in projects if (proj.name, acc) in self.ahead]
+        if not known:
+            return ""
+        if len(known) == 1:
+            return f"queue: {known[0][1]} ahead"
+        return "queue: " + ", ".join(f"{n} ahead in {name}" if i == 0 else f"{n} in {name}"
+                                     for i, (name, n) in enumerate(known))
+
+
+def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]], queue: QueueView | None = None,
+                  projects: list[Project] = ()) -> tuple[str, bool]:
     """("1 of 2 free", full?) for a profile's accelerator; ("", False) without one. Where Kueue holds
-    the accelerators (`queue_wait`: the seconds a queued start may wait), a full one is not full:
-    the server would wait in the project's queue, and the text says for how long at most."""
+    the accelerators (`queue`), the text says whether the start would wait behind others in the
+    `projects`' queues ("free now", "queue: N ahead"), and a full one is not full: the server
+    would wait in the project's queue, for `queue.wait` at most."""
     acc = p.accelerator
     if acc is None:
         return "", False
@@ -62,21 +83,27 @@ def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]],
         return "free capacity unknown", False
     free, total = capacity[acc.name]
     full = free < p.accelerator_count
-    if full and queue_wait is not None and total >= p.accelerator_count:
-        return (f"{free} of {total} free — your server would wait in the project's queue "
-                f"(up to {round(queue_wait / 60)} min) and start when one is free"), False
+    if queue is not None and total >= p.accelerator_count:
+        line = queue.words(acc.name, projects)
+        if full:
+            return (f"{free} of {total} free{f' — {line}' if line else ''} — your server would wait in the "
+                    f"project's queue (up to {round(queue.wait / 60)} min) and start when its turn comes"), False
+        if line and any(queue.ahead.get((proj.name, acc.name)) for proj in projects):
+            return f"{free} of {total} free — {line}", False
+        return f"{free} of {total} free now", False
     return f"{free} of {total} free" + (" — none available now" if full else ""), full
 
 
 def render_form(projects: list[Project], profiles: tuple[Profile, ...],
                 capacity: Mapping[str, tuple[int, int]], files: Mapping[str, Available] | None = None,
-                queue_wait: float | None = None) -> str:
+                queue: QueueView | None = None) -> str:
     usable = [p for p in profiles if any(p.slug in proj.profiles for proj in projects)]
     default = next((p for p in usable if p.default), usable[0] if usable else None)
     rows = []
     for p in usable:
-        text, full = capacity_text(p, capacity, queue_wait)
-        where = [proj.display_name for proj in projects if p.slug in proj.profiles]
+        offered = [proj for proj in projects if p.slug in proj.profiles]
+        text, full = capacity_text(p, capacity, queue, offered)
+        where = [proj.display_name for proj in offered]
         rows.append(Row(p, describe_resources(p), text, full,
                         ", ".join(where) if len(projects) > 1 else "", p is default))
     files = files or {}

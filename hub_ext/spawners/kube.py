@@ -63,11 +63,11 @@ from hub_ext.spawners.admission import Admission
 from hub_ext.spawners.configured import ConfiguredTraits
 from hub_ext.spawners.dataset_config import DatasetConfig
 from hub_ext.spawners.experience import NewServerRow
-from hub_ext.spawners.form import render_form
+from hub_ext.spawners.form import QueueView, render_form
 from hub_ext.spawners.hub_token import HubTokenSecret, delete_later, secret_name
 from hub_ext.spawners.kube_progress import StartProgress
 from hub_ext.spawners.kube_shared import KubeParts
-from hub_ext.spawners.queue_watch import QueueWatch
+from hub_ext.spawners.queue_watch import QueueWatch, waiting_counts
 from hub_ext.spawners.mount_config import MountConfig
 from hub_ext.spawners.platform import PlatformConfig
 from hub_ext.spawners.runtime import Plan
@@ -206,8 +206,11 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             files = {p.name: await self.project_files(p.name) for p in projects}
         except UpstreamError as e:
             raise self.refused(e) from None
-        queue_wait = self.queue_start_timeout if getattr(self, "_queued", False) else None
-        return render_form(projects, self.runtime.profiles, await self.capacity(), files, queue_wait)
+        queue = None
+        if getattr(self, "_queued", False):
+            ahead = await waiting_counts(self.shared.kube, [p.name for p in projects], self.runtime.accelerators)
+            queue = QueueView(self.queue_start_timeout, ahead)
+        return render_form(projects, self.runtime.profiles, await self.capacity(), files, queue)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:

@@ -4,13 +4,15 @@ hub's ServiceAccount of `helm-values/hub-rbac.yaml`: the hub finds Kueue and mak
 ResourceFlavors, ClusterQueue and LocalQueue (the accelerator ResourceQuota then counts nothing);
 a notebook that does not fit is not refused but queued: its pod waits behind Kueue's scheduling
 gate, the progress says where it stands and why, in words, and it starts once the server holding
-the slices stops; the start may wait `queue_start_timeout`. A member's plain pod in the project
+the slices stops; the start may wait `queue_start_timeout`, and meanwhile another member's spawn
+form says one start waits ahead in the project. A member's plain pod in the project
 asking for a slice is queued the same way (no queue name needed), and members cannot make or
 change queues."""
 
 from __future__ import annotations
 
 import asyncio
+import html
 
 import pytest
 
@@ -76,6 +78,11 @@ async def test_a_notebook_that_does_not_fit_waits_in_the_queue_and_starts_when_r
                              for w in cluster.items(KUEUE, "v1beta2", "workloads", "vision")])
     print("queued progress:", [m for m in messages if "queued" in m])
     assert not starting.done()
+    # the form as another member sees it now: the slice profile is offered, one start waits ahead of theirs
+    bob = make_spawner(make_user("bob", ["vision"], uid=3), queue_borrowing_limit=0)
+    form = html.unescape(await bob.get_options_form())
+    assert ("0 of 2 free — queue: 0 ahead in Personal, 1 in Vision team — your server would wait in the "
+            "project's queue (up to 60 min)") in form, form
     # alice stops: her slice goes back to the queue, carol's server is admitted and starts
     await first.stop()
     await asyncio.wait_for(starting, 60)

@@ -10,7 +10,7 @@ from hub_ext.core.catalog import parse_accelerators
 from hub_ext.core.entitlements import parse_entitlements, projects_for
 from hub_ext.core.mounts import Available, Credential, Dataset
 from hub_ext.core.profiles import parse_profiles
-from hub_ext.spawners.form import options_from_form, render_form
+from hub_ext.spawners.form import QueueView, capacity_text, options_from_form, render_form
 
 pytestmark = pytest.mark.unit
 
@@ -59,9 +59,29 @@ def test_form_is_well_formed_labelled_and_each_input_once():
                    "profile-option-mig--image", "credential--vision--sa", "dataset--vision--coco"]
     assert "0 of 2 free — none available now" in page and "mlplatform-full" in page
     # where Kueue holds the accelerators, a full profile is still offered: the server would wait in the queue
-    queued = render_form(projects_for(ENT, "alice", ["vision"]), PROFILES, {"1g.5gb": (0, 2)}, FILES, 3600)
-    assert "0 of 2 free — your server would wait in the project's queue (up to 60 min)" in html.unescape(queued)
+    queued = render_form(projects_for(ENT, "alice", ["vision"]), PROFILES, {"1g.5gb": (0, 2)}, FILES,
+                         QueueView(3600, {("vision", "1g.5gb"): 2}))
+    assert ("0 of 2 free — queue: 2 ahead — your server would wait in the project's queue (up to 60 min) and start "
+            "when its turn comes") in html.unescape(queued)
     assert "mlplatform-full" not in queued
+
+
+def test_where_kueue_holds_the_slices_the_form_says_free_now_or_how_many_wait():
+    (mig,) = [p for p in PROFILES if p.slug == "mig"]
+    projects = {p.name: p for p in projects_for(ENT, "alice", ["vision"])}
+    vision, alice = projects["vision"], projects["user-alice"]
+    assert capacity_text(mig, {"1g.5gb": (1, 2)}, QueueView(3600, {("vision", "1g.5gb"): 0}), [vision]) == (
+        "1 of 2 free now", False)
+    assert capacity_text(mig, {"1g.5gb": (1, 2)}, QueueView(3600, {("vision", "1g.5gb"): 3}), [vision]) == (
+        "1 of 2 free — queue: 3 ahead", False)  # others wait, e.g. for more than is free
+    assert capacity_text(mig, {"1g.5gb": (0, 2)}, QueueView(1800), [vision]) == (
+        "0 of 2 free — your server would wait in the project's queue (up to 30 min) and start when its turn "
+        "comes", False)  # the Workloads could not be read: no count, still queued
+    both = QueueView(3600, {("vision", "1g.5gb"): 2, (alice.name, "1g.5gb"): 0})
+    assert capacity_text(mig, {"1g.5gb": (1, 2)}, both, [vision, alice]) == (
+        "1 of 2 free — queue: 2 ahead in vision, 0 in Personal", False)
+    # more than the cluster has: full without a queue to wait in
+    assert capacity_text(mig, {"1g.5gb": (0, 0)}, both, [vision]) == ("0 of 0 free — none available now", True)
 
 
 def test_user_without_the_group_sees_only_what_is_granted():

@@ -131,6 +131,14 @@ def test_a_workload_evicted_to_make_room_says_it_was_preempted_and_why():
     assert words["InClusterQueue"].startswith("preempted: a workload of the project with a higher priority")
     assert words["InCohortFairSharing"].startswith("preempted: the cohort's fair sharing")
     assert words["SomethingNew"].startswith("preempted: Kueue says SomethingNew; queued:")
+    # just evicted, before Kueue tried it again: its eviction message, without its UIDs
+    wl = _workload("job-x", "2026-12-06T10:00:00Z", owner=("Job", "x"), message=(
+        "Preempted to accommodate a workload (UID: 1a93, JobUID: fce2) due to reclamation within the cohort; "
+        "preemptor path: /c/mlp-lend; preemptee path: /c/mlp-borrow"))
+    wl["status"]["conditions"].append({"type": "Preempted", "status": "True", "reason": "InCohortReclamation"})
+    assert queue_sentence(wl, [wl], "vision", "1 A100", {}) == (
+        "preempted: another project took back the accelerators it had lent; queued: first in line in the project "
+        "'vision' for 1 A100; Kueue looks for room for it again")
     admitted = _workload("job-x", "2026-12-06T10:00:00Z", reserved=True, owner=("Job", "x"))
     admitted["status"]["conditions"].append({"type": "Preempted", "status": "False", "reason": "InCohortReclamation"})
     assert queue_sentence(admitted, [admitted], "vision", "1 A100", {}) == "admitted by the project's queue with 1 A100"
@@ -163,3 +171,27 @@ def test_the_shipped_kueue_configuration_queues_every_project_workload():
     assert {"pod", "batch/job", "kubeflow.org/pytorchjob", "kubeflow.org/tfjob"} <= set(config["integrations"]["frameworks"])
     # Kueue counts accelerators only: CPU and memory stay with the project's ResourceQuota
     assert {"cpu", "memory"} <= set(config["resources"]["excludeResourcePrefixes"])
+
+
+def test_the_form_counts_the_waiting_workloads_that_ask_for_an_accelerator():
+    from hub_ext.manifests.queue_text import waiting_for
+
+    def asking(name, resource, selector=None, reserved=None, init=False):
+        wl = _workload(name, "2026-12-06T10:00:00Z", reserved=reserved)
+        container = {"name": "c", "resources": {"limits": {resource: "1"}}}
+        spec = {"initContainers" if init else "containers": [container]}
+        if selector:
+            spec["nodeSelector"] = selector
+        wl["spec"]["podSets"] = [{"name": "main", "count": 1, "template": {"spec": spec}}]
+        return wl
+
+    a100 = {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-40GB"}
+    workloads = [asking("any-gpu", "nvidia.com/gpu"),  # no selector: it could take an A100
+                 asking("on-a100", "nvidia.com/gpu", a100),
+                 asking("on-h100", "nvidia.com/gpu", {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+                 asking("admitted", "nvidia.com/gpu", a100, reserved=True),
+                 asking("slice", "nvidia.com/mig-1g.5gb"),
+                 asking("init-only", "nvidia.com/gpu", {"kubernetes.io/hostname": "dgx-1"}, init=True)]
+    assert waiting_for(workloads, "nvidia.com/gpu", a100) == 3  # any-gpu, on-a100, init-only
+    assert waiting_for(workloads, "nvidia.com/mig-1g.5gb", {}) == 1
+    assert waiting_for([], "nvidia.com/gpu", a100) == 0
