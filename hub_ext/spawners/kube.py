@@ -206,11 +206,20 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             files = {p.name: await self.project_files(p.name) for p in projects}
         except UpstreamError as e:
             raise self.refused(e) from None
-        queue = None
-        if getattr(self, "_queued", False):
-            ahead = await waiting_counts(self.shared.kube, [p.name for p in projects], self.runtime.accelerators)
-            queue = QueueView(self.queue_start_timeout, ahead)
+        ahead = await self.queue_ahead([p.name for p in projects])
+        queue = None if ahead is None else QueueView(self.queue_start_timeout, ahead)
         return render_form(projects, self.runtime.profiles, await self.capacity(), files, queue)
+
+    async def queue_ahead(self, projects: list[str]) -> dict[tuple[str, str], int] | None:
+        """(project, accelerator) → the project's workloads waiting for it, where Kueue holds the
+        accelerators (`queue_watch.waiting_counts`); None where it does not (or is required and missing:
+        the start says so)."""
+        try:
+            if not (await self.shared.queueing(self.tenancy_settings())).kueue:
+                return None
+        except UpstreamError:
+            return None
+        return await waiting_counts(self.shared.kube, projects, self.runtime.accelerators)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:

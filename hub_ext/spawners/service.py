@@ -100,14 +100,21 @@ class PlatformService:
         return spawner
 
     async def projects(self, user) -> list[dict]:
-        """The user's projects with their profiles, limits and what is in use now."""
+        """The user's projects with their profiles, limits and what is in use now; where Kueue holds
+        the accelerators, also ``queue_ahead``: accelerator → the project's workloads waiting for it."""
         spawner = await self._with_profiles(user)
         offered = spawner.runtime.profiles_by_slug  # a grant may name a profile a callable did not give
+        projects = spawner.user_projects()
+        queue_ahead = getattr(spawner, "queue_ahead", None)
+        ahead = await queue_ahead([p.name for p in projects]) if queue_ahead is not None else None
         out = []
-        for p in spawner.user_projects():
-            out.append({"name": p.name, "display_name": p.display_name, "personal": p.personal,
-                        "profiles": sorted(p.profiles & offered.keys()), "limits": p.limits,
-                        "in_use": await spawner.usage(p.name)})
+        for p in projects:
+            entry = {"name": p.name, "display_name": p.display_name, "personal": p.personal,
+                     "profiles": sorted(p.profiles & offered.keys()), "limits": p.limits,
+                     "in_use": await spawner.usage(p.name)}
+            if ahead is not None:
+                entry["queue_ahead"] = {acc: n for (project, acc), n in ahead.items() if project == p.name}
+            out.append(entry)
         return out
 
     async def catalog(self, user) -> dict:

@@ -18,7 +18,9 @@ Guarantees:
   says plainly that a job runs beside the notebook and shares its devices — this server's own
   accelerator (its profile's, else ``CUDA_VISIBLE_DEVICES``) — and that no other GPU or slice is
   taken for it; on Kubernetes, that the job gets the chosen accelerator for itself. Free capacity
-  (``capacity``) is shown in the labels on Kubernetes only: a local job takes no free slice.
+  (``capacity``) is shown in the labels on Kubernetes only: a local job takes no free slice. Where
+  Kueue holds the accelerators (the project's ``queue_ahead`` in the hub's answer), each label says
+  "free now" or "queue: N ahead" (`capacity_words`).
 - `SWEEP_TEMPLATE` is a sweep spec that runs as it is (the box shows it once ticked while empty);
   `sweep_spec` reads what the box holds: a whole ``hptuning_config.yaml``, its ``hyperparameters:``
   mapping, or the spec itself.
@@ -93,6 +95,7 @@ def accelerator_offers(info: Mapping, project: str, local: bool = True) -> tuple
     except PlatformError as e:
         return [Offer(NO_ACCELERATOR, CPU_ONLY, 0)], str(e)
     capacity = (info.get("capacity") or {}).get("accelerators") or {}
+    queue = _queue_ahead(projects, project)
     out = [Offer(NO_ACCELERATOR, CPU_ONLY, 0)]
     for name, acc in sorted(catalogue.items()):
         limit = None if limits is None else limits.get(name, 0)
@@ -106,11 +109,32 @@ def accelerator_offers(info: Mapping, project: str, local: bool = True) -> tuple
         if limit is not None:
             bits.append(f"at most {limit}")
         if not local and name in capacity:
-            bits.append(f"{capacity[name].get('free', '?')} of {capacity[name].get('total', '?')} free now")
+            bits.append(capacity_words(capacity[name], None if queue is None else queue.get(name)))
         out.append(Offer(value, f"{value} ({', '.join(bits)})", most))
     if limits is not None and len(out) == 1:
         note = f"Project {project!r} may use no accelerator: its jobs run on CPUs."
     return out, note
+
+
+def _queue_ahead(projects: Any, project: str) -> dict[str, int] | None:
+    """The project's ``queue_ahead`` from the hub's projects answer (None: not queued, or malformed)."""
+    try:
+        entry = next((p for p in projects["projects"] if p["name"] == project), None)
+        ahead = entry.get("queue_ahead") if entry else None
+        return None if ahead is None else {str(k): int(v) for k, v in ahead.items()}
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def capacity_words(capacity: Mapping, ahead: int | None) -> str:
+    """"1 of 2 free now"; where Kueue holds them (`ahead`: the project's workloads waiting for this
+    accelerator): "1 of 2 free, queue: 3 ahead", or "0 of 2 free now, a job waits its turn"."""
+    free, total = capacity.get("free", "?"), capacity.get("total", "?")
+    if ahead:
+        return f"{free} of {total} free, queue: {ahead} ahead"
+    if ahead is not None and free == 0:
+        return f"{free} of {total} free now, a job waits its turn"
+    return f"{free} of {total} free now"
 
 
 def runtime_note(info: Mapping, env: Mapping[str, str]) -> str:

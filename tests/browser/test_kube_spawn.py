@@ -10,16 +10,13 @@ import re
 
 import pytest
 
-from hub_ext.local.demo import DemoSecrets
-from tests.cluster.identities import hub_kubeconfig
+from tests.browser.kube_hub import kube_hub_at_spawn_form
 from tests.harness.browser import run_notebook, screenshot
 from tests.kube.platform_env import (
     CANARY,
     GCP_KEY,
-    NODES,
     dataset_pvc,
     delete_projects,
-    kube_hub_config,
     pod_home,
     pvc_dir,
     set_loaded,
@@ -53,20 +50,8 @@ def projects(kube_cluster):
 
 
 def test_credential_page_then_mig_spawn_with_credential_and_dataset(projects, hub_factory, browser_page, tmp_path):
-    cluster = projects
-    workdir = tmp_path / "kubelet"
-    cluster.kubelet("process", nodes=NODES, workdir=workdir)
-    secrets = DemoSecrets.generate()
-    hub = hub_factory(kube_hub_config(tmp_path / "state", secrets),
-                      env={"KUBECONFIG": str(hub_kubeconfig(cluster, tmp_path / "hub.kubeconfig"))})
-    page = browser_page
-
-    page.goto(f"{hub.url}/hub/login")
-    page.fill("#username_input", "alice")
-    page.fill("#password_input", secrets.user_password)
-    page.click("#login_submit")
-    page.wait_for_url(re.compile(r"/hub/spawn"), timeout=60_000)
-    page.wait_for_selector("text=Small GPU slice")
+    cluster, page = projects, browser_page
+    hub, workdir = kube_hub_at_spawn_form(cluster, hub_factory, page, tmp_path)
     # the form provisioned alice's projects; a dataset in the team project, filled and marked Loaded
     # as the operator's loader leaves it (the loader itself: tests/kube/test_operator_datasets.py)
     cluster.create("", "v1", "persistentvolumeclaims", "vision",

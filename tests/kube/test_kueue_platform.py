@@ -83,6 +83,8 @@ async def test_a_notebook_that_does_not_fit_waits_in_the_queue_and_starts_when_r
     form = html.unescape(await bob.get_options_form())
     assert ("0 of 2 free — queue: 0 ahead in Personal, 1 in Vision team — your server would wait in the "
             "project's queue (up to 60 min)") in form, form
+    # what the hub's projects API gives the widget's and the panel's submit forms (`queue_ahead`)
+    assert (await bob.queue_ahead(["vision"]))[("vision", "1g.5gb")] == 1
     # alice stops: her slice goes back to the queue, carol's server is admitted and starts
     await first.stop()
     await asyncio.wait_for(starting, 60)

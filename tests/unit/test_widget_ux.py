@@ -122,6 +122,24 @@ def test_a_local_job_is_told_it_shares_the_notebooks_own_slice():
         kube.close()
 
 
+def test_where_kueue_holds_the_accelerators_the_offers_say_free_now_or_how_many_wait():
+    def labels(queue_ahead):
+        projects = {"projects": [{"name": "alice", "limits": {"1g.5gb": 2}, "queue_ahead": queue_ahead},
+                                 {"name": "vision", "limits": {"a100": 1}, "queue_ahead": {"a100": 0}}]}
+        info = {**INFO, "projects": projects}
+        return {o.value: o.label for o in accelerator_offers(info, "alice", local=False)[0] if o.value}, \
+            {o.value: o.label for o in accelerator_offers(info, "vision", local=False)[0] if o.value}
+
+    alice, vision = labels({"1g.5gb": 2})
+    assert alice == {
+        "NVIDIA_A100_1G_5GB": "NVIDIA_A100_1G_5GB (MIG 1g.5gb slice, at most 2, 3 of 7 free, queue: 2 ahead)"}
+    assert vision["NVIDIA_TESLA_A100"].endswith("(NVIDIA A100 40GB, at most 1, 0 of 1 free now, a job waits its turn)")
+    alice, _ = labels({"1g.5gb": 0})
+    assert alice["NVIDIA_A100_1G_5GB"].endswith("3 of 7 free now)")
+    alice, _ = labels("not a mapping")  # a malformed answer: no queue words, the offers stay
+    assert alice["NVIDIA_A100_1G_5GB"].endswith("3 of 7 free now)")
+
+
 def test_without_the_hub_the_built_in_catalogue_is_offered_and_the_note_says_so():
     f = form(info={})
     try:
