@@ -70,7 +70,9 @@ class TenancyConfig(Configurable):
     queueing = Unicode(
         "auto", help="""Who holds the accelerators: "auto" (Kueue where the hub finds it installed, else the
         projects' ResourceQuotas), "kueue" (always Kueue: a spawn fails while it is not installed) or
-        "off" (ResourceQuotas, never Kueue). Under Kueue each project gets a ClusterQueue with its limits
+        "off" (ResourceQuotas, never Kueue: only where Kueue does not manage the project namespaces, as
+        helm-values/kueue.yaml makes it do; there a pod without its project's LocalQueue never starts).
+        Under Kueue each project gets a ClusterQueue with its limits
         per accelerator type as nominal quota and a LocalQueue "default"; a workload that does not fit
         waits in the queue instead of being refused (docs/queueing.md).
 

@@ -16,7 +16,9 @@ the cluster's: its heap, its garbage collections and its CPU are the hub's or th
 server's alone, as in production where the API server is remote. Clients connect through the
 proxy with `Server.kubeconfig` (admin) or `Server.hub_kubeconfig` (the hub's ServiceAccount of
 `helm-values/hub-rbac.yaml`, when asked for); the request log and the control plane's CPU time
-are read over the control URL (``/requests``, ``/cpu``).
+are read over the control URL (``/requests``, ``/cpu``). A POST to ``/kueue`` (`Server.start_kueue`)
+starts the real kueue-manager (`tests.controllers.kueue_system`, helm-values/kueue.yaml's
+configuration) against the cluster; ``/cpu`` then reports it as ``kueue-manager``.
 """
 
 from __future__ import annotations
@@ -181,7 +183,7 @@ async def _serve(args) -> None:
 
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     cluster = await asyncio.to_thread(lambda: Cluster(workdir).start())
-    runner = None
+    runner, kueue = None, []
     try:
         if args.kubelet:
             nodes = json.loads(pathlib.Path(args.nodes).read_text()) if args.nodes else None
@@ -200,11 +202,22 @@ async def _serve(args) -> None:
                                       for r in cluster.requests()])
 
         async def cpu(_request):
-            return web.json_response({name: _cpu_seconds(p.pid) for name, p in cluster.cp.procs.items()})
+            seconds = {name: _cpu_seconds(p.pid) for name, p in cluster.cp.procs.items()}
+            if kueue:
+                seconds["kueue-manager"] = _cpu_seconds(kueue[0].process.proc.pid)
+            return web.json_response(seconds)
+
+        async def start_kueue(_request):
+            from tests.controllers.kueue_system import Kueue
+
+            if not kueue:
+                kueue.append(await asyncio.to_thread(lambda: Kueue(cluster, workdir / "kueue").start()))
+            return web.json_response({})
 
         app = web.Application()
         app.router.add_route("*", "/requests", requests)
         app.router.add_get("/cpu", cpu)
+        app.router.add_post("/kueue", start_kueue)
         runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0, reuse_address=True)
@@ -218,6 +231,8 @@ async def _serve(args) -> None:
     finally:
         if runner is not None:
             await runner.cleanup()
+        if kueue:
+            await asyncio.to_thread(kueue[0].stop)
         await asyncio.to_thread(cluster.stop)
         import shutil
 
@@ -268,6 +283,12 @@ class Server:
         """CPU seconds (user + system) each control-plane process has used so far."""
         async with aiohttp.ClientSession() as s, s.get(f"{self.control}/cpu") as r:
             return await r.json()
+
+    async def start_kueue(self) -> None:
+        """Start the real kueue-manager against the cluster (once; it runs until `stop`)."""
+        async with aiohttp.ClientSession() as s, s.post(f"{self.control}/kueue",
+                                                         timeout=aiohttp.ClientTimeout(total=300)) as r:
+            r.raise_for_status()
 
     def stop(self) -> None:
         self.proc.terminate()

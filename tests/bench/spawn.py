@@ -17,6 +17,11 @@ servers stop, and round 2 is the later spawns. Capacity requests are the node an
 list/watch requests made during a round: the capacity view's two watches, not one per spawn.
 Hub CPU is this process's CPU time (the spawners, reflectors and caches: nothing of the
 cluster's); API CPU is kube-apiserver's and etcd's. A start that fails is counted, not timed.
+The "PlatformSpawner, Kueue" rows run last, after the real kueue-manager is started against the
+cluster (helm-values/kueue.yaml's configuration; `Server.start_kueue`): the slices are held by the
+projects' queues (`queueing = "kueue"`: each pod waits behind Kueue's gate until admitted). The
+rows before run without Kueue (`queueing = "off"`: ResourceQuotas): with Kueue installed that way,
+a project pod without a LocalQueue would wait for ever.
 """
 
 from __future__ import annotations
@@ -45,8 +50,9 @@ PLATFORM = {
 
 
 KINDS = ("stock KubeSpawner", "stock KubeSpawner, user namespaces", "PlatformSpawner",
-         "PlatformSpawner, token in env")
+         "PlatformSpawner, token in env", "PlatformSpawner, Kueue")
 API_PROCESSES = ("kube-apiserver", "etcd")
+NAN = float("nan")  # a figure of a round whose starts all failed
 
 
 def user(i: int):  # each spawner kind gets users of its own, so every first spawn is a real first one
@@ -71,7 +77,9 @@ def make(kind: str, i: int):
         return KubeSpawner(**where, extra_resource_limits={"nvidia.com/mig-1g.5gb": "1"},
                            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                            **RESOURCES, **common)
-    spawner = PlatformSpawner(**PLATFORM, api_token_secret=(kind == "PlatformSpawner"), **common)
+    queueing = "kueue" if "Kueue" in kind else "off"  # the others: ResourceQuotas, as without Kueue installed
+    spawner = PlatformSpawner(**PLATFORM, api_token_secret=(kind != "PlatformSpawner, token in env"),
+                              queueing=queueing, **common)
     spawner.user_options = {"profile": "mig"}
     return spawner
 
@@ -93,9 +101,10 @@ async def timed_round(spawners):
     return await asyncio.gather(*(one(sp) for sp in spawners))
 
 
-async def api_cpu(server) -> float:
+async def api_cpu(server) -> tuple[float, float]:
+    """(kube-apiserver's and etcd's CPU seconds, kueue-manager's) so far."""
     cpu = await server.cpu()
-    return sum(cpu[name] for name in API_PROCESSES)
+    return sum(cpu[name] for name in API_PROCESSES), cpu.get("kueue-manager", 0.0)
 
 
 async def run(kind: str, server, n: int) -> list[dict]:
@@ -108,9 +117,10 @@ async def run(kind: str, server, n: int) -> list[dict]:
     spawners = [make(kind, offset + i) for i in range(n)]
     for label in ("first spawn", "later spawn"):
         await server.clear_requests()
-        cpu, api = time.process_time(), await api_cpu(server)
+        cpu, (api, kueue) = time.process_time(), await api_cpu(server)
         results = await timed_round(spawners)
-        cpu, api = time.process_time() - cpu, await api_cpu(server) - api
+        after = await api_cpu(server)
+        cpu, api, kueue = time.process_time() - cpu, after[0] - api, after[1] - kueue
         requests = await server.requests()
         times = [r for r in results if not isinstance(r, Exception)]
         failures = [r for r in results if isinstance(r, Exception)]
@@ -119,10 +129,11 @@ async def run(kind: str, server, n: int) -> list[dict]:
         writes = [r for r in requests if r.method in ("POST", "PUT", "PATCH", "DELETE")]
         if os.environ.get("BENCH_DEBUG"):
             print(kind, label, sorted(collections.Counter((r.method, r.path.split("/")[-2] if r.path.count("/") > 5 else r.path.split("/")[-1]) for r in writes).items()))
-        rows.append({"spawner": kind, "round": label, "median_ms": statistics.median(times),
-                     "p95_ms": statistics.quantiles(times, n=20)[18], "requests": len(requests) / n,
+        rows.append({"spawner": kind, "round": label, "median_ms": statistics.median(times) if times else NAN,
+                     "p95_ms": statistics.quantiles(times, n=20)[18] if len(times) > 1 else NAN, "requests": len(requests) / n,
                      "writes": len(writes) / n, "capacity_requests": sum(map(is_capacity, requests)),
-                     "hub_cpu_ms": cpu * 1000 / n, "api_cpu_ms": api * 1000 / n, "failed": len(failures)})
+                     "hub_cpu_ms": cpu * 1000 / n, "api_cpu_ms": api * 1000 / n, "kueue_cpu_ms": kueue * 1000 / n,
+                     "failed": len(failures)})
         await asyncio.gather(*(stop_as_hub(sp) for sp in spawners))  # as JupyterHub stops them
         await asyncio.sleep(1.0)  # the kubelet removes the pods
     await restart_hub()
@@ -148,6 +159,8 @@ async def main(n: int, server) -> None:
             # stock KubeSpawner needs pods and Secrets in every namespace (cluster-wide rights the
             # platform's hub does not hold: it binds them per project): given for its rounds only
             stock = kind.startswith("stock")
+            if "Kueue" in kind:
+                await server.start_kueue()
             if stock:
                 await admin.post(path, STOCK_BINDING)
                 await asyncio.sleep(1.0)  # the authorizer sees the binding
@@ -162,11 +175,11 @@ async def main(n: int, server) -> None:
           "controller-manager) in its own process, status-mode kubelet; every spawner acts as the hub's "
           "ServiceAccount\n")
     print(f"{'spawner':34} {'round':12} {'median ms':>9} {'p95 ms':>8} {'hub CPU ms':>10} {'API CPU ms':>10} "
-          f"{'requests':>8} {'writes':>6} {'capacity req.':>13} {'failed':>6}")
+          f"{'Kueue CPU ms':>12} {'requests':>8} {'writes':>6} {'capacity req.':>13} {'failed':>6}")
     for r in rows:
         print(f"{r['spawner']:34} {r['round']:12} {r['median_ms']:9.1f} {r['p95_ms']:8.1f} {r['hub_cpu_ms']:10.2f} "
-              f"{r['api_cpu_ms']:10.2f} {r['requests']:8.2f} {r['writes']:6.2f} {r['capacity_requests']:13d} "
-              f"{r['failed']:6d}")
+              f"{r['api_cpu_ms']:10.2f} {r['kueue_cpu_ms']:12.2f} {r['requests']:8.2f} {r['writes']:6.2f} "
+              f"{r['capacity_requests']:13d} {r['failed']:6d}")
     for baseline in KINDS[:2]:
         stock = {r["round"]: r for r in rows if r["spawner"] == baseline}
         for r in rows:
@@ -176,7 +189,8 @@ async def main(n: int, server) -> None:
                       f"(median), hub CPU ×{r['hub_cpu_ms'] / base['hub_cpu_ms']:.2f}, writes {r['writes']:.2f} vs "
                       f"{base['writes']:.2f} per spawn")
     print("(per spawn: hub CPU = this process's CPU time (spawners, reflectors, caches) / spawns; API CPU = "
-          "kube-apiserver's and etcd's; requests and writes = starts only, through the fault proxy; capacity req. = "
+          "kube-apiserver's and etcd's; Kueue CPU = the kueue-manager's (Kueue rows only); requests and writes = "
+          "starts only, through the fault proxy; capacity req. = "
           "all node and cluster-pod list/watch requests of the round; failed = starts that raised, not timed)")
 
 
