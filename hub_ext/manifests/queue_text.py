@@ -95,6 +95,8 @@ def reason_words(message: str, flavor_names: Mapping[str, str]) -> str:
         return "no accelerator type the project may use fits the request"
     if (message or "").startswith("Preempted to accommodate"):  # the eviction's message, until Kueue tries it again
         return "Kueue looks for room for it again"
+    if "no longer fits after processing another workload" in (message or ""):
+        return "another workload took the room first; Kueue tries again"
     return f"Kueue says: {message}" if message else "Kueue has not looked at it yet"
 
 

@@ -139,6 +139,9 @@ def test_a_workload_evicted_to_make_room_says_it_was_preempted_and_why():
     assert queue_sentence(wl, [wl], "vision", "1 A100", {}) == (
         "preempted: another project took back the accelerators it had lent; queued: first in line in the project "
         "'vision' for 1 A100; Kueue looks for room for it again")
+    wl["status"]["conditions"][0]["message"] = "Workload no longer fits after processing another workload"
+    assert queue_sentence(wl, [wl], "vision", "1 A100", {}).endswith(
+        "; another workload took the room first; Kueue tries again")
     admitted = _workload("job-x", "2026-12-06T10:00:00Z", reserved=True, owner=("Job", "x"))
     admitted["status"]["conditions"].append({"type": "Preempted", "status": "False", "reason": "InCohortReclamation"})
     assert queue_sentence(admitted, [admitted], "vision", "1 A100", {}) == "admitted by the project's queue with 1 A100"
