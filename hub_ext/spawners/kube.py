@@ -67,7 +67,7 @@ from hub_ext.spawners.form import QueueView, render_form
 from hub_ext.spawners.hub_token import HubTokenSecret, delete_later, secret_name
 from hub_ext.spawners.kube_progress import StartProgress
 from hub_ext.spawners.kube_shared import KubeParts
-from hub_ext.spawners.queue_watch import QueueWatch, waiting_counts
+from hub_ext.spawners.queue_watch import QueueWatch
 from hub_ext.spawners.mount_config import MountConfig
 from hub_ext.spawners.platform import PlatformConfig
 from hub_ext.spawners.runtime import Plan
@@ -211,15 +211,8 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         return render_form(projects, self.runtime.profiles, await self.capacity(), files, queue)
 
     async def queue_ahead(self, projects: list[str]) -> dict[tuple[str, str], int] | None:
-        """(project, accelerator) → the project's workloads waiting for it, where Kueue holds the
-        accelerators (`queue_watch.waiting_counts`); None where it does not (or is required and missing:
-        the start says so)."""
-        try:
-            if not (await self.shared.queueing(self.tenancy_settings())).kueue:
-                return None
-        except UpstreamError:
-            return None
-        return await waiting_counts(self.shared.kube, projects, self.runtime.accelerators)
+        """`KubeParts.queue_ahead` for these projects: None where Kueue does not hold the accelerators."""
+        return await self.shared.queue_ahead(self.tenancy_settings(), projects, self.runtime.accelerators)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
     def _restore_configured(self) -> None:

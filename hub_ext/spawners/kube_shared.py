@@ -10,7 +10,9 @@ projects as they should be (`hub_ext.manifests.tenancy.project_objects`, applied
 tenancy settings: later calls make no request) and takes a former member's RoleBinding and
 ServiceAccount out of the team projects they left. `queueing` says whether Kueue holds the
 accelerators (`TenancySettings.queueing`: "auto" asks the API server whether it serves
-``kueue.x-k8s.io/v1beta2``; found is kept, not found asked again after `KUEUE_RECHECK` seconds). With a callable ``profile_list``, a team
+``kueue.x-k8s.io/v1beta2``; found is kept, not found asked again after `KUEUE_RECHECK` seconds);
+`queue_ahead` counts the projects' waiting Workloads per accelerator where it does (None where it
+does not, or is required and missing: the start says so). With a callable ``profile_list``, a team
 project's published catalogue (ConfigMap ``mlplatform-catalog``) has the accelerators and limits the
 jobs API plans with, no profiles: members' lists differ, and whoever provisions first must not decide
 (each member's own are in the platform API's). A personal project's has its owner's latest result.
@@ -22,6 +24,7 @@ import asyncio
 import dataclasses
 import time
 
+from hub_ext.core.catalog import Accelerator
 from hub_ext.core.entitlements import Project
 from hub_ext.core.errors import UpstreamError
 from hub_ext.kube.client import KUEUE_API, Kube, path_of
@@ -29,6 +32,7 @@ from hub_ext.kube.cluster import ClusterView, ProjectResources
 from hub_ext.kube.provision import Provisioner
 from hub_ext.manifests.mounts import MountSettings
 from hub_ext.manifests.tenancy import TenancySettings, member_binding_name, project_objects
+from hub_ext.spawners.queue_watch import waiting_counts
 from hub_ext.spawners.runtime import Runtime
 
 KUEUE_RECHECK = 60.0
@@ -66,6 +70,16 @@ class KubeParts:
             raise UpstreamError("queue the server", "Kueue (kueue.x-k8s.io/v1beta2) is not installed in the cluster, "
                                 "and the platform is configured to queue every workload with it: ask an administrator")
         return dataclasses.replace(tenancy, kueue=found)
+
+    async def queue_ahead(self, tenancy: TenancySettings, projects: list[str],
+                          accelerators: dict[str, Accelerator]) -> dict[tuple[str, str], int] | None:
+        """(project, accelerator) → the project's workloads waiting for it (`queue_watch.waiting_counts`)."""
+        try:
+            if not (await self.queueing(tenancy)).kueue:
+                return None
+        except UpstreamError:
+            return None
+        return await waiting_counts(self.kube, projects, accelerators)
 
     async def provision(self, rt: Runtime, projects: list[Project], username: str, members: list[tuple[str, str]],
                         tenancy: TenancySettings) -> None:

@@ -145,6 +145,11 @@ class KubeBackend:
             if not claim[1]:
                 del self._claims[key]
 
+    def _queue_labels(self) -> dict[str, str]:
+        """The project's queue named where Kueue is served, as the spawner names it on notebook pods
+        (module docstring); else none."""
+        return {QUEUE_LABEL: LOCAL_QUEUE} if self._kueue else {}
+
     async def submit(self, plan: JobPlan) -> dict:
         async with self._claim(plan.project, plan.job.job_id):
             return await self._submit(plan)
@@ -161,8 +166,8 @@ class KubeBackend:
                                                            "dataset: mount it shared (without ':copy')")
             sweeps = kube_sweeps.required(p.sweeps, project, "trainingInput.hyperparameters")
             experiment = katib.experiment_manifest(plan, self.settings)
-            if self._kueue:
-                experiment["spec"]["trialTemplate"]["trialSpec"]["metadata"] = {"labels": {QUEUE_LABEL: LOCAL_QUEUE}}
+            if self._queue_labels():  # every trial's job names the queue too
+                experiment["spec"]["trialTemplate"]["trialSpec"]["metadata"] = {"labels": self._queue_labels()}
             obj = await job_create.create_shipped(self.kube, plan, kube_sweeps.katib_path("experiments", project),
                                                   experiment,
                                                   lambda obj: kube_sweeps.discard(self.kube, sweeps, project, obj),
@@ -174,8 +179,7 @@ class KubeBackend:
             cache.remove(project, plan.name)
 
         manifest = job_manifest(plan, self.settings)
-        if self._kueue:  # the project's queue named, as the spawner names it on notebook pods (module docstring)
-            manifest["metadata"]["labels"][QUEUE_LABEL] = LOCAL_QUEUE
+        manifest["metadata"]["labels"].update(self._queue_labels())
         obj = await job_create.create_shipped(self.kube, plan, resource_path(plan.kind, project),
                                               manifest, forget, self.staging_env)
         await dataset_copies.make(self.kube, plan, obj)
