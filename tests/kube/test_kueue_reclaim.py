@@ -76,9 +76,13 @@ async def test_a_lender_reclaims_its_a100_and_the_borrowers_job_is_requeued_then
         await borrow_jobs.create(USER, borrower, one_a100_doc(job_id))
         await poll_(state_check(borrow_jobs, borrower, job_id, "RUNNING"), f"the borrower's {job_id!r} running")
     log = StateLog(borrow_jobs, borrower, ["own", "extra"])
-    cq = await kube.get(f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{borrower}")
-    (usage,) = cq["status"]["flavorsUsage"][0]["resources"]
-    assert (usage["total"], usage["borrowed"]) == ("2", "1"), cq["status"]  # one A100 is the lender's
+
+    async def borrowing():  # Kueue writes the ClusterQueue's usage after it admits, not with it
+        cq = await kube.get(f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{borrower}")
+        (usage,) = cq.get("status", {}).get("flavorsUsage", [{}])[0].get("resources", [{}])
+        return (usage.get("total"), usage.get("borrowed")) == ("2", "1") or None
+
+    await poll_(borrowing, "the borrower's ClusterQueue using 2 A100s, 1 of them the lender's")
 
     # the lender wants its A100 back: one of the borrower's jobs is evicted and waits again
     await lend_jobs.create(USER, lender, one_a100_doc("mine"))
