@@ -60,11 +60,19 @@ $(CLUSTER): tests/cluster/go.mod tests/cluster/go.sum tests/cluster/main.go test
 # parts) and the test cluster's DNS server (CoreDNS), built from the Go module proxy by
 # tests/controllers/build.sh (about 10 minutes on 2 cores with cold Go caches, seconds when warm).
 CONTROLLERS := tests/controllers/bin/.stamp
-controllers: $(CONTROLLERS) dnsutils postgresql
+KATIB_PYTHON := tests/controllers/bin/katib-python/.stamp
+controllers: $(CONTROLLERS) $(KATIB_PYTHON) dnsutils postgresql
 
 $(CONTROLLERS): tests/controllers/build.sh $(wildcard tests/controllers/*/go.mod tests/controllers/*/go.sum \
                 tests/controllers/*/*.go tests/controllers/*/*/*.go)
 	bash tests/controllers/build.sh
+	touch $@
+
+# Katib's Python services (skopt, hyperopt, optuna, hyperband, medianstop), each in a virtual
+# environment of its own from its own requirements.txt (PyPI), from the Katib module's source
+# (tests/controllers/build_python.sh; about a minute with a warm pip cache, 1.4 GB).
+$(KATIB_PYTHON): tests/controllers/build_python.sh $(CONTROLLERS)
+	bash tests/controllers/build_python.sh
 	touch $@
 
 # `nslookup` for the Training Operator's released init container (`init-pytorch`, alpine's

@@ -8,7 +8,8 @@ as Kubernetes expands them; volumes are files (`podfiles.py`) whose directories 
 mount path in args, env and workingDir (where a value starts with it, or has it after `=`, `:` or
 a JSON quote). stdout/stderr become the pod log; the exit codes decide the phase. With no
 `command`, ENTRYPOINT/CMD come from an image table (`images=`; `DEFAULT_IMAGES` maps Katib's goptuna
-suggestion and file-metrics-collector images to the binaries `make controllers` builds). A pod whose
+suggestion and file-metrics-collector images to the binaries `make controllers` builds, and its
+Python services' images to their virtual environments). A pod whose
 Secret/ConfigMap is missing waits in CreateContainerConfigError and is retried every
 `CONFIG_RETRY_SECONDS`.
 
@@ -56,6 +57,17 @@ DEFAULT_IMAGES = {
         "entrypoint": [str(CONTROLLERS_BIN / "goptuna-suggestion-listen")], "cmd": ["-listen", "0.0.0.0:6789"]},
     "ghcr.io/kubeflow/katib/file-metrics-collector:*": {
         "entrypoint": [str(CONTROLLERS_BIN / "file-metricscollector")], "cmd": []},
+    # Katib's Python services (`make controllers`: tests/controllers/build_python.sh), each its own
+    # main.py in its own virtual environment, on the pod IP (katib/serve_python.py)
+    **{f"ghcr.io/kubeflow/katib/{image}:*": {
+        "entrypoint": [str(CONTROLLERS_BIN / "katib-python" / venv / "bin" / "python"),
+                       str(CONTROLLERS_BIN.parent / "katib" / "serve_python.py"), service_dir], "cmd": ["0.0.0.0"]}
+       for image, venv, service_dir in (
+           ("suggestion-skopt", "skopt", "suggestion/skopt/v1beta1"),
+           ("suggestion-hyperopt", "hyperopt", "suggestion/hyperopt/v1beta1"),
+           ("suggestion-optuna", "optuna", "suggestion/optuna/v1beta1"),
+           ("suggestion-hyperband", "hyperband", "suggestion/hyperband/v1beta1"),
+           ("earlystopping-medianstop", "medianstop", "earlystopping/medianstop/v1beta1"))},
 }
 CONFIG_RETRY_SECONDS = 1.0  # a pod whose Secret/ConfigMap is missing is retried this often
 

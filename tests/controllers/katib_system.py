@@ -11,9 +11,10 @@ are wired without Deployments, kube-proxy or a cluster network:
 - **katib-controller** runs as ServiceAccount `kubeflow/katib-controller` (released RBAC; its pod
   mutator skips that user). The db-manager address reaches it and every injected metrics collector as
   `KATIB_DB_MANAGER_SERVICE_NAMESPACE=` (empty) + `_IP=127.0.0.1` + `_PORT` (P7). Its katib-config
-  is the released one with `init.controller` ports of our own, **`random` and `tpe` mapped to the
-  goptuna image**: goptuna's implementations of those algorithms, not hyperopt's (hyperopt is
-  Python-only, FINDINGS §1), and **no early-stopping algorithm** (medianstop is Python-only). Certs:
+  is the released one with `init.controller` ports of our own: its suggestion images (goptuna's Go
+  service, Katib's Python services skopt, hyperopt, optuna and hyperband) are run by the tests' kubelet
+  from what `make controllers` builds (`build.sh`, `build_python.sh`), and **no early-stopping
+  algorithm** (medianstop reads its ServiceAccount's files where a container has them). Certs:
   the rotator's Secret is copied (`CertCopy`) into a directory
   bind-mounted on `/tmp/cert` in the controller's private mount namespace (P3); the webhook Service
   is ExternalName `localhost` with the local webhook port (P4).
@@ -49,8 +50,6 @@ from tests.cluster.controlplane import free_port
 from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, delete_all, module_dir, \
     render, sa_kubeconfig
 
-GOPTUNA_IMAGE = "ghcr.io/kubeflow/katib/suggestion-goptuna:v0.19.0"
-GOPTUNA_ALGORITHMS = ("random", "tpe", "cmaes", "sobol")  # served here by goptuna (random/tpe: not hyperopt)
 WEBHOOKS = ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/katib.kubeflow.org",
             "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/katib.kubeflow.org")
 
@@ -229,9 +228,9 @@ class Katib:
                 config = yaml.safe_load(doc["data"]["katib-config.yaml"])
                 config["init"]["controller"].update(webhookPort=webhook, metricsAddr="0",
                                                     healthzAddr=f"127.0.0.1:{probe}")
-                for s in config["runtime"]["suggestions"]:
-                    if s["algorithmName"] in GOPTUNA_ALGORITHMS:
-                        s["image"] = GOPTUNA_IMAGE
+                # the suggestions as Katib releases them (random, tpe: hyperopt; grid: optuna;
+                # bayesianoptimization: skopt; cmaes, sobol: goptuna): their images are mapped to the
+                # services `make controllers` builds (tests/cluster/kubelet_process.py's DEFAULT_IMAGES)
                 # medianstop, Katib's only early-stopping service, is Python-only: it cannot run here,
                 # so this Katib does not offer it and its webhook refuses an Experiment that asks for it
                 # ("unable to get EarlyStopping config data for algorithm medianstop"), as any Katib

@@ -57,7 +57,7 @@ MARKER_ENV = "MLPLATFORM_DEMO_KUBE"
 
 def banner(url: str, demo_secrets: DemoSecrets, kubeconfig: pathlib.Path, katib: bool) -> str:
     """The one place the passwords are shown: the terminal of whoever ran the demo."""
-    sweeps = "real Katib (goptuna: RANDOM_SEARCH)" if katib else "none (Katib needs the pod network: root)"
+    sweeps = "real Katib (every algorithm of its katib-config)" if katib else "none (Katib needs the pod network: root)"
     return (
         "\n"
         "  JupyterHub demo (Kubernetes runtime: a demonstration on one machine, not a cluster)\n"
@@ -173,7 +173,8 @@ def missing() -> list[str]:
 
     out = [f"{m} (make cluster)" for m in binaries_missing()]
     out += [f"{BIN / n} (make controllers)" for n in ("training-operator", "katib-controller", "katib-db-manager",
-                                                      "goptuna-suggestion-listen", "coredns") if not (BIN / n).exists()]
+                                                      "goptuna-suggestion-listen", "coredns",
+                                                      "katib-python/.stamp") if not (BIN / n).exists()]
     return out + ([] if postgres_bin() else ["PostgreSQL (make controllers)"])
 
 

@@ -15,9 +15,8 @@
 - `real_katib`: real Katib v0.19.0 (`tests.controllers.katib_system`: Postgres, katib-db-manager,
   katib-controller, built by `make controllers`), started lazily by the first module that asks for
   it (Postgres and db-manager then stay for the session), its controller running for that module
-  only: it is cluster-wide and would otherwise also act on the Experiments of the tests that still
-  use the labelled helper `tests.kube.katib_controller`. Between modules its webhook configurations
-  are deleted (P12). Its log (this test's part) is added to a failed test's report.
+  only: it is cluster-wide, and its webhooks would refuse or change other modules' pods in
+  injection-labelled namespaces. Between modules its webhook configurations are deleted (P12). Its log (this test's part) is added to a failed test's report.
 - `kueue`: real Kueue v0.17.0 (`tests.controllers.kueue_system`, `kueue-manager` built by `make
   controllers`) with the platform's configuration (`helm-values/kueue.yaml`), for the module that
   asks for it and only while that module runs: it is cluster-wide (its webhooks see every Job,

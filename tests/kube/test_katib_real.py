@@ -1,13 +1,13 @@
 """Real Katib v0.19.0 (`real_katib`: katib-controller, katib-db-manager on Postgres, its webhooks)
-running sweeps on the process kubelet: suggestions from Katib's goptuna service (a pod: its image
-mapped to `goptuna-suggestion-listen` on the pod IP), trials as batch Jobs or PyTorchJobs (the real
+running sweeps on the process kubelet: suggestions from Katib's services as its released
+katib-config routes them (a pod whose image the kubelet maps to what `make controllers` builds:
+hyperopt's Python service for ``random``, `goptuna-suggestion-listen` for ``sobol``), trials as batch Jobs or PyTorchJobs (the real
 Training Operator) whose pods Katib's pod mutator gives its metrics collector (the real
 `file-metricscollector`, in the pod's PID namespace: the kubelet's pod sandbox), observations
 through db-manager into Postgres. Nothing of Katib is played here.
 
-The platform's default algorithm (``ALGORITHM_UNSPECIFIED`` → ``bayesianoptimization``, skopt) and
-``GRID_SEARCH`` (``grid``, optuna) are Python-only services that cannot run here: those sweeps stay on
-the labelled helper `tests.kube.katib_controller` (test_kube_sweeps.py)."""
+The platform's default algorithm (skopt), ``GRID_SEARCH`` (optuna) and ``tpe``:
+test_katib_python_services.py."""
 
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ async def test_a_native_experiment_runs_to_succeeded_on_real_katib(kube, kube_cl
     assert condition(exp, "Succeeded"), exp["status"]
     status = exp["status"]
     assert status["trialsSucceeded"] == 3 and status["currentOptimalTrial"]["bestTrialName"], status
-    # the suggestion came from goptuna, as a pod of Katib's Deployment
+    # the suggestion came from Katib's service, as a pod of its Deployment
     suggestion = kube_cluster.get("kubeflow.org", "v1beta1", "suggestions", ns, "native-random")
     assert suggestion["spec"]["algorithm"]["algorithmName"] == "random"
     trials = trials_of(kube_cluster, ns, "native-random")
@@ -116,13 +116,13 @@ def sweep_body(job_id: str, trials: int = 3, parallel: int = 2, epochs: int = 3,
             "params": [{"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 0.01, "maxValue": 0.2}]}}}
 
 
-async def test_an_ai_platform_random_search_runs_on_goptuna_through_the_jobs_api(backend, kube_cluster, sweeps_ns):
+async def test_an_ai_platform_random_search_runs_on_hyperopt_through_the_jobs_api(backend, kube_cluster, sweeps_ns):
     ns = sweeps_ns
     jobs = service(backend, ns)
     await jobs.create(USER, ns, shipped(sweep_body("tune_rate"), TRAINER))
     job = await state(backend, ns, "tune_rate", "SUCCEEDED", timeout=240)
     experiment = next(iter(kube_cluster.items("kubeflow.org", "v1beta1", "experiments", ns)))
-    assert experiment["spec"]["algorithm"]["algorithmName"] == "random"  # goptuna's random (our katib-config)
+    assert experiment["spec"]["algorithm"]["algorithmName"] == "random"  # hyperopt's, as Katib's katib-config routes it
     assert experiment["spec"]["metricsCollectorSpec"]["collector"]["kind"] == "File"
     trials = {t["metadata"]["name"]: t for t in trials_of(kube_cluster, ns, experiment["metadata"]["name"])}
     out = job["trainingOutput"]
@@ -182,9 +182,10 @@ async def test_cancel_stops_a_running_sweep_on_real_katib(backend, kube_cluster,
     assert job["state"] == "CANCELLED" and job["endTime"]
     assert [t["state"] for t in job["trainingOutput"]["trials"]] == ["CANCELLED", "CANCELLED"]
     assert [j["jobId"] for j in (await jobs.list(USER, ns))["jobs"]] == ["to_stop"]
-    # and the processes are gone: the trainers, their collectors (each pod's PID namespace ended) and goptuna
+    # and the processes are gone: the trainers, their collectors (each pod's PID namespace ended) and
+    # Katib's hyperopt service (serve_python.py, on a pod IP of this cluster)
     await until(lambda: not processes("--epochs=200", "--sleep=0.5") and not processes(f"-t {name}-")
-                and not processes("goptuna-suggestion-listen", f"-listen {kube_cluster.network.prefix}"),
+                and not processes("serve_python.py", f" {kube_cluster.network.prefix}"),
                 timeout=60, what="no trainer, collector or suggestion process left")
 
 
