@@ -61,7 +61,8 @@ DEFAULT_IMAGES = {
     # main.py in its own virtual environment, on the pod IP (katib/serve_python.py)
     **{f"ghcr.io/kubeflow/katib/{image}:*": {
         "entrypoint": [str(CONTROLLERS_BIN / "katib-python" / venv / "bin" / "python"),
-                       str(CONTROLLERS_BIN.parent / "katib" / "serve_python.py"), service_dir], "cmd": ["0.0.0.0"]}
+                       str(CONTROLLERS_BIN.parent / "katib" / "serve_python.py"), service_dir], "cmd": ["0.0.0.0"],
+        "volumes_at_paths": venv == "medianstop"}
        for image, venv, service_dir in (
            ("suggestion-skopt", "skopt", "suggestion/skopt/v1beta1"),
            ("suggestion-hyperopt", "hyperopt", "suggestion/hyperopt/v1beta1"),
@@ -200,10 +201,14 @@ class ProcessMode:
                 "HOME": str(files.home), "LANG": "C.UTF-8", "HOSTNAME": name, **service_env, **self.extra_env}
         full_env = {**base, **env}
 
+        # volumes at their mount paths: in a pod sandbox, and for an image whose program reads fixed
+        # paths (Katib's medianstop: its ServiceAccount's files, as the Kubernetes client reads them)
+        at_paths = sandbox is not None or self._image(container).get("volumes_at_paths", False)
+
         def subst(text: str) -> str:
             text = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else full_env.get(m.group(1), m.group(0)), text)
             text = text.replace("0.0.0.0", ip)
-            if sandbox is not None:  # volumes are mounted at their paths
+            if at_paths:  # volumes are mounted at their paths
                 return text
             for mount_path in sorted(mounts, key=len, reverse=True):
                 if text.startswith(mount_path) or any(f"{sep}{mount_path}" in text for sep in "=:\""):
@@ -222,12 +227,16 @@ class ProcessMode:
             return None
         argv = [exe, *argv[1:]]
         resolv = self._resolv_conf(pod)
-        if sandbox is not None:  # into the pod's PID namespace, its volumes at their mount paths
+        if at_paths:
             binds = dict(mounts)
             if resolv is not None:
                 binds["/etc/resolv.conf"] = resolv
-            argv = ["nsenter", "-t", str(sandbox.init_pid), "-p", "-m", "--", *private_mounts(binds, argv)]
-        elif resolv is not None:  # the pod's own /etc/resolv.conf, as the kubelet writes for ClusterFirst
+            if resolv is not None and self.network.service_hosts is not None:  # Services' names (a debt)
+                binds["/etc/hosts"] = self.network.service_hosts
+            argv = private_mounts(binds, argv)
+        if sandbox is not None:  # into the pod's PID namespace
+            argv = ["nsenter", "-t", str(sandbox.init_pid), "-p", "-m", "--", *argv]
+        elif not at_paths and resolv is not None:  # the pod's own /etc/resolv.conf, as the kubelet writes for ClusterFirst
             argv = private_mounts({"/etc/resolv.conf": resolv}, argv)
         proc = await asyncio.create_subprocess_exec(*argv, env=full_env, cwd=cwd,
                                                     stdout=asyncio.subprocess.PIPE,
@@ -250,10 +259,14 @@ class ProcessMode:
             return self.network.resolv_conf(pod["metadata"]["namespace"])
         return None
 
+    def _image(self, container: dict) -> dict:
+        """What the image table says of the container's image (no entrypoint or cmd if nothing)."""
+        return next((meta for pattern, meta in self.images.items()
+                     if fnmatch.fnmatch(container.get("image", ""), pattern)), {"entrypoint": [], "cmd": []})
+
     def _argv(self, container: dict) -> list[str]:
         """Kubernetes' rule: `command` replaces ENTRYPOINT (and drops CMD); `args` replaces CMD."""
-        image = next((meta for pattern, meta in self.images.items()
-                      if fnmatch.fnmatch(container.get("image", ""), pattern)), {"entrypoint": [], "cmd": []})
+        image = self._image(container)
         if container.get("command"):
             return list(container["command"]) + list(container.get("args") or [])
         return list(image["entrypoint"]) + list(container.get("args") or image["cmd"])

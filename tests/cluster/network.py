@@ -62,6 +62,7 @@ class PodNetwork:
         self.dir = pathlib.Path(workdir)
         self.block: str | None = None  # "10.244.B" when the pod network is on lo
         self.dns: str | None = None  # the DNS server's address, when it runs
+        self.service_hosts: pathlib.Path | None = None  # while one is kept: tests.cluster.service_hosts
         self._free: deque[str] = deque()
         self._next = 2
         self._loopback = 0

@@ -12,20 +12,17 @@ are wired without Deployments, kube-proxy or a cluster network:
   mutator skips that user). The db-manager address reaches it and every injected metrics collector as
   `KATIB_DB_MANAGER_SERVICE_NAMESPACE=` (empty) + `_IP=127.0.0.1` + `_PORT` (P7). Its katib-config
   is the released one with `init.controller` ports of our own: its suggestion images (goptuna's Go
-  service, Katib's Python services skopt, hyperopt, optuna and hyperband) are run by the tests' kubelet
-  from what `make controllers` builds (`build.sh`, `build_python.sh`), and **no early-stopping
-  algorithm** (medianstop reads its ServiceAccount's files where a container has them). Certs:
+  service, Katib's Python services skopt, hyperopt, optuna, hyperband and medianstop early stopping)
+  are run by the tests' kubelet from what `make controllers` builds (`build.sh`, `build_python.sh`). Certs:
   the rotator's Secret is copied (`CertCopy`) into a directory
   bind-mounted on `/tmp/cert` in the controller's private mount namespace (P3); the webhook Service
   is ExternalName `localhost` with the local webhook port (P4).
-- **Suggestion Services** (`<experiment>-<algorithm>.<ns>:6789`, ClusterIP): there is no kube-proxy,
-  so a ClusterIP answers nothing. The controller's private mount namespace has its own `/etc/hosts`,
-  which `ServiceHosts` keeps mapping every Service that has ready endpoints (`<svc>.<ns>`,
-  `<svc>.<ns>.svc`, `<svc>.<ns>.svc.cluster.local`) to its first ready endpoint's pod IP, from the
-  EndpointSlices, every 0.3 s: a headless-like answer, for this one process. **A debt**: a real
-  cluster dials the ClusterIP and kube-proxy picks the endpoint; a Service with several endpoints
-  always gets the first here, and ports are not mapped (Katib's suggestion Service has
-  port == targetPort == 6789, so nothing needs mapping).
+- **Suggestion Services** (`<experiment>-<algorithm>.<ns>:6789`, ClusterIP, and `:6788` for
+  medianstop): there is no kube-proxy, so a ClusterIP answers nothing. The controller's private mount
+  namespace has its own `/etc/hosts`, kept by `tests.cluster.service_hosts.ServiceHosts` (each Service
+  with a ready endpoint → that endpoint's pod IP, **a debt**); while the controller runs, the same file
+  is the /etc/hosts of the pods the process kubelet runs with their volumes at their paths (Katib's
+  trial pods, whose metrics collector dials the medianstop service).
 
 `Katib(cluster, workdir).start()` starts all three and returns once `/readyz` answers ok;
 `stop_controller()` stops the controller and deletes its webhook configurations (with the
@@ -41,12 +38,12 @@ import pathlib
 import shutil
 import socket
 import subprocess
-import threading
 import time
 
 import yaml
 
 from tests.cluster.controlplane import free_port
+from tests.cluster.service_hosts import ServiceHosts
 from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, delete_all, module_dir, \
     render, sa_kubeconfig
 
@@ -138,46 +135,6 @@ class Postgres:
                 self.proc.wait()
 
 
-class ServiceHosts(threading.Thread):
-    """Keeps an /etc/hosts (bind-mounted into the controller's mount namespace, so written in place:
-    the mount pins the inode) mapping each Service with a ready endpoint to that endpoint's IP."""
-
-    def __init__(self, cluster, path: pathlib.Path, interval: float = 0.3):
-        super().__init__(name="katib-service-hosts", daemon=True)
-        self.cluster, self.path, self.interval = cluster, path, interval
-        self.base = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-        self.path.write_text(self.base)
-        self._stop = threading.Event()
-        self._last = self.base
-
-    def run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                slices = self.cluster.run(self.cluster.rest.get("/apis/discovery.k8s.io/v1/endpointslices"))
-            except Exception:  # the cluster is going away, or a passing error
-                slices = {"items": None}
-            if slices.get("items") is not None:
-                lines = {}
-                for s in slices["items"]:
-                    svc = (s["metadata"].get("labels") or {}).get("kubernetes.io/service-name")
-                    ready = [a for e in s.get("endpoints") or [] if (e.get("conditions") or {}).get("ready", True)
-                             for a in e.get("addresses") or []]
-                    if svc and ready and s.get("addressType") == "IPv4":
-                        ns = s["metadata"]["namespace"]
-                        lines.setdefault(f"{svc}.{ns}", ready[0])
-                text = self.base + "".join(f"{ip}\t{name} {name}.svc {name}.svc.cluster.local\n"
-                                           for name, ip in sorted(lines.items()))
-                if text != self._last:
-                    with open(self.path, "r+") as f:  # in place
-                        f.write(text)
-                        f.truncate()
-                    self._last = text
-            self._stop.wait(self.interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-
-
 class Katib:
     """Katib v0.19.0: Postgres, katib-db-manager, katib-controller (see the module docstring)."""
 
@@ -228,15 +185,10 @@ class Katib:
                 config = yaml.safe_load(doc["data"]["katib-config.yaml"])
                 config["init"]["controller"].update(webhookPort=webhook, metricsAddr="0",
                                                     healthzAddr=f"127.0.0.1:{probe}")
-                # the suggestions as Katib releases them (random, tpe: hyperopt; grid: optuna;
-                # bayesianoptimization: skopt; cmaes, sobol: goptuna): their images are mapped to the
-                # services `make controllers` builds (tests/cluster/kubelet_process.py's DEFAULT_IMAGES)
-                # medianstop, Katib's only early-stopping service, is Python-only: it cannot run here,
-                # so this Katib does not offer it and its webhook refuses an Experiment that asks for it
-                # ("unable to get EarlyStopping config data for algorithm medianstop"), as any Katib
-                # configured without it does; with it configured, its pod could not start and the
-                # Experiment would wait for ever
-                config["runtime"].pop("earlyStoppings", None)
+                # the suggestions and early stopping as Katib releases them (random, tpe: hyperopt;
+                # grid: optuna; bayesianoptimization: skopt; cmaes, sobol: goptuna; medianstop): their
+                # images are mapped to the services `make controllers` builds
+                # (tests/cluster/kubelet_process.py's DEFAULT_IMAGES)
                 config_text = yaml.safe_dump(config, sort_keys=False)
                 doc["data"]["katib-config.yaml"] = config_text
         return docs, config_text
@@ -256,6 +208,7 @@ class Katib:
         self._certs.start()
         self._hosts = ServiceHosts(self.cluster, self.dir / "hosts")
         self._hosts.start()
+        self.cluster.network.service_hosts = self._hosts.path  # and Katib's pods' (its collectors: medianstop)
         self.process = ControllerProcess(
             [str(BIN / "katib-controller"), f"--katib-config={config}", f"--kubeconfig={kubeconfig}"],
             {"KATIB_CORE_NAMESPACE": self.NS, "KATIB_DB_MANAGER_SERVICE_NAMESPACE": "",
@@ -287,6 +240,7 @@ class Katib:
         for part in (self._certs, self._hosts):
             if part:
                 part.stop()
+        self.cluster.network.service_hosts = None
         if self.process:
             self.process.stop()
             self.process = None

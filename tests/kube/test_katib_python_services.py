@@ -13,14 +13,18 @@ as a sweep) and one with ``tpe``."""
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
+import yaml
 
+from hub_ext.core.credentials import MANAGED_BY
 from server_ext.errors import JobExists
 from server_ext.jobs.kube import katib_params
+from tests.cluster.identities import install_platform
 from tests.kube.job_env import plan, pytorch_doc, state, until
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped
-from tests.kube.test_katib_real import native_experiment, sweep_body, sweeps_ns, trials_of  # noqa: F401 (fixture)
+from tests.kube.test_katib_real import ROOT, native_experiment, sweep_body, sweeps_ns, trials_of  # noqa: F401 (fixture)
 from tests.kube.test_kube_sweeps import validate_swagger
 
 pytestmark = pytest.mark.kube
@@ -65,9 +69,12 @@ async def test_the_default_algorithm_is_bayesian_optimisation_on_katibs_skopt_se
     assert experiment["spec"]["algorithm"]["algorithmName"] == "bayesianoptimization"
     assert images.stop() == {"ghcr.io/kubeflow/katib/suggestion-skopt:v0.19.0"}, images.seen
     trials = trials_of(kube_cluster, ns, experiment["metadata"]["name"])
-    rates = [float(katib_params.assignments(t)["learning_rate"]) for t in trials]
-    assert len(trials) == 4 and all(0.01 <= r <= 0.2 for r in rates) and len(set(rates)) == 4, rates
+    # skopt searched w = exp(u) in [1, e] (it samples doubles log-uniformly); the trainer got 0.01 + u * 0.19
+    searched = [float(katib_params.assignments(t)["learning_rate-unit"]) for t in trials]
+    assert len(trials) == 4 and all(1 <= w <= math.e for w in searched), searched
     out = job["trainingOutput"]
+    rates = sorted(float(t["hyperparameters"]["learning_rate"]) for t in out["trials"])
+    assert rates == pytest.approx(sorted(0.01 + math.log(w) * 0.19 for w in searched)) and len(set(rates)) == 4
     assert [t["state"] for t in out["trials"]] == ["SUCCEEDED"] * 4 and out["completedTrialCount"] == "4"
     assert all("objectiveValue" in t["finalMetric"] for t in out["trials"]), out
 
@@ -136,3 +143,85 @@ async def test_a_native_tpe_experiment_runs_on_katibs_hyperopt_service(kube, kub
     got = await until(succeeded, timeout=300, what="the tpe Experiment succeeded")
     assert images.stop() == {"ghcr.io/kubeflow/katib/suggestion-hyperopt:v0.19.0"}, images.seen
     assert got["status"]["trialsSucceeded"] == 3, got["status"]
+
+
+async def test_the_example_trainers_own_config_runs_unchanged_with_medianstop_early_stopping(
+        backend, kube_cluster, sweeps_ns):
+    """examples/trainer/hptuning_config.yaml as it ships (the default algorithm, 6 trials 2 at a time,
+    ``enableTrialEarlyStopping: true``) through the jobs API: Katib's skopt suggests, Katib's
+    medianstop service (beside it in the suggestion pod, as its own ServiceAccount) gives the trials'
+    collectors their stop rules, and the sweep SUCCEEDS; a trial medianstop stopped reads SUCCEEDED
+    with ``isTrialStoppedEarly``, as on AI Platform."""
+    ns = sweeps_ns
+    config = yaml.safe_load((ROOT / "examples" / "trainer" / "hptuning_config.yaml").read_text())
+    body = sweep_body("tune_example")
+    body["trainingInput"].update(config["trainingInput"])
+    images = SuggestionImages(kube_cluster, ns)
+    await service(backend, ns).create(USER, ns, shipped(body, TRAINER))
+    job = await state(backend, ns, "tune_example", "SUCCEEDED", timeout=400)
+    experiment = experiment_of(kube_cluster, ns)
+    assert experiment["spec"]["algorithm"]["algorithmName"] == "bayesianoptimization"
+    assert experiment["spec"]["earlyStopping"]["algorithmName"] == "medianstop"
+    assert images.stop() == {"ghcr.io/kubeflow/katib/suggestion-skopt:v0.19.0",
+                             "ghcr.io/kubeflow/katib/earlystopping-medianstop:v0.19.0"}, images.seen
+    trials = job["trainingOutput"]["trials"]
+    print("\ntrials:", [(t["hyperparameters"], t.get("isTrialStoppedEarly"), t.get("finalMetric")) for t in trials])
+    assert len(trials) == 6 and {t["state"] for t in trials} == {"SUCCEEDED"}, trials
+    for t in trials:  # skopt's suggestions on the config's own scales, each trial's rmse a number
+        hp = t["hyperparameters"]
+        assert 0.001 <= float(hp["learning_rate"]) <= 0.3 and hp["batch_size"] in ("8", "16", "32"), t
+        # (a trial medianstop stopped before Katib's collector reported has no finalMetric)
+        assert t.get("isTrialStoppedEarly") or math.isfinite(t["finalMetric"]["objectiveValue"]), t
+
+
+# a trial program whose first run reports a good rmse and every later run a bad one, whatever its
+# parameter: the first trial sets the bar, the second is worse from its first report on
+ORDERED_TRIAL = """import os, sys, time
+mark = sys.argv[1]
+first = not os.path.exists(mark)
+open(mark, "a").close()
+for step in range(30):
+    print(f"rmse={1.0 if first else 5.0}", flush=True)
+    time.sleep(0.3)
+"""
+
+
+async def test_medianstop_stops_a_trial_worse_than_the_median_and_marks_it_early_stopped(
+        kube, kube_cluster, sweeps_ns, runner, tmp_path):
+    """A native Experiment with Katib's medianstop (one completed trial needed, from the 2nd report):
+    the first trial runs to the end with rmse 1; the second reports rmse 5, so Katib's collector in
+    its pod stops the trainer and asks the medianstop service (through the Service's name) to mark
+    the Trial; medianstop, as its own ServiceAccount, writes ``EarlyStopped`` to the Trial's status
+    (the platform's policies let it, and only that); the Experiment succeeds."""
+    ns = sweeps_ns
+    # a project as the platform's admission policies see it (installed here): its pods run as the
+    # runner; Katib's suggestion pod runs as the account Katib made for it, and writes a Trial's status
+    install_platform(kube_cluster)
+    kube_cluster.patch("", "v1", "namespaces", None, ns, {"metadata": {
+        "labels": dict(MANAGED_BY), "annotations": {"mlplatform.io/accelerators": "all"}}})
+    (tmp_path / "trial.py").write_text(ORDERED_TRIAL)
+    tmp_path.chmod(0o755)
+    doc = native_experiment("stop-early", algorithm="random", trials=2, parallel=1)
+    doc["spec"]["earlyStopping"] = {"algorithmName": "medianstop", "algorithmSettings": [
+        {"name": "min_trials_required", "value": "1"}, {"name": "start_step", "value": "2"}]}
+    (container,) = doc["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"]
+    doc["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["serviceAccountName"] = runner
+    container["command"] = ["python", str(tmp_path / "trial.py"), str(tmp_path / "first-ran"),
+                            "--learning_rate=${trialParameters.learningRate}"]
+    await kube.request("POST", f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments", doc)
+
+    def ended():
+        got = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, "stop-early")
+        return any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+                   for c in (got.get("status") or {}).get("conditions") or []) and got
+
+    got = await until(ended, timeout=240, what="the medianstop Experiment ended")
+    trials = trials_of(kube_cluster, ns, "stop-early")
+    states = [{c["type"] for c in t["status"]["conditions"] if c["status"] == "True"} for t in trials]
+    assert got["status"].get("trialsSucceeded") == 1 and got["status"].get("trialsEarlyStopped") == 1, (
+        got["status"], states)
+    assert "Succeeded" in states[0] and "EarlyStopped" in states[1], states
+    stopped = {c["type"]: c for c in trials[1]["status"]["conditions"]}["EarlyStopped"]
+    assert stopped["reason"] == "TrialEarlyStopped", stopped
+    # (Katib's trial controller copies no observation to a Trial once it is EarlyStopped)
+    assert float(next(m for m in trials[0]["status"]["observation"]["metrics"] if m["name"] == "rmse")["latest"]) == 1

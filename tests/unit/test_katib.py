@@ -202,16 +202,27 @@ def test_metadata_is_the_jobs():
     ({"goal": "MINIMIZE", "hyperparameterMetricTag": "val/loss"},
      {"objective": {"type": "minimize", "objectiveMetricName": katib_trial.metric_name("val/loss"),
                     "metricStrategies": [{"name": katib_trial.metric_name("val/loss"), "value": "latest"}]}}),
-    ({"params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 1, "maxValue": 2.5,
-                  "scaleType": "UNIT_LOG_SCALE"}]},
+    ({"algorithm": "RANDOM_SEARCH", "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 1,
+                                                "maxValue": 2.5, "scaleType": "UNIT_LOG_SCALE"}]},
      # searched as ln(lr), uniformly (some suggestion services ignore logUniform: goptuna)
      {"parameters": [{"name": "lr-log", "parameterType": "double",
                       "feasibleSpace": {"min": "0.0", "max": "0.9162907318741551"}}]}),
-    ({"params": [{"parameterName": "m", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.99,
-                  "scaleType": "UNIT_REVERSE_LOG_SCALE"}]},
+    ({"algorithm": "RANDOM_SEARCH", "params": [{"parameterName": "m", "type": "DOUBLE", "minValue": 0.5,
+                                                "maxValue": 0.99, "scaleType": "UNIT_REVERSE_LOG_SCALE"}]},
      # searched as ln(y), uniformly, y = min + max - m (goptuna ignores logUniform)
      {"parameters": [{"name": "m-reversed-log", "parameterType": "double",
                       "feasibleSpace": {"min": repr(math.log(0.5)), "max": repr(math.log(0.99))}}]}),
+    # Bayesian optimisation (skopt samples every double log-uniformly): w in [1, e], whatever the scale;
+    # an INTEGER on a linear scale stays an int (skopt's Integer is uniform)
+    ({"params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.001, "maxValue": 0.3,
+                  "scaleType": "UNIT_LOG_SCALE"},
+                 {"parameterName": "m", "type": "DOUBLE", "minValue": -1, "maxValue": 1},
+                 {"parameterName": "k", "type": "INTEGER", "minValue": 1, "maxValue": 64,
+                  "scaleType": "UNIT_LOG_SCALE"},
+                 {"parameterName": "n", "type": "INTEGER", "minValue": 1, "maxValue": 4}]},
+     {"parameters": [{"name": name, "parameterType": "double", "feasibleSpace": {"min": "1.0", "max": repr(math.e)}}
+                     for name in ("lr-unit", "m-unit", "k-unit")] +
+                    [{"name": "n", "parameterType": "int", "feasibleSpace": {"min": "1", "max": "4"}}]}),
     ({"params": [{"parameterName": "d", "type": "DISCRETE", "discreteValues": [0.5, 1, 2.25]}]},
      {"parameters": [{"name": "d", "parameterType": "discrete", "feasibleSpace": {"list": ["0.5", "1", "2.25"]}}]}),
 ])
@@ -236,10 +247,14 @@ def test_the_mapping(hyper, expected):
     ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "params": [
         {"parameterName": "o", "type": "CATEGORICAL", "categoricalValues": ['say "hi"']}]}},
      "trainingInput.hyperparameters.params[0].categoricalValues[0]", "Katib cannot pass"),
-    ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "params": [
+    ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "algorithm": "RANDOM_SEARCH", "params": [
         {"parameterName": "m", "type": "DOUBLE", "minValue": 1, "maxValue": 2, "scaleType": "UNIT_REVERSE_LOG_SCALE"},
         {"parameterName": "m-reversed-log", "type": "INTEGER", "minValue": 1, "maxValue": 2}]}},
      "trainingInput.hyperparameters.params[0].parameterName", "'m-reversed-log' is also a parameter"),
+    ({"hyperparameters": {"goal": "MAXIMIZE", "hyperparameterMetricTag": "a", "params": [
+        {"parameterName": "m", "type": "DOUBLE", "minValue": 1, "maxValue": 2},
+        {"parameterName": "m-unit", "type": "INTEGER", "minValue": 1, "maxValue": 2}]}},
+     "trainingInput.hyperparameters.params[0].parameterName", "'m-unit' is also a parameter"),
     ({"masterConfig": {"imageUri": "ghcr.io/example/census:1"}},
      "trainingInput.masterConfig.containerCommand", "give the image's entry point"),
 ])
@@ -386,6 +401,47 @@ def test_a_log_scale_is_searched_as_its_logarithm_and_the_trainer_gets_exp(tmp_p
     assert katib_params.trial_hyperparameters(plan.sweep, trial) == given
     assert json.loads(done.stdout.splitlines()[0])[3:] == [f"--{k}={v}" for k, v in given.items()]
 
+
+BAYES_HYPER = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "auc", "params": [
+    {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.0001, "maxValue": 0.1, "scaleType": "UNIT_LOG_SCALE"},
+    {"parameterName": "drop", "type": "DOUBLE", "minValue": -0.5, "maxValue": 0.5},
+    {"parameterName": "m", "type": "DOUBLE", "minValue": 0.5, "maxValue": 0.999, "scaleType": "UNIT_REVERSE_LOG_SCALE"},
+    {"parameterName": "units", "type": "INTEGER", "minValue": 4, "maxValue": 1024, "scaleType": "UNIT_LOG_SCALE"}]}
+
+
+@pytest.mark.parametrize("u, given", [
+    (0.0, {"lr": "0.0001", "drop": "-0.5", "m": "0.999", "units": "4"}),
+    (1.0, {"lr": repr(math.exp(math.log(0.0001) + (math.log(0.1) - math.log(0.0001)))), "drop": "0.5",
+           "m": repr(0.5 + 0.999 - math.exp(math.log(0.5) + (math.log(0.999) - math.log(0.5)))), "units": "1024"}),
+    (0.5, {"lr": repr(math.exp((math.log(0.0001) + math.log(0.1)) / 2)), "drop": "0.0",
+           "m": repr(0.5 + 0.999 - math.exp((math.log(0.5) + math.log(0.999)) / 2)), "units": "64"}),
+])
+def test_bayesian_optimisation_searches_w_whose_log_is_uniform_and_the_trainer_gets_x_by_its_scale(
+        tmp_path, u, given):
+    """Katib's skopt samples a double log-uniformly in [min, max]: every DOUBLE (and a log-scale INTEGER)
+    is searched as w in [1, e], u = ln w uniform in [0, 1], and the trainer gets x by the scale."""
+    plan = _custom(tmp_path, BAYES_HYPER)
+    manifest = katib.experiment_manifest(plan, SETTINGS)
+    assert manifest["spec"]["algorithm"] == {"algorithmName": "bayesianoptimization"}
+    assert [(p["name"], p["feasibleSpace"]) for p in manifest["spec"]["parameters"]] == [
+        (f"{name}-unit", {"min": "1.0", "max": repr(math.e)}) for name in ("lr", "drop", "m", "units")]
+    searched = {name: repr(math.exp(u)) for name in ("lr", "drop", "m", "units")}
+    (main,) = _main_containers(manifest)
+    done = _run(main, searched, tmp_path)
+    assert done.returncode == 0, done.stderr
+    trial = {"spec": {"parameterAssignments": [{"name": f"{k}-unit", "value": v} for k, v in searched.items()]}}
+    shown = katib_params.trial_hyperparameters(plan.sweep, trial)
+    assert {k: float(v) for k, v in shown.items()} == pytest.approx({k: float(v) for k, v in given.items()})
+    assert json.loads(done.stdout.splitlines()[0])[3:] == [f"--{k}={v}" for k, v in shown.items()]
+
+
+def test_a_bayesian_sweep_made_before_it_searched_w_still_shows_its_values():
+    """A Bayesian Experiment made when log scales were searched as ln x, as under the other algorithms."""
+    plan = make_plan("grid-batch-job", {"hyperparameters": {**LOG_HYPER, "algorithm": "ALGORITHM_UNSPECIFIED"}})
+    trial = {"spec": {"parameterAssignments": [{"name": "lr-log", "value": repr(math.log(0.001))},
+                                               {"name": "units-log", "value": repr(math.log(64))}]}}
+    assert katib_params.trial_hyperparameters(plan.sweep, trial) == {"lr": repr(math.exp(math.log(0.001))),
+                                                                      "units": "64"}
 
 
 def test_an_experiment_made_before_log_space_search_still_shows_its_values():

@@ -20,12 +20,23 @@ AI Platform hyperparameters. Pure: no I/O. The mapping is in ``docs/sweeps.md``.
   Experiment made before, whose ``<name>-reversed`` was ``y`` itself searched with ``logUniform``, is
   read with `reverse_value`).
 
+Bayesian optimisation (``ALGORITHM_UNSPECIFIED`` → ``bayesianoptimization``, Katib's skopt service)
+is searched otherwise: skopt samples every double log-uniformly in ``[min, max]`` (its
+``Real(min, max, "log-uniform")``), which gives ``nan`` for the ``[ln min, ln max]`` above whenever
+``min < 1``, and is not what a linear scale means. So under it every DOUBLE, and every INTEGER on a log
+or reverse-log scale, is searched as ``<name>-unit``, a double ``w`` in ``[1, e]``: skopt samples
+``u = ln w`` uniformly in ``[0, 1]``, and the trial passes ``x`` from ``u`` by the parameter's scale
+(linear ``min + u (max − min)``; log ``exp(ln min + u (ln max − ln min))``; reverse-log ``min + max −``
+that; INTEGER rounded; clamped), computed by the trainer image's Python (`UNIT_PY`) exactly as
+`unit_value` computes it. INTEGER on a linear scale stays an ``int`` (skopt's ``Integer`` is uniform).
+
 `trial_hyperparameters(spec, trial)` reads a Trial's ``parameterAssignments`` back as AI Platform
 showed them (strings, keyed by parameter name, log and reverse-log undone, INTEGER values whole).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any, Mapping
 
@@ -49,22 +60,60 @@ LOG_PY = ('import math, sys; k, a, b, y = sys.argv[1:]; a, b = (int(a), int(b)) 
           'x = min(max(x, a), b); print(x if k == "INTEGER" else repr(x))')
 
 
+# x from w in [1, e] for a parameter Bayesian optimisation searches (see the module's docstring); the
+# same arithmetic as `unit_value`.
+UNIT_PY = ('import math, sys; k, s, a, b, w = sys.argv[1:]; i = k == "INTEGER"; '
+           'a, b = (int(a), int(b)) if i else (float(a), float(b)); u = min(max(math.log(float(w)), 0.0), 1.0); '
+           'y = a + u * (b - a) if s not in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE") else '
+           'math.exp(math.log(a) + u * (math.log(b) - math.log(a))); y = a + b - y if s == "UNIT_REVERSE_LOG_SCALE" '
+           'else y; x = min(max(round(y) if i else y, a), b); print(x if i else repr(x))')
+UNIT_SUFFIX = "-unit"
+UNIT_BOUNDS = ("1.0", repr(math.e))  # w's interval: ln w in [0, 1]
+
+
+def unit_params(spec: Spec) -> tuple[Param, ...]:
+    """The parameters Bayesian optimisation (skopt) searches as ``w`` in ``[1, e]``."""
+    if spec.algorithm != "ALGORITHM_UNSPECIFIED":
+        return ()
+    return tuple(p for p in spec.params if p.type == "DOUBLE" or (
+        p.type == "INTEGER" and p.scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")))
+
+
+def unit_value(param: Param, searched: str) -> str:
+    """The value the trainer gets for the searched ``w`` (see `UNIT_PY`)."""
+    integer = param.type == "INTEGER"
+    low, high = number_text(param.min, integer), number_text(param.max, integer)
+    a, b = (int(low), int(high)) if integer else (float(low), float(high))
+    u = min(max(math.log(float(searched)), 0.0), 1.0)
+    if param.scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"):
+        y = math.exp(math.log(a) + u * (math.log(b) - math.log(a)))
+    else:
+        y = a + u * (b - a)
+    y = a + b - y if param.scale == "UNIT_REVERSE_LOG_SCALE" else y
+    x = min(max(round(y) if integer else y, a), b)
+    return str(x) if integer else repr(x)
+
+
 def reversed_params(spec: Spec) -> tuple[Param, ...]:
-    """The parameters searched in the transformed space (UNIT_REVERSE_LOG_SCALE, not under grid)."""
-    if spec.algorithm == "GRID_SEARCH":
+    """The parameters searched in the transformed space (UNIT_REVERSE_LOG_SCALE, not under grid nor
+    Bayesian optimisation)."""
+    if spec.algorithm in ("GRID_SEARCH", "ALGORITHM_UNSPECIFIED"):
         return ()
     return tuple(p for p in spec.params if p.type in ("DOUBLE", "INTEGER") and p.scale == "UNIT_REVERSE_LOG_SCALE")
 
 
 def log_params(spec: Spec) -> tuple[Param, ...]:
-    """The parameters searched in log space (UNIT_LOG_SCALE, not under grid)."""
-    if spec.algorithm == "GRID_SEARCH":
+    """The parameters searched in log space (UNIT_LOG_SCALE, not under grid nor Bayesian optimisation)."""
+    if spec.algorithm in ("GRID_SEARCH", "ALGORITHM_UNSPECIFIED"):
         return ()
     return tuple(p for p in spec.params if p.type in ("DOUBLE", "INTEGER") and p.scale == "UNIT_LOG_SCALE")
 
 
 def search_name(spec: Spec, param: Param) -> str:
-    """The Katib parameter a trial parameter references (``lr``, ``lr-log`` or ``lr-reversed-log``)."""
+    """The Katib parameter a trial parameter references (``lr``, ``lr-log``, ``lr-reversed-log`` or
+    ``lr-unit``)."""
+    if param in unit_params(spec):
+        return param.name + UNIT_SUFFIX
     if param in reversed_params(spec):
         return param.name + REVERSED_SUFFIX
     return param.name + LOG_SUFFIX if param in log_params(spec) else param.name
@@ -114,6 +163,10 @@ def katib_parameters(spec: Spec) -> list[dict]:
         if p.type in ("DOUBLE", "INTEGER"):
             integer = p.type == "INTEGER"
             space = {"min": number_text(p.min, integer), "max": number_text(p.max, integer)}
+            if p in unit_params(spec):
+                out.append({"name": search_name(spec, p), "parameterType": "double",
+                            "feasibleSpace": {"min": UNIT_BOUNDS[0], "max": UNIT_BOUNDS[1]}})
+                continue
             if p in log_params(spec) or p in reversed_params(spec):
                 low, high = log_bounds(p)
                 out.append({"name": search_name(spec, p), "parameterType": "double",
@@ -140,9 +193,20 @@ def trial_hyperparameters(spec: Spec | None, trial: Mapping) -> dict[str, str]:
     given = assignments(trial)
     if spec is None:
         return given
+    units = unit_params(spec)
+    if units and not any(search_name(spec, p) in given for p in units):
+        # a Bayesian sweep made before it searched w: read as it was then, as the other algorithms search
+        spec, units = dataclasses.replace(spec, algorithm="RANDOM_SEARCH"), ()
     out = {}
     for p in spec.params:
         value = given.get(search_name(spec, p))
+        if p in units and value is not None:
+            try:
+                value = unit_value(p, value)
+            except (ValueError, OverflowError):
+                pass
+            out[p.name] = value
+            continue
         if value is None and p in log_params(spec) and p.name in given:
             out[p.name] = given[p.name]  # an Experiment made before log scales were searched as ln x
             continue

@@ -34,7 +34,7 @@ import shlex
 import unicodedata
 
 from server_ext.jobs.hptuning import Spec, number_text
-from server_ext.jobs.kube.katib_params import LOG_PY, REVERSE_PY, log_params, reversed_params
+from server_ext.jobs.kube.katib_params import LOG_PY, REVERSE_PY, UNIT_PY, log_params, reversed_params, unit_params
 from server_ext.jobs.kube.kubeflow import RUN_MODULE, KubeSettings, job_manifest, literal, replica_type
 from server_ext.jobs.plan import JobPlan, Replica
 
@@ -176,7 +176,10 @@ def trial_program(spec: Spec, argv: list[str]) -> str:
     Katib's webhook may append ``&& echo completed > …`` to it and get the trainer's status."""
     lines = ["(", "set -eu", "py=", "for c in python3 python; do",
              '  if command -v "$c" >/dev/null 2>&1; then py=$c; break; fi', "done"]
-    reversed_, logs = reversed_params(spec), log_params(spec)
+    reversed_, logs, units = reversed_params(spec), log_params(spec), unit_params(spec)
+    if units:
+        lines.append('[ -n "$py" ] || { echo "mlplatform: Bayesian optimisation (the default algorithm) of '
+                     'DOUBLE parameters needs python in the trainer image" >&2; exit 2; }')
     if reversed_:
         lines.append('[ -n "$py" ] || { echo "mlplatform: UNIT_REVERSE_LOG_SCALE needs python in the trainer '
                      'image" >&2; exit 2; }')
@@ -184,6 +187,11 @@ def trial_program(spec: Spec, argv: list[str]) -> str:
         lines.append('[ -n "$py" ] || { echo "mlplatform: UNIT_LOG_SCALE needs python in the trainer '
                      'image" >&2; exit 2; }')
     for i, p in enumerate(spec.params):
+        if p in units:
+            integer = p.type == "INTEGER"
+            var = f"{HP_ENV}{i}"
+            lines.append(f'{var}=$("$py" -c {_q(UNIT_PY)} {p.type} {p.scale} '
+                         f'{number_text(p.min, integer)} {number_text(p.max, integer)} "${var}")')
         if p in reversed_ or p in logs:
             integer = p.type == "INTEGER"
             var = f"{HP_ENV}{i}"
