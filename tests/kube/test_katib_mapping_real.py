@@ -15,9 +15,12 @@ v0.19.0 (`real_katib`, goptuna, the real Training Operator, Katib's File collect
 
 from __future__ import annotations
 
+import asyncio
+
 import math
 
 import pytest
+import yaml
 
 from server_ext.jobs.kube import katib as mapping
 from tests.kube.job_env import SETTINGS, plan, state, until
@@ -137,18 +140,29 @@ async def test_a_failing_batch_job_trial_fails_the_sweep(backend, kube_cluster, 
 
 async def test_early_stopping_is_refused_where_katib_has_no_early_stopping_service(backend, kube_cluster,
                                                                                    sweeps_ns):
-    """``enableTrialEarlyStopping`` maps to Katib's ``medianstop``; a Katib without it (this one:
-    it is Python-only) refuses the Experiment in its webhook, and the platform tells the user so at
-    submit: not a sweep that runs without early stopping, nor one that waits for a service that
-    cannot start."""
+    """``enableTrialEarlyStopping`` maps to Katib's ``medianstop``; a Katib whose katib-config has no
+    early-stopping service (this one's, with ``runtime.earlyStoppings`` taken out for the test)
+    refuses the Experiment in its webhook, and the platform tells the user so at submit: not a sweep
+    that runs without early stopping, nor one that waits for a service that is not there."""
     from hub_ext.core.errors import UserInputError
 
     ns = sweeps_ns
-    doc = custom_body("early_stop", [{"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 0.01,
-                                      "maxValue": 0.1}], ["--epochs=1"], enableTrialEarlyStopping=True)
-    with pytest.raises(UserInputError) as refused:
-        await service(backend, ns).create(USER, ns, doc)
-    assert refused.value.field == "trainingInput", refused.value
-    assert "admission control refused" in refused.value.message
-    assert "unable to get EarlyStopping config data for algorithm medianstop" in refused.value.message
-    await until(lambda: not kube_cluster.items("kubeflow.org", "v1beta1", "experiments", ns), timeout=5)
+    path = ("", "v1", "configmaps", "kubeflow", "katib-config")
+    released = kube_cluster.get(*path)
+    config = yaml.safe_load(released["data"]["katib-config.yaml"])
+    config["runtime"].pop("earlyStoppings")
+    kube_cluster.patch(*path[:3], "kubeflow", "katib-config",
+                       {"data": {"katib-config.yaml": yaml.safe_dump(config, sort_keys=False)}})
+    try:
+        doc = custom_body("early_stop", [{"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 0.01,
+                                          "maxValue": 0.1}], ["--epochs=1"], enableTrialEarlyStopping=True)
+        await asyncio.sleep(1)  # Katib's webhook reads the ConfigMap from its informer's cache
+        with pytest.raises(UserInputError) as e:
+            await service(backend, ns).create(USER, ns, doc)
+        refused = e.value
+        assert refused.field == "trainingInput", refused
+        assert "admission control refused" in refused.message
+        assert "unable to get EarlyStopping config data for algorithm medianstop" in refused.message
+        await until(lambda: not kube_cluster.items("kubeflow.org", "v1beta1", "experiments", ns), timeout=5)
+    finally:
+        kube_cluster.patch(*path[:3], "kubeflow", "katib-config", {"data": released["data"]})
