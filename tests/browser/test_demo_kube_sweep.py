@@ -6,7 +6,8 @@ own control plane, process-mode kubelet with the declared GPU/MIG nodes, CoreDNS
 Operator and real Katib v0.19.0, and JupyterHub with PlatformSpawner. The test reads the login from
 what it prints, and in Chromium alice logs in, spawns a CPU server in her personal project (a pod
 the process-mode kubelet runs) and lands in JupyterLab. From the file browser's "Submit as training
-job" on the example trainer she submits a ``RANDOM_SEARCH`` sweep (3 trials, 2 in parallel), and
+job" on the example trainer she submits a sweep with the default algorithm and early stopping, as
+the example's own ``hptuning_config.yaml`` asks (3 trials, 2 in parallel), and
 the panel's sweep monitor shows it: its trials appear and finish, best first, and the job SUCCEEDED.
 
 Nothing in that path is played: the JupyterLab server's jobs service (in the pod) creates the Katib
@@ -14,7 +15,9 @@ Experiment with the **notebook pod's own identity** — no kubeconfig of the hub
 kubelet writes a kubeconfig into the pod's home whose user is a ``tokenFile``, the pod's projected
 ServiceAccount token, and the API server authenticates it as the project's ServiceAccount
 (``system:serviceaccount:user-alice:<the pod's serviceAccountName>``), which the project's RBAC lets
-create Experiments there and not in another project. Katib's goptuna service (``random``) suggests,
+create Experiments there and not in another project. Katib's skopt service
+(``bayesianoptimization``) suggests, its medianstop service beside it (as the account Katib makes,
+under the platform's project policies) gives the trials' collectors their stop rules,
 the trials run as TFJobs of the example trainer (AI Platform's default framework; the real
 Training Operator runs them; the package shipped in a ConfigMap, fetched by the init container),
 the metrics collector Katib's pod mutator injects into each trial pod reports, and ``trainingOutput`` (best first
@@ -55,7 +58,7 @@ SWEEP = """goal: MINIMIZE
 hyperparameterMetricTag: rmse
 maxTrials: 3
 maxParallelTrials: 2
-algorithm: RANDOM_SEARCH
+enableTrialEarlyStopping: true
 params:
 - {parameterName: learning_rate, type: DOUBLE, minValue: 0.01, maxValue: 0.2}
 """
@@ -228,9 +231,10 @@ def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page, tmp
     metric = [float(t.locator("td").nth(2).inner_text()) for t in trials.all()]
     assert metric == sorted(metric), metric  # best first (MINIMIZE)
 
-    # what the panel showed is the real Experiment's: Katib's goptuna, its collector's observations
+    # what the panel showed is the real Experiment's: Katib's skopt and medianstop, its collector's observations
     (experiment,) = custom(api, "experiments", PROJECT)
-    assert experiment["spec"]["algorithm"]["algorithmName"] == "random"
+    assert experiment["spec"]["algorithm"]["algorithmName"] == "bayesianoptimization"
+    assert experiment["spec"]["earlyStopping"]["algorithmName"] == "medianstop"
     assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in experiment["status"]["conditions"])
     katib_trials = custom(api, "trials", PROJECT)
     kinds = [t["spec"]["runSpec"]["kind"] for t in katib_trials]
