@@ -95,6 +95,7 @@ class Kubelet(ProcessMode):
         self._files: dict[tuple[str, str], PodFiles] = {}
         self._ips: dict[tuple[str, str], str] = {}
         self._sandboxes: dict = {}  # (ns, name) → kubelet_process.Sandbox of pods with a PID namespace
+        self._pull_tries: dict[str, int] = {}  # pod uid → image pulls tried (kubelet_process: the back-off)
         # every process and sandbox started and not yet ended, whether or not its pod still knows it:
         # `shutdown()` kills them all (a pod stopping or half-started at that moment held its own)
         self._live: set = set()
@@ -267,6 +268,7 @@ class Kubelet(ProcessMode):
             return
         if kind == "DELETED":
             self.pods.pop(key, None)
+            self._pull_tries.pop(pod["metadata"]["uid"], None)
             for proc in self._procs.pop(key, []):  # force-deleted (grace 0) while running
                 _signal_group(proc, signal.SIGKILL)
             self._end_sandbox(*key)

@@ -71,6 +71,12 @@ DEFAULT_IMAGES = {
            ("earlystopping-medianstop", "medianstop", "earlystopping/medianstop/v1beta1"))},
 }
 CONFIG_RETRY_SECONDS = 1.0  # a pod whose Secret/ConfigMap is missing is retried this often
+IMAGE_BACKOFF_SECONDS = (10.0, 300.0)  # the kubelet's image pull back-off: the first, doubling up to the second
+
+
+class ImageUnavailable(Exception):
+    """A container with no `command` whose image the table has no program for: as an image that
+    cannot be pulled (the pod waits in ErrImagePull / ImagePullBackOff and is retried with back-off)."""
 
 
 def _keep_path_in_login_shells(home: pathlib.Path, path: str) -> None:
@@ -84,6 +90,9 @@ def _keep_path_in_login_shells(home: pathlib.Path, path: str) -> None:
         profile.write_text(line)
 
 
+_NO_IMAGE = {"entrypoint": [], "cmd": []}
+
+
 class ProcessMode:
     async def _run_process(self, pod: dict) -> None:
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
@@ -92,11 +101,14 @@ class ProcessMode:
         self._files[(ns, name)] = files
         waiting = {((st.get("state") or {}).get("waiting") or {}).get("reason")
                    for st in (pod.get("status") or {}).get("containerStatuses") or []}
-        if "CreateContainerConfigError" not in waiting:  # a retry keeps the error until it is fixed
-            pod = await self._mark_creating(pod)
+        if not waiting & {"CreateContainerConfigError", "ErrImagePull", "ImagePullBackOff"}:
+            pod = await self._mark_creating(pod)  # (a retry keeps the error until it is fixed)
         uid = pod["metadata"]["uid"]
         procs = []
         try:
+            for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]:
+                if not c.get("command") and self._image(c) is _NO_IMAGE:
+                    raise ImageUnavailable(c["image"])
             mounts_by_container = await files.materialise(ip)
             sandbox = None
             if pod["spec"].get("shareProcessNamespace") and os.geteuid() == 0 and shutil.which("nsenter"):
@@ -132,6 +144,9 @@ class ProcessMode:
                 if not self._track(ns, name, uid, proc):
                     return
                 procs.append((c["name"], proc))
+        except ImageUnavailable as e:
+            await self._image_backoff(pod, str(e), waiting)
+            return
         except LookupError as e:  # a Secret or ConfigMap the pod refers to is missing
             for _, p in procs:
                 _signal_group(p, signal.SIGKILL)
@@ -172,10 +187,28 @@ class ProcessMode:
         self._end_sandbox(ns, name)
         return False
 
-    async def _retry(self, ns: str, name: str, uid: str) -> None:
-        """Start the pod again after a pause, as the kubelet retries a CreateContainerConfigError
-        (with the latest state of the pod; not at each of its changes: those are our own writes)."""
-        await asyncio.sleep(CONFIG_RETRY_SECONDS)
+    async def _image_backoff(self, pod: dict, image: str, waiting: set) -> None:
+        """ErrImagePull at the first try, then ImagePullBackOff, retried after the kubelet's back-off."""
+        tries = self._pull_tries.get(pod["metadata"]["uid"], 0) + 1
+        self._pull_tries[pod["metadata"]["uid"]] = tries
+        reason = "ImagePullBackOff" if waiting & {"ErrImagePull", "ImagePullBackOff"} else "ErrImagePull"
+        message = (f'Back-off pulling image "{image}"' if reason == "ImagePullBackOff" else
+                   f'test kubelet: no program for image "{image}" on this machine (give the container a '
+                   "command, or map the image: tests/cluster/kubelet_process.py DEFAULT_IMAGES)")
+        await self._status(pod, {"phase": "Pending", "containerStatuses": [
+            {"name": c["name"], "ready": False, "restartCount": 0, "image": c["image"], "imageID": "", "started": False,
+             "state": {"waiting": {"reason": reason, "message": message}}} for c in pod["spec"]["containers"]]})
+        await self.event(pod, "Failed" if reason == "ErrImagePull" else "BackOff",
+                         f'Failed to pull image "{image}": {message}' if reason == "ErrImagePull" else message,
+                         type="Warning")
+        first, most = IMAGE_BACKOFF_SECONDS
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        self._spawn(self._retry(ns, name, pod["metadata"]["uid"], min(first * 2 ** (tries - 1), most)))
+
+    async def _retry(self, ns: str, name: str, uid: str, after: float = CONFIG_RETRY_SECONDS) -> None:
+        """Start the pod again after a pause, as the kubelet retries a CreateContainerConfigError or an
+        image pull (with the latest state of the pod; not at each of its changes: those are our own writes)."""
+        await asyncio.sleep(after)
         pod = self.pods.get((ns, name))
         if pod is None or pod["metadata"]["uid"] != uid or pod["metadata"].get("deletionTimestamp"):
             return  # gone, or replaced by a new pod of the same name (started on its own)
@@ -260,9 +293,9 @@ class ProcessMode:
         return None
 
     def _image(self, container: dict) -> dict:
-        """What the image table says of the container's image (no entrypoint or cmd if nothing)."""
+        """What the image table says of the container's image (`_NO_IMAGE` if nothing)."""
         return next((meta for pattern, meta in self.images.items()
-                     if fnmatch.fnmatch(container.get("image", ""), pattern)), {"entrypoint": [], "cmd": []})
+                     if fnmatch.fnmatch(container.get("image", ""), pattern)), _NO_IMAGE)
 
     def _argv(self, container: dict) -> list[str]:
         """Kubernetes' rule: `command` replaces ENTRYPOINT (and drops CMD); `args` replaces CMD."""

@@ -225,3 +225,50 @@ async def test_medianstop_stops_a_trial_worse_than_the_median_and_marks_it_early
     assert stopped["reason"] == "TrialEarlyStopped", stopped
     # (Katib's trial controller copies no observation to a Trial once it is EarlyStopped)
     assert float(next(m for m in trials[0]["status"]["observation"]["metrics"] if m["name"] == "rmse")["latest"]) == 1
+
+
+async def test_a_sweep_whose_katib_service_cannot_start_says_why_and_what_to_do(backend, kube_cluster, sweeps_ns):
+    """A cluster whose Katib names an image it cannot pull for ``random`` (this one's katib-config,
+    changed for the test): the service's pod waits in ErrImagePull / ImagePullBackOff (the kubelet
+    retries with back-off; no new pods), Katib's Experiment waits with no trial, and the platform's
+    sweep says why in ``statusMessage``, naming the algorithm as asked and what to do; cancelled,
+    it ends CANCELLED and the message goes."""
+    ns = sweeps_ns
+    path = ("", "v1", "configmaps", "kubeflow", "katib-config")
+    released = kube_cluster.get(*path)
+    config = yaml.safe_load(released["data"]["katib-config.yaml"])
+    for s in config["runtime"]["suggestions"]:
+        if s["algorithmName"] == "random":
+            s["image"] = "registry.example.com/katib/suggestion-random:missing"
+    kube_cluster.patch(*path[:3], "kubeflow", "katib-config",
+                       {"data": {"katib-config.yaml": yaml.safe_dump(config, sort_keys=False)}})
+    try:
+        await asyncio.sleep(1)  # Katib reads the ConfigMap from its informer's cache
+        await service(backend, ns).create(USER, ns, shipped(sweep_body("tune_stuck"), TRAINER))
+
+        async def said():
+            job = await backend.get(ns, "tune_stuck")
+            return job if "cannot start" in job.get("statusMessage", "") else None
+
+        job = None
+        for _ in range(300):
+            job = await said()
+            if job:
+                break
+            await asyncio.sleep(0.1)
+        assert job, await backend.get(ns, "tune_stuck")
+        assert job["state"] in ("QUEUED", "PREPARING", "RUNNING") and not job["trainingOutput"].get("trials"), job
+        assert job["statusMessage"].startswith(
+            "the sweep's Katib service (random, for RANDOM_SEARCH) cannot start in this cluster (ErrImagePull: "
+            'test kubelet: no program for image "registry.example.com/katib/suggestion-random:missing"') or \
+            job["statusMessage"].startswith(
+            "the sweep's Katib service (random, for RANDOM_SEARCH) cannot start in this cluster (ImagePullBackOff: "
+            'Back-off pulling image "registry.example.com/katib/suggestion-random:missing")'), job
+        assert job["statusMessage"].endswith("or cancel this sweep and submit it with another algorithm"), job
+        service_pods = kube_cluster.items("", "v1", "pods", ns, labelSelector="katib.kubeflow.org/suggestion")
+        assert len(service_pods) == 1 and service_pods[0]["status"]["phase"] == "Pending", service_pods
+        assert (await backend.cancel(ns, "tune_stuck"))["state"] in ("CANCELLING", "CANCELLED")
+        job = await state(backend, ns, "tune_stuck", "CANCELLED", timeout=60)
+        assert "statusMessage" not in job, job
+    finally:
+        kube_cluster.patch(*path[:3], "kubeflow", "katib-config", {"data": released["data"]})

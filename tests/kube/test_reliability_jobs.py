@@ -44,6 +44,7 @@ from hub_ext.core.errors import UpstreamError, UserInputError
 from hub_ext.kube.client import Kube
 from hub_ext.operator.rules.gates import GATED_LABEL
 from server_ext.errors import JobExists
+from server_ext.jobs.kube import katib_services
 from server_ext.jobs.model import JOB_ID_ANNOTATION, kubernetes_name
 from server_ext.jobs.plan import with_package
 from server_ext.runtimes.kube.backend import KubeBackend
@@ -62,6 +63,9 @@ CACHES = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs", SELECTOR),
           "Job": ("batch", "v1", "jobs", SELECTOR),
           "Experiment": ("kubeflow.org", "v1beta1", "experiments", SELECTOR),
           "Trial": ("kubeflow.org", "v1beta1", "trials", EXPERIMENT_LABEL),
+          # the pods of Katib's services (`server_ext.jobs.kube.katib_services`: a sweep whose service
+          # cannot start says why)
+          "ServicePod": ("", "v1", "pods", katib_services.SERVICE_LABEL),
           # what a held job waits for (`server_ext.jobs.kube.waiting`): its held pods, the dataset PVCs
           "HeldPod": ("", "v1", "pods", f"{GATED_LABEL}=true"),
           "Dataset": ("", "v1", "persistentvolumeclaims", SETTINGS.mounts.dataset_label)}
@@ -169,7 +173,8 @@ def server_view(kube_cluster, ns: str) -> dict[str, dict[str, str]]:
 def cache_view(backend: KubeBackend, ns: str) -> dict[str, dict[str, str]]:
     """The same, as the backend's watch caches hold it."""
     p = backend._projects[ns]  # the caches themselves: what every read of the backend is served from
-    caches = {**p.caches, "Experiment": p.sweeps.experiments, "Trial": p.sweeps.trials, "HeldPod": p.held,
+    caches = {**p.caches, "Experiment": p.sweeps.experiments, "Trial": p.sweeps.trials,
+              "ServicePod": p.sweeps.services, "HeldPod": p.held,
               "Dataset": p.datasets}
     return {kind: {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in cache.items()}
             for kind, cache in caches.items()}

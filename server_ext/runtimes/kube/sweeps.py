@@ -17,7 +17,9 @@ Guarantees:
   puts it into the cache at once, so a `get` right after sees it. Should the package ConfigMap
   fail, `discard` removes the Experiment again (Background propagation, precondition on its uid;
   a failed delete is not raised over the package's error).
-- **Reads**: `get`/`list` answer `sweep_status.sweep_json(experiment, trials)` from the caches, no
+- **Reads**: `get`/`list` answer `sweep_status.sweep_json(experiment, trials)` from the caches (and,
+  while the sweep has not ended, ``statusMessage`` when the pod of its Katib service cannot start:
+  `katib_services.trouble`, from a third cache of the pods labelled as Katib's services), no
   API request; the JSON of a sweep is computed again only when the resourceVersion of its
   Experiment or of one of its Trials changed (or a Trial came or went).
 - **Trial ids** are ``"1"``, ``"2"``… in creation order: Trials sorted by (creationTimestamp,
@@ -65,6 +67,7 @@ from hub_ext.kube.watchcache import WatchCache
 from server_ext.errors import JobFinished, JobNotFound
 from server_ext.jobs.backend import FINAL
 from server_ext.jobs.kube import katib as katib_mapping
+from server_ext.jobs.kube import katib_services
 from server_ext.jobs.kube import metric_reports as metric_reports
 from server_ext.jobs.kube import sweep_status as sweep_status
 from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION, CONTAINER, pod_selector, resource_path
@@ -112,9 +115,10 @@ class Sweeps:
     experiments: WatchCache
     trials: WatchCache
     views: dict[str, tuple[tuple, dict]] = field(default_factory=dict)  # uid → (versions, sweep JSON)
+    services: WatchCache | None = None  # the pods of Katib's services (`katib_services`)
 
     def caches(self) -> list[WatchCache]:
-        return [self.experiments, self.trials]
+        return [self.experiments, self.trials, *([self.services] if self.services is not None else [])]
 
     def find(self, job_id: str) -> dict | None:
         return next((e for e in self.experiments.items()
@@ -140,9 +144,12 @@ class Sweeps:
     def _view(self, experiment: dict, trials: list[dict], fresh: dict) -> dict:
         meta = experiment["metadata"]
         uid = meta.get("uid") or meta["name"]
-        versions = (meta.get("resourceVersion"), tuple(t["metadata"].get("resourceVersion", "") for t in trials))
+        services = katib_services.pods_of(experiment, self.services.items() if self.services is not None else [])
+        versions = (meta.get("resourceVersion"), tuple(t["metadata"].get("resourceVersion", "") for t in trials),
+                    tuple(p["metadata"].get("resourceVersion", "") for p in services))
         hit = self.views.get(uid)
-        view = hit if hit is not None and hit[0] == versions else (versions, sweep_status.sweep_json(experiment, trials))
+        view = hit if hit is not None and hit[0] == versions else (versions, _with_trouble(
+            sweep_status.sweep_json(experiment, trials), katib_services.trouble(experiment, services)))
         fresh[uid] = view
         return view[1]
 
@@ -166,6 +173,11 @@ class Sweeps:
         return trials[i - 1] if 1 <= i <= len(trials) else None
 
 
+def _with_trouble(view: dict, words: str) -> dict:
+    """A sweep not ended whose Katib service cannot start says why (``statusMessage``)."""
+    return {**view, "statusMessage": words} if words and view.get("state") not in FINAL else view
+
+
 async def katib_served(kube: Kube) -> bool:
     """Whether the cluster serves Katib's Experiments and Trials (discovery); `UpstreamError` if it cannot tell."""
     try:
@@ -180,7 +192,10 @@ def open_sweeps(kube: Kube, project: str, selector: str, watch_timeout: int, on_
     def cache(plural: str, kind: str, label_selector: str) -> WatchCache:
         return WatchCache(kube, katib_path(plural, project), label_selector=label_selector,
                           watch_timeout=watch_timeout, on_change=on_change, transform=_typed(kind)).start()
-    return Sweeps(cache("experiments", "Experiment", selector), cache("trials", "Trial", EXPERIMENT_LABEL))
+    services = WatchCache(kube, f"/api/v1/namespaces/{project}/pods", label_selector=katib_services.SERVICE_LABEL,
+                          watch_timeout=watch_timeout, on_change=on_change, transform=katib_services.slim_pod).start()
+    return Sweeps(cache("experiments", "Experiment", selector), cache("trials", "Trial", EXPERIMENT_LABEL),
+                  services=services)
 
 
 def required(sweeps: Sweeps | None, project: str, field: str) -> Sweeps:
