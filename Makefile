@@ -175,6 +175,7 @@ bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium controllers
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
 	$(PY) -m tests.bench.sweep_status --trials 1000 --calls 200 --changes 50
 	$(PY) -m tests.bench.katib_sweep --rounds 5 --trials 40 --parallel 8 --calls 200
+	$(PY) -m tests.bench.katib_algorithms --trials 12 --parallel 3
 	$(PY) -m tests.bench.idle_lists --seconds 60 --watch-timeout 10
 	$(PY) -m tests.bench.sse_logs --mb 100
 	$(PY) -m tests.bench.local_trials --trials 10 --seconds 1

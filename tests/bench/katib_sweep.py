@@ -193,8 +193,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args(argv)
+    return run_on_katib("bench-katib-", lambda cluster, work: run(args, cluster, work))
+
+
+def run_on_katib(prefix: str, body) -> int:
+    """``body(cluster, work)`` (a coroutine) on a fresh test cluster with real Katib and a process
+    kubelet with the kube tier's nodes, in a temporary directory `prefix`…; all stopped after."""
     logging.basicConfig(level=logging.WARNING)
-    with tempfile.TemporaryDirectory(prefix="bench-katib-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = pathlib.Path(tmp)
         work.chmod(0o755)
         cluster = Cluster(work / "cluster").start()
@@ -205,14 +211,13 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             katib = Katib(cluster, work / "katib").start()
             cluster.kubelet(mode="process", nodes=NODES)
-            asyncio.run(run(args, cluster, work))
+            asyncio.run(body(cluster, work))
         finally:
             cluster.reset()
             if katib is not None:
                 katib.stop()
             cluster.stop()
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -359,6 +359,23 @@ class Kubelet(ProcessMode):
                                         "conditions": self._conditions(pod, True, ts),
                                         "containerStatuses": statuses})
 
+    async def _mark_containers_ended(self, ns: str, name: str, exit_codes: dict[str, int]) -> None:
+        """Some containers of a running pod ended (`exit_codes`), others run: theirs terminated, the
+        pod Running but not Ready (what a Job's ``ready`` count and its watchers see)."""
+        cur = self.pods.get((ns, name))
+        if cur is None:
+            return
+        ts = now_iso()
+        statuses = []
+        for st in (cur.get("status") or {}).get("containerStatuses") or []:
+            if st["name"] in exit_codes and "terminated" not in st.get("state", {}):
+                code = exit_codes[st["name"]]
+                st = {**st, "ready": False, "started": False, "state": {"terminated": {
+                    "exitCode": code, "reason": "Completed" if code == 0 else "Error",
+                    "startedAt": (st.get("state", {}).get("running") or {}).get("startedAt", ts), "finishedAt": ts}}}
+            statuses.append(st)
+        await self._status(cur, {"containerStatuses": statuses, "conditions": self._conditions(cur, False, ts)})
+
     async def _mark_terminated(self, ns: str, name: str, exit_codes: dict[str, int], reason: str | None = None,
                                message: str | None = None) -> None:
         cur = self.pods.get((ns, name))

@@ -159,8 +159,13 @@ class ProcessMode:
             return
         await self._mark_running(pod, ip)
         codes = {}
-        for cname, proc in procs:
-            codes[cname] = await proc.wait()
+        waits = {asyncio.ensure_future(proc.wait()): cname for cname, proc in procs}
+        while waits:  # each container's end written as it ends (the pod not Ready), as a kubelet does
+            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            for w in done:
+                codes[waits.pop(w)] = w.result()
+            if waits and (ns, name) not in self._stopping:
+                await self._mark_containers_ended(ns, name, codes)
         if (ns, name) in self._stopping:
             return
         self._procs.pop((ns, name), None)
