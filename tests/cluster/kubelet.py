@@ -72,6 +72,15 @@ def node_manifest(name: str, allocatable: dict, labels: dict | None = None, tain
     }
 
 
+def _terminated(status: dict, code: int, ts: str, reason: str | None = None, message: str | None = None) -> dict:
+    """A container's `status` once it ended with `code` at `ts` (its start kept from its running state)."""
+    term = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
+            "startedAt": (status.get("state", {}).get("running") or {}).get("startedAt", ts), "finishedAt": ts}
+    if message:
+        term["message"] = message
+    return {**status, "ready": False, "started": False, "state": {"terminated": term}}
+
+
 class Kubelet(ProcessMode):
     def __init__(self, rest: Rest, mode: str = "status", *, api_url: str, ca: pathlib.Path, port: int,
                  auto_run: bool = True, nodes: list[dict] | None = None, workdir: str | os.PathLike | None = None,
@@ -366,14 +375,9 @@ class Kubelet(ProcessMode):
         if cur is None:
             return
         ts = now_iso()
-        statuses = []
-        for st in (cur.get("status") or {}).get("containerStatuses") or []:
-            if st["name"] in exit_codes and "terminated" not in st.get("state", {}):
-                code = exit_codes[st["name"]]
-                st = {**st, "ready": False, "started": False, "state": {"terminated": {
-                    "exitCode": code, "reason": "Completed" if code == 0 else "Error",
-                    "startedAt": (st.get("state", {}).get("running") or {}).get("startedAt", ts), "finishedAt": ts}}}
-            statuses.append(st)
+        statuses = [_terminated(st, exit_codes[st["name"]], ts)
+                    if st["name"] in exit_codes and "terminated" not in st.get("state", {}) else st
+                    for st in (cur.get("status") or {}).get("containerStatuses") or []]
         await self._status(cur, {"containerStatuses": statuses, "conditions": self._conditions(cur, False, ts)})
 
     async def _mark_terminated(self, ns: str, name: str, exit_codes: dict[str, int], reason: str | None = None,
@@ -386,12 +390,7 @@ class Kubelet(ProcessMode):
         for c in cur["spec"]["containers"]:
             st = next((s for s in (cur.get("status") or {}).get("containerStatuses") or [] if s["name"] == c["name"]),
                       {"name": c["name"], "image": c["image"], "imageID": "", "restartCount": 0})
-            code = exit_codes.get(c["name"], 0)
-            term = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
-                    "startedAt": (st.get("state", {}).get("running") or {}).get("startedAt", ts), "finishedAt": ts}
-            if message:
-                term["message"] = message
-            statuses.append({**st, "ready": False, "started": False, "state": {"terminated": term}})
+            statuses.append(_terminated(st, exit_codes.get(c["name"], 0), ts, reason, message))
             self.logs.container(ns, name, c["name"]).finish()
         phase = "Succeeded" if all(s["state"]["terminated"]["exitCode"] == 0 for s in statuses) else "Failed"
         await self._status(cur, {"phase": phase, "containerStatuses": statuses,

@@ -32,6 +32,7 @@ an injection-labelled namespace, P12); `start_controller()` starts it again on t
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pathlib
@@ -39,6 +40,7 @@ import shutil
 import socket
 import subprocess
 import time
+from typing import Callable
 
 import yaml
 
@@ -133,6 +135,22 @@ class Postgres:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+@contextlib.contextmanager
+def katib_config_changed(cluster, change: Callable[[dict], None]):
+    """While the block runs, the cluster's katib-config ConfigMap (`Katib.NS`) holds the parsed
+    katib-config.yaml as `change` left it (changed in place); after, what it held before. Katib's
+    webhook and controller read it from their informer's cache: give them a moment."""
+    path = ("", "v1", "configmaps", Katib.NS, "katib-config")
+    before = cluster.get(*path)
+    config = yaml.safe_load(before["data"]["katib-config.yaml"])
+    change(config)
+    cluster.patch(*path, {"data": {"katib-config.yaml": yaml.safe_dump(config, sort_keys=False)}})
+    try:
+        yield
+    finally:
+        cluster.patch(*path, {"data": before["data"]})
 
 
 class Katib:

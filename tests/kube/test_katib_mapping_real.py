@@ -20,9 +20,9 @@ import asyncio
 import math
 
 import pytest
-import yaml
 
 from server_ext.jobs.kube import katib as mapping
+from tests.controllers.katib_system import katib_config_changed
 from tests.kube.job_env import SETTINGS, plan, state, until
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped
 from tests.kube.test_katib_real import ROOT, sweep_body, sweeps_ns, trials_of  # noqa: F401 (fixture)
@@ -147,13 +147,7 @@ async def test_early_stopping_is_refused_where_katib_has_no_early_stopping_servi
     from hub_ext.core.errors import UserInputError
 
     ns = sweeps_ns
-    path = ("", "v1", "configmaps", "kubeflow", "katib-config")
-    released = kube_cluster.get(*path)
-    config = yaml.safe_load(released["data"]["katib-config.yaml"])
-    config["runtime"].pop("earlyStoppings")
-    kube_cluster.patch(*path[:3], "kubeflow", "katib-config",
-                       {"data": {"katib-config.yaml": yaml.safe_dump(config, sort_keys=False)}})
-    try:
+    with katib_config_changed(kube_cluster, lambda config: config["runtime"].pop("earlyStoppings")):
         doc = custom_body("early_stop", [{"parameterName": "learning_rate", "type": "DOUBLE", "minValue": 0.01,
                                           "maxValue": 0.1}], ["--epochs=1"], enableTrialEarlyStopping=True)
         await asyncio.sleep(1)  # Katib's webhook reads the ConfigMap from its informer's cache
@@ -164,5 +158,3 @@ async def test_early_stopping_is_refused_where_katib_has_no_early_stopping_servi
         assert "admission control refused" in refused.message
         assert "unable to get EarlyStopping config data for algorithm medianstop" in refused.message
         await until(lambda: not kube_cluster.items("kubeflow.org", "v1beta1", "experiments", ns), timeout=5)
-    finally:
-        kube_cluster.patch(*path[:3], "kubeflow", "katib-config", {"data": released["data"]})

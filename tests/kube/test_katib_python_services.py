@@ -22,6 +22,7 @@ from hub_ext.core.credentials import MANAGED_BY
 from server_ext.errors import JobExists
 from server_ext.jobs.kube import katib_params
 from tests.cluster.identities import install_platform
+from tests.controllers.katib_system import katib_config_changed
 from tests.kube.job_env import plan, pytorch_doc, state, until
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped
 from tests.kube.test_katib_real import ROOT, native_experiment, sweep_body, sweeps_ns, trials_of  # noqa: F401 (fixture)
@@ -234,15 +235,13 @@ async def test_a_sweep_whose_katib_service_cannot_start_says_why_and_what_to_do(
     sweep says why in ``statusMessage``, naming the algorithm as asked and what to do; cancelled,
     it ends CANCELLED and the message goes."""
     ns = sweeps_ns
-    path = ("", "v1", "configmaps", "kubeflow", "katib-config")
-    released = kube_cluster.get(*path)
-    config = yaml.safe_load(released["data"]["katib-config.yaml"])
-    for s in config["runtime"]["suggestions"]:
-        if s["algorithmName"] == "random":
-            s["image"] = "registry.example.com/katib/suggestion-random:missing"
-    kube_cluster.patch(*path[:3], "kubeflow", "katib-config",
-                       {"data": {"katib-config.yaml": yaml.safe_dump(config, sort_keys=False)}})
-    try:
+
+    def unpullable_random(config: dict) -> None:
+        for s in config["runtime"]["suggestions"]:
+            if s["algorithmName"] == "random":
+                s["image"] = "registry.example.com/katib/suggestion-random:missing"
+
+    with katib_config_changed(kube_cluster, unpullable_random):
         await asyncio.sleep(1)  # Katib reads the ConfigMap from its informer's cache
         await service(backend, ns).create(USER, ns, shipped(sweep_body("tune_stuck"), TRAINER))
 
@@ -270,5 +269,3 @@ async def test_a_sweep_whose_katib_service_cannot_start_says_why_and_what_to_do(
         assert (await backend.cancel(ns, "tune_stuck"))["state"] in ("CANCELLING", "CANCELLED")
         job = await state(backend, ns, "tune_stuck", "CANCELLED", timeout=60)
         assert "statusMessage" not in job, job
-    finally:
-        kube_cluster.patch(*path[:3], "kubeflow", "katib-config", {"data": released["data"]})

@@ -68,6 +68,7 @@ UNIT_PY = ('import math, sys; k, s, a, b, w = sys.argv[1:]; i = k == "INTEGER"; 
            'math.exp(math.log(a) + u * (math.log(b) - math.log(a))); y = a + b - y if s == "UNIT_REVERSE_LOG_SCALE" '
            'else y; x = min(max(round(y) if i else y, a), b); print(x if i else repr(x))')
 UNIT_SUFFIX = "-unit"
+LOG_SCALES = ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
 UNIT_BOUNDS = ("1.0", repr(math.e))  # w's interval: ln w in [0, 1]
 
 
@@ -76,7 +77,7 @@ def unit_params(spec: Spec) -> tuple[Param, ...]:
     if spec.algorithm != "ALGORITHM_UNSPECIFIED":
         return ()
     return tuple(p for p in spec.params if p.type == "DOUBLE" or (
-        p.type == "INTEGER" and p.scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")))
+        p.type == "INTEGER" and p.scale in LOG_SCALES))
 
 
 def unit_value(param: Param, searched: str) -> str:
@@ -85,7 +86,7 @@ def unit_value(param: Param, searched: str) -> str:
     low, high = number_text(param.min, integer), number_text(param.max, integer)
     a, b = (int(low), int(high)) if integer else (float(low), float(high))
     u = min(max(math.log(float(searched)), 0.0), 1.0)
-    if param.scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"):
+    if param.scale in LOG_SCALES:
         y = math.exp(math.log(a) + u * (math.log(b) - math.log(a)))
     else:
         y = a + u * (b - a)

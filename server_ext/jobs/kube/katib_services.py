@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
+from server_ext.jobs.kube.katib import EXPERIMENT_LABEL
+
 SERVICE_LABEL = "katib.kubeflow.org/suggestion"  # on the pods of Katib's service Deployments
-EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 EARLY_STOPPING_CONTAINER = "early-stopping"  # Katib's name for medianstop's container in that pod
 STUCK = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff", "CreateContainerConfigError",
          "CreateContainerError", "RunContainerError")

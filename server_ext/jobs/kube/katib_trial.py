@@ -188,15 +188,15 @@ def trial_program(spec: Spec, argv: list[str]) -> str:
                      'image" >&2; exit 2; }')
     for i, p in enumerate(spec.params):
         if p in units:
-            integer = p.type == "INTEGER"
-            var = f"{HP_ENV}{i}"
-            lines.append(f'{var}=$("$py" -c {_q(UNIT_PY)} {p.type} {p.scale} '
-                         f'{number_text(p.min, integer)} {number_text(p.max, integer)} "${var}")')
-        if p in reversed_ or p in logs:
-            integer = p.type == "INTEGER"
-            var = f"{HP_ENV}{i}"
-            lines.append(f'{var}=$("$py" -c {_q(REVERSE_PY if p in reversed_ else LOG_PY)} {p.type} '
-                         f'{number_text(p.min, integer)} {number_text(p.max, integer)} "${var}")')
+            program = f"{_q(UNIT_PY)} {p.type} {p.scale}"
+        elif p in reversed_ or p in logs:
+            program = f"{_q(REVERSE_PY if p in reversed_ else LOG_PY)} {p.type}"
+        else:
+            continue
+        integer = p.type == "INTEGER"
+        var = f"{HP_ENV}{i}"
+        lines.append(f'{var}=$("$py" -c {program} {number_text(p.min, integer)} {number_text(p.max, integer)} '
+                     f'"${var}")')
     lines.append("set -- " + " ".join(_q(w) for w in argv))
     if spec.params:
         lines.append('set -- "$@" ' + " ".join(f'{_q("--" + p.name + "=")}"${HP_ENV}{i}"'

@@ -166,8 +166,8 @@ class KubeBackend:
                                                            "dataset: mount it shared (without ':copy')")
             sweeps = kube_sweeps.required(p.sweeps, project, "trainingInput.hyperparameters")
             experiment = katib.experiment_manifest(plan, self.settings)
-            if self._queue_labels():  # every trial's job names the queue too
-                experiment["spec"]["trialTemplate"]["trialSpec"]["metadata"] = {"labels": self._queue_labels()}
+            if queue := self._queue_labels():  # every trial's job names the queue too
+                experiment["spec"]["trialTemplate"]["trialSpec"]["metadata"] = {"labels": queue}
             obj = await job_create.create_shipped(self.kube, plan, kube_sweeps.katib_path("experiments", project),
                                                   experiment,
                                                   lambda obj: kube_sweeps.discard(self.kube, sweeps, project, obj),

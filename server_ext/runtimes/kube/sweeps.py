@@ -70,6 +70,7 @@ from server_ext.jobs.kube import katib as katib_mapping
 from server_ext.jobs.kube import katib_services
 from server_ext.jobs.kube import metric_reports as metric_reports
 from server_ext.jobs.kube import sweep_status as sweep_status
+from server_ext.jobs.kube.katib import EXPERIMENT_LABEL
 from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION, CONTAINER, pod_selector, resource_path
 from server_ext.jobs.model import JOB_ID_ANNOTATION
 from server_ext.runtimes.kube import pods as kube_pods
@@ -77,7 +78,6 @@ from server_ext.runtimes.kube import pods as kube_pods
 log = logging.getLogger("mlplatform.jobs.kube")
 
 GROUP_VERSION = "kubeflow.org/v1beta1"
-EXPERIMENT_LABEL = "katib.kubeflow.org/experiment"
 CANCELLED_REASON = "ExperimentCancelled"  # the reason of the Failed condition a cancel puts on an Experiment
 KILLED_REASON = "TrialCancelled"  # the reason of the Killed condition it puts on each running Trial
 UNLIMITED = 2**31 - 1  # maxTrialCount for an Experiment that had none (Katib's is an int32)
@@ -124,11 +124,19 @@ class Sweeps:
         return next((e for e in self.experiments.items()
                      if ((e["metadata"].get("annotations") or {}).get(JOB_ID_ANNOTATION)) == job_id), None)
 
-    def _grouped(self) -> dict[str, list[dict]]:
+    @staticmethod
+    def _by_experiment(objects: list[dict]) -> dict[str, list[dict]]:
+        """`objects` (Trials, service pods) by the Experiment Katib's label names."""
         out: dict[str, list[dict]] = {}
-        for t in self.trials.items():
-            out.setdefault((t["metadata"].get("labels") or {}).get(EXPERIMENT_LABEL, ""), []).append(t)
+        for o in objects:
+            out.setdefault((o["metadata"].get("labels") or {}).get(EXPERIMENT_LABEL, ""), []).append(o)
         return out
+
+    def _grouped(self) -> dict[str, list[dict]]:
+        return self._by_experiment(self.trials.items())
+
+    def _services_grouped(self) -> dict[str, list[dict]]:
+        return self._by_experiment(self.services.items() if self.services is not None else [])
 
     @staticmethod
     def _own(experiment: dict, trials: list[dict]) -> list[dict]:
@@ -141,10 +149,9 @@ class Sweeps:
         grouped = self._grouped() if grouped is None else grouped
         return self._own(experiment, grouped.get(experiment["metadata"]["name"], []))
 
-    def _view(self, experiment: dict, trials: list[dict], fresh: dict) -> dict:
+    def _view(self, experiment: dict, trials: list[dict], services: list[dict], fresh: dict) -> dict:
         meta = experiment["metadata"]
         uid = meta.get("uid") or meta["name"]
-        services = katib_services.pods_of(experiment, self.services.items() if self.services is not None else [])
         versions = (meta.get("resourceVersion"), tuple(t["metadata"].get("resourceVersion", "") for t in trials),
                     tuple(p["metadata"].get("resourceVersion", "") for p in services))
         hit = self.views.get(uid)
@@ -155,14 +162,16 @@ class Sweeps:
 
     def json_of(self, experiment: dict) -> dict:
         fresh = dict(self.views)
-        out = self._view(experiment, self.trials_of(experiment), fresh)
+        services = self._services_grouped().get(experiment["metadata"]["name"], [])
+        out = self._view(experiment, self.trials_of(experiment), services, fresh)
         self.views = fresh
         return out
 
     def sweeps(self) -> list[dict]:
         """Every sweep's JSON (shared dicts: callers must not change them)."""
-        grouped, fresh = self._grouped(), {}
-        out = [self._view(e, self.trials_of(e, grouped), fresh) for e in self.experiments.items()
+        grouped, services, fresh = self._grouped(), self._services_grouped(), {}
+        out = [self._view(e, self.trials_of(e, grouped), services.get(e["metadata"]["name"], []), fresh)
+               for e in self.experiments.items()
                if (e["metadata"].get("annotations") or {}).get(JOB_ID_ANNOTATION)]
         self.views = fresh
         return out
