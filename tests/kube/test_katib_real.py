@@ -119,7 +119,7 @@ def sweep_body(job_id: str, trials: int = 3, parallel: int = 2, epochs: int = 3,
 async def test_an_ai_platform_random_search_runs_on_hyperopt_through_the_jobs_api(backend, kube_cluster, sweeps_ns):
     ns = sweeps_ns
     jobs = service(backend, ns)
-    await jobs.create(USER, ns, shipped(sweep_body("tune_rate"), TRAINER))
+    await jobs.create(USER, ns, shipped(sweep_body("tune_rate", sleep=0.2), TRAINER))
     job = await state(backend, ns, "tune_rate", "SUCCEEDED", timeout=240)
     experiment = next(iter(kube_cluster.items("kubeflow.org", "v1beta1", "experiments", ns)))
     assert experiment["spec"]["algorithm"]["algorithmName"] == "random"  # hyperopt's, as Katib's katib-config routes it
