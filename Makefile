@@ -9,6 +9,8 @@
 #                      fails if any tier fails or collects no tests
 #   make test-<tier>   one tier: test-unit, test-local, test-kube, test-hub, test-browser
 #   make bench         benchmarks: spawn cost on the real API server, PlatformSpawner vs KubeSpawner;
+#                      GPUs shared under contention, Kueue vs quota refusal;
+#                      the same job on Training Operator v1 and Trainer v2 (first pod, first log line);
 #                      job log streaming (SSE) of a 100 MB log; local sweep trials vs the bare script;
 #                      notebook widget traffic (10 running jobs; a 100 MB log into a JobDetail);
 #                      submit → first log line in the JupyterLab panel beside the widget; the
@@ -45,23 +47,24 @@ XDIST.kube := -n auto --maxprocesses 4
 XDIST.browser := -n auto --maxprocesses 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils postgresql
+.PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils postgresql nftables
 
 # The tests' Kubernetes control plane (kube-apiserver, kube-controller-manager, kube-scheduler, etcd),
 # built from the Go module proxy by tests/cluster/build.sh; rebuilt only when its module changes.
 CLUSTER := tests/cluster/bin/.stamp
-cluster: $(CLUSTER)
+cluster: $(CLUSTER) nftables
 
 $(CLUSTER): tests/cluster/go.mod tests/cluster/go.sum tests/cluster/main.go tests/cluster/build.sh
 	bash tests/cluster/build.sh
 	touch $@
 
-# The real Kubeflow controllers the kube tier runs (Training Operator v1.9.4; Katib v0.19.0's Go
+# The real Kubeflow controllers the kube tier runs (Training Operator v1.9.4; Trainer v2.3.0 and JobSet
+# v0.12.0; Katib v0.19.0's Go
 # parts) and the test cluster's DNS server (CoreDNS), built from the Go module proxy by
 # tests/controllers/build.sh (about 10 minutes on 2 cores with cold Go caches, seconds when warm).
 CONTROLLERS := tests/controllers/bin/.stamp
 KATIB_PYTHON := tests/controllers/bin/katib-python/.stamp
-controllers: $(CONTROLLERS) $(KATIB_PYTHON) dnsutils postgresql
+controllers: $(CONTROLLERS) $(KATIB_PYTHON) dnsutils postgresql nftables
 
 $(CONTROLLERS): tests/controllers/build.sh $(wildcard tests/controllers/*/go.mod tests/controllers/*/go.sum \
                 tests/controllers/*/*.go tests/controllers/*/*/*.go)
@@ -82,6 +85,15 @@ dnsutils:
 	  set -e; \
 	  $(SUDO) apt-get update; \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y bind9-dnsutils; \
+	fi
+
+# `nft` for the test cluster's NetworkPolicy enforcement (tests/cluster/netpol.py: the pods' traffic
+# filtered by nftables rules derived from the policies); installed only when missing.
+nftables:
+	@if ! command -v nft >/dev/null; then \
+	  set -e; \
+	  $(SUDO) apt-get update; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y nftables; \
 	fi
 
 # Debian's PostgreSQL for Katib's db-manager (tests/controllers/katib_system.py runs it as `nobody`
@@ -164,7 +176,7 @@ test-local: $(VENV)/.stamp $(LABEXT)
 test-kube: $(VENV)/.stamp node_modules/.stamp $(CLUSTER) controllers
 	$(PY) -m pytest -m kube $(XDIST.kube) $(PYTEST_ARGS)
 
-test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER)
+test-hub: $(VENV)/.stamp node_modules/.stamp $(CLUSTER) nftables
 	$(PY) -m pytest -m hub $(XDIST.hub) $(PYTEST_ARGS)
 
 test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER) controllers
@@ -172,6 +184,8 @@ test-browser: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER) c
 
 bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium controllers
 	$(PY) -m tests.bench.spawn --spawns 64
+	$(PY) -m tests.bench.contention --jobs 120 --spawns 20
+	$(PY) -m tests.bench.trainer_v1_v2 --rounds 5
 	$(PY) -m tests.bench.jobs_list --jobs 5000 --calls 200
 	$(PY) -m tests.bench.sweep_status --trials 1000 --calls 200 --changes 50
 	$(PY) -m tests.bench.katib_sweep --rounds 5 --trials 40 --parallel 8 --calls 200

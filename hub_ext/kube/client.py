@@ -65,6 +65,7 @@ _GROUPS = {"Role": ("/apis/rbac.authorization.k8s.io/v1", "roles"),
            "Job": ("/apis/batch/v1", "jobs"),
            "VolumeSnapshot": ("/apis/snapshot.storage.k8s.io/v1", "volumesnapshots"),
            "ResourceFlavor": (KUEUE_API, "resourceflavors"), "ClusterQueue": (KUEUE_API, "clusterqueues"),
+           "Cohort": (KUEUE_API, "cohorts"),
            "LocalQueue": (KUEUE_API, "localqueues"), "Workload": (KUEUE_API, "workloads")}
 
 

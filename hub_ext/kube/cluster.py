@@ -20,7 +20,7 @@ import asyncio
 
 from hub_ext.core.credentials import CREATED_BY, CredentialFiles, check_may_delete, check_name, secret_manifest
 from hub_ext.manifests.datasets import check_may_delete as check_may_delete_dataset
-from hub_ext.manifests.datasets import is_dataset
+from hub_ext.manifests.datasets import is_dataset, row
 from hub_ext.core.errors import UpstreamError, UserInputError
 from hub_ext.core.mounts import Available
 from hub_ext.kube.client import Conflict, Forbidden, Invalid, Kube, KubeError, NotFound, path_of, reason
@@ -149,6 +149,10 @@ class ProjectResources:
         if self.pvcs.known:
             return self.pvcs.items(namespace)
         return await list_in(self.kube, "PersistentVolumeClaim", namespace, labelSelector=self.settings.dataset_label)
+
+    async def dataset_rows(self, namespace: str) -> list[dict]:
+        """The project's datasets as the hub's page shows them, with the loader's progress (`datasets.row`), by name."""
+        return sorted((row(p, self.settings) for p in await self.dataset_pvcs(namespace)), key=lambda r: r["name"])
 
     async def add_credential(self, namespace: str, name: str, creds: CredentialFiles, description: str,
                              created_by: str) -> None:

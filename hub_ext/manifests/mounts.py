@@ -4,7 +4,7 @@
   `credential_from_secret` keeps its name, kind, description and file names, never its data.
   It is mounted read-only at ``<credentials_root>/<name>/`` (mode 0440, group = the pod's
   fsGroup, so the notebook user can read it and nobody else on the node; 0400 when the notebook
-  runs as root). `credential_of_kind` says where a credential of a known kind is seen when only
+  runs as root; 0444 in a pod with neither an fsGroup nor root: its user could not read it otherwise). `credential_of_kind` says where a credential of a known kind is seen when only
   its name and kind are known (its Secret's metadata, not its data).
 - A dataset is a PVC carrying the dataset label; annotations give its source (``s3://…`` or
   ``gs://…``) and description; its size is the PVC's capacity (or request). Its state comes from
@@ -117,10 +117,12 @@ def dataset_from_pvc(pvc: dict, settings: MountSettings) -> Dataset:
 
 
 def volumes(credentials: Iterable[Credential], datasets: Iterable[Dataset], settings: MountSettings,
-            run_as_root: bool = False) -> tuple[list[dict], list[dict]]:
-    """(pod volumes, container volumeMounts) for the chosen credentials and datasets."""
+            run_as_root: bool = False, fs_group: bool = True) -> tuple[list[dict], list[dict]]:
+    """(pod volumes, container volumeMounts) for the chosen credentials and datasets; `fs_group`:
+    whether the pod has an fsGroup (without one a credential is 0444: its user, whoever the image
+    makes it, must read it; the node's pod directory is the kubelet's alone)."""
     vols, mounts = [], []
-    mode = 0o400 if run_as_root else 0o440
+    mode = 0o400 if run_as_root else 0o440 if fs_group else 0o444
     for c in credentials:
         vol = f"credential-{safe_slug(c.name, max_length=50)}"
         vols.append({"name": vol, "secret": {"secretName": c.name, "defaultMode": mode}})

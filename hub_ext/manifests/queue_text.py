@@ -5,8 +5,8 @@ project's ClusterQueue serves that namespace alone, `hub_ext.manifests.queues`):
 
 - `owned_by(workloads, kind, name)`: the Workload Kueue made for one object (a notebook pod, a Job);
 - `waiting(wl)`: it has no quota reserved yet and has not finished;
-- `ahead(wl, workloads)`: how many waiting Workloads Kueue considers before it (BestEffortFIFO:
-  higher ``spec.priority`` first, then the older);
+- `ahead(wl, workloads)`: how many waiting Workloads of its queue (the project's servers' or jobs')
+  Kueue considers before it (BestEffortFIFO: higher ``spec.priority`` first, then the older);
 - `waiting_for(workloads, resource, node_labels)`: how many waiting Workloads ask for an accelerator
   (its resource name, and no node selector that rules out its nodes): the spawn form's "queue: N
   ahead" of a start made now;
@@ -61,9 +61,13 @@ def _order(wl: Mapping) -> tuple:
     return -int((wl.get("spec") or {}).get("priority") or 0), meta.get("creationTimestamp") or "", meta.get("name", "")
 
 
+def _queue(wl: Mapping) -> str | None:
+    return (wl.get("spec") or {}).get("queueName")
+
+
 def ahead(wl: Mapping, workloads: Iterable[Mapping]) -> int:
     mine = _order(wl)
-    return sum(1 for other in workloads if waiting(other) and _order(other) < mine)
+    return sum(1 for other in workloads if waiting(other) and _queue(other) == _queue(wl) and _order(other) < mine)
 
 
 def _asks(wl: Mapping, resource: str, node_labels: Mapping[str, str]) -> bool:

@@ -108,6 +108,8 @@ ROLE_RULES = [
     # (server_ext.runtimes.kube.sweeps), and only that: the ValidatingAdmissionPolicy mlplatform-sweep-cancel
     {"apiGroups": ["kubeflow.org"], "resources": ["experiments/status", "trials/status"], "verbs": ["patch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _MANAGE},
+    # Kubeflow Trainer v2 (server_ext.jobs.kube.trainjob): TrainJobs only; runtimes are the platform's
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs"], "verbs": _MANAGE},
     {"apiGroups": [""], "resources": ["configmaps"], "verbs": _MANAGE},
     {"apiGroups": [""], "resources": ["pods"], "verbs": _READ + ["delete"]},
     {"apiGroups": [""], "resources": ["pods/log", "events", "persistentvolumeclaims", "resourcequotas"],

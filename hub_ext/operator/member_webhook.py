@@ -1,5 +1,5 @@
-"""The operator's ``member-accounts`` webhook (mutating; batch Jobs, PyTorchJobs, TFJobs and Katib
-Experiments, CREATE and UPDATE, in project namespaces): in a team project the pods of what a member
+"""The operator's ``member-accounts`` webhook (mutating; batch Jobs, PyTorchJobs, TFJobs, Trainer v2
+TrainJobs and Katib Experiments, CREATE and UPDATE, in project namespaces): in a team project the pods of what a member
 makes run as that member's own ServiceAccount (what is decided: `rules.member_accounts`, pure).
 
 Per review it reads whether the namespace is a team's (`OperatorContext.projects`) and lists the
@@ -29,7 +29,7 @@ from hub_ext.operator.rules import member_accounts as rules
 log = logging.getLogger("mlplatform.operator.members")
 READ_TIMEOUT_S = 1.5
 KINDS = (("batch", "v1", "jobs"), ("kubeflow.org", "v1", "pytorchjobs"), ("kubeflow.org", "v1", "tfjobs"),
-         ("kubeflow.org", "v1beta1", "experiments"))
+         ("kubeflow.org", "v1beta1", "experiments"), ("trainer.kubeflow.org", "v1alpha1", "trainjobs"))
 WEBHOOK = "member-accounts"
 
 
@@ -84,7 +84,7 @@ async def _ops(ctx: OperatorContext, obj: dict, namespace: str, user: str, group
 
 
 def _templates(obj: Mapping[str, Any]) -> list:
-    return [spec for _, spec in rules.pod_specs((obj.get("spec") or {}), "/spec")] + \
+    return [spec for _, spec in rules.held_specs(obj)] + \
         [((obj.get("spec") or {}).get("trialTemplate") or {}).get("configMap")]
 
 

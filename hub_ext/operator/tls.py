@@ -19,6 +19,10 @@ gets it while the listening socket never closes (kopf's own file watching, which
 server and leaves a moment with no listener, is not used). In cert-manager mode the files are read
 again every ``--tls-check`` seconds and loaded when they changed.
 
+Callers: with ``--webhook-client-ca`` the server asks every caller for a client certificate and
+answers only one that CA issued (`server_context`); the API server presents its own, configured in
+its AdmissionConfiguration (docs/operator.md).
+
 Private keys are only written to a 0700 directory of this process and to the Secret; never logged.
 """
 
@@ -102,6 +106,19 @@ def needs_renewal(cert_pem: bytes, hosts: list[str], now: dt.datetime, validity_
     return (end - now) <= (end - start) / 3 or not set(hosts) <= names or longer
 
 
+def server_context(client_ca: str | None) -> ssl.SSLContext:
+    """The webhook server's TLS context. With `client_ca`, a caller must present a client certificate
+    that CA issued (mutual TLS: a forged AdmissionReview from a pod gets no answer, so the webhook is
+    no oracle on other projects' names); only that CA is trusted for it, not the system's."""
+    if client_ca is None:
+        return ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_verify_locations(cafile=client_ca)
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
 class Certificates:
     """Where the webhook server's files are, and the task that keeps them current."""
 
@@ -115,7 +132,7 @@ class Certificates:
             self.dir = pathlib.Path(tempfile.mkdtemp(prefix="mlplatform-operator-tls-"))
         self.certfile, self.keyfile = self.dir / "tls.crt", self.dir / "tls.key"
         self.ready = asyncio.Event()
-        self.context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+        self.context = server_context(settings.webhook_client_ca)
         self._version: str | None = None
         self._loaded = ""
 

@@ -118,3 +118,9 @@ class Admission:
         acc = plan.accelerator if plan is not None else None
         used = (self.shared.view.usage(self.accelerators, namespace) or {}) if acc else {}
         return own_servers_note(self.holders(acc, namespace), used.get(acc.name, 0)) if acc else ""
+
+    def quota_refusal(self, plan: Plan | None, namespace: str) -> str:
+        """What a user is told when the ResourceQuota refused the server's pod."""
+        note = self.holders_note(plan, namespace)
+        return (f"the project {namespace!r} has no accelerator quota left for this profile (its jobs and servers "
+                f"use it all); {note or 'stop something or pick another profile'}")

@@ -96,7 +96,7 @@ def capacity_text(p: Profile, capacity: Mapping[str, tuple[int, int]], queue: Qu
 
 def render_form(projects: list[Project], profiles: tuple[Profile, ...],
                 capacity: Mapping[str, tuple[int, int]], files: Mapping[str, Available] | None = None,
-                queue: QueueView | None = None) -> str:
+                queue: QueueView | None = None, hub_url: str = "/hub/") -> str:
     usable = [p for p in profiles if any(p.slug in proj.profiles for proj in projects)]
     default = next((p for p in usable if p.default), usable[0] if usable else None)
     rows = []
@@ -109,7 +109,10 @@ def render_form(projects: list[Project], profiles: tuple[Profile, ...],
     files = files or {}
     mounts = [(proj, files[proj.name]) for proj in projects
               if proj.name in files and (files[proj.name].credentials or files[proj.name].datasets)]
-    return _env.get_template("spawn_form.html").render(projects=projects, rows=rows, mounts=mounts)
+    # projects with nothing to mount yet: the form says where credentials and datasets are added
+    empty = [proj for proj in projects if proj.name in files and proj not in [m[0] for m in mounts]]
+    return _env.get_template("spawn_form.html").render(projects=projects, rows=rows, mounts=mounts, empty=empty,
+                                                      hub_url=hub_url)
 
 
 def options_from_form(formdata: Mapping[str, list[str]]) -> dict:

@@ -57,7 +57,7 @@ from hub_ext.core.mounts import Available
 from hub_ext.kube.client import Kube, reason
 from hub_ext.manifests.datasets import percent, progress_of, pvc_manifest, row
 from hub_ext.manifests.mounts import volumes
-from hub_ext.manifests.queues import LOCAL_QUEUE, QUEUE_LABEL
+from hub_ext.manifests.queues import QUEUE_LABEL, SERVERS_QUEUE
 from hub_ext.manifests.tenancy import PROJECT_LABEL, pod_account
 from hub_ext.spawners.admission import Admission
 from hub_ext.spawners.configured import ConfiguredTraits
@@ -67,7 +67,6 @@ from hub_ext.spawners.form import QueueView, render_form
 from hub_ext.spawners.hub_token import HubTokenSecret, delete_later, secret_name
 from hub_ext.spawners.kube_progress import StartProgress
 from hub_ext.spawners.kube_shared import KubeParts
-from hub_ext.spawners.queue_watch import QueueWatch
 from hub_ext.spawners.mount_config import MountConfig
 from hub_ext.spawners.platform import PlatformConfig
 from hub_ext.spawners.runtime import Plan
@@ -183,8 +182,7 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
 
     async def dataset_rows(self, project: str) -> list[dict]:
         """The project's datasets as the hub's page shows them, with the loader's progress."""
-        pvcs = await self.shared.resources.dataset_pvcs(project)
-        return sorted((row(p, self.mount_settings()) for p in pvcs), key=lambda r: r["name"])
+        return await self.shared.resources.dataset_rows(project)
 
     # ---- projects ---------------------------------------------------------------------------------
     async def provision(self) -> list[Project]:
@@ -208,20 +206,16 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             raise self.refused(e) from None
         ahead = await self.queue_ahead([p.name for p in projects])
         queue = None if ahead is None else QueueView(self.queue_start_timeout, ahead)
-        return render_form(projects, self.runtime.profiles, await self.capacity(), files, queue)
+        return render_form(projects, self.runtime.profiles, await self.capacity(), files, queue, self.hub_url())
 
     async def queue_ahead(self, projects: list[str]) -> dict[tuple[str, str], int] | None:
         """`KubeParts.queue_ahead` for these projects: None where Kueue does not hold the accelerators."""
         return await self.shared.queue_ahead(self.tenancy_settings(), projects, self.runtime.accelerators)
 
     # ---- before the pod: plan, checks, traits -----------------------------------------------------
-    def _restore_configured(self) -> None:
-        """Put back every trait an earlier plan changed (a failed spawn leaves the same object)."""
-        self.configured.restore()
-
     async def load_user_options(self):
         """Replaces KubeSpawner's profile handling: validate the choice into a plan and apply it."""
-        self._restore_configured()
+        self.configured.restore()  # every trait an earlier plan changed (a failed spawn leaves the same object)
         self._stage, self.admission, self._plan = "preparing your project", None, None
         self._stage_percent = None  # how far a dataset the start waits for has loaded
         try:
@@ -241,13 +235,10 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
                     await self.provision()
                     await self.token_secret.write(self.api_token, self.user.name)
         except (UserInputError, UpstreamError, ConfigError) as e:
-            self._release_claim()
+            if self.admission is not None:
+                self.admission.release()
             raise self.refused(e) from None
         self._stage = self.admission.wait or "creating the notebook pod"
-
-    def _release_claim(self) -> None:
-        if self.admission is not None:
-            self.admission.release()
 
     async def _wait_for_datasets(self, plan: Plan) -> Plan:
         """The plan once none of its datasets is loading any more (chosen again from the project's
@@ -276,16 +267,15 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         self.volumes = list(self.volumes) + vols
         self.volume_mounts = list(self.volume_mounts) + mounts
         self.extra_labels = {**self.extra_labels, PROJECT_LABEL: ns, "mlplatform.io/profile": plan.profile.slug}
-        if getattr(self, "_queued", False):  # Kueue admits the pod (its scheduling gate) once its queue has room
-            self.extra_labels[QUEUE_LABEL] = LOCAL_QUEUE
+        if getattr(self, "_queued", False):  # Kueue admits the pod (its scheduling gate) once its queue has room:
+            self.extra_labels[QUEUE_LABEL] = SERVERS_QUEUE  # the servers' queue, which never borrows
         self._platform_env = {**plan.mounts.env, "MLPLATFORM_PROJECT": ns, "MLPLATFORM_PROFILE": plan.profile.slug,
                               "MLPLATFORM_BACKEND": "kubernetes"}
         self._plan = plan
         self._planned_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
 
     async def _ensure_namespace(self):
-        """KubeSpawner creates the user namespace on every start (a POST answered 409 after the first);
-        here the project provisioning has made the namespace already, so nothing is requested."""
+        """Nothing: the project's provisioning made the namespace (KubeSpawner's POST was a 409 each start)."""
 
     def get_env(self):
         env = super().get_env()
@@ -329,7 +319,8 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             raise
         finally:
             self._starting = False
-            self._release_claim()
+            if self.admission is not None:
+                self.admission.release()
 
     async def _make_create_pod_request(self, pod, request_timeout):
         try:
@@ -346,10 +337,8 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
         text = reason(e)
         if e.status == 403 and "quota" in text:
             self.log.info("quota refused the pod of %s: %s", self._log_name, text)
-            plan, admission = getattr(self, "_plan", None), self.admission
-            note = admission.holders_note(plan, self.namespace) if admission is not None else ""
-            return 403, (f"the project {self.namespace!r} has no accelerator quota left for this profile "
-                         f"(its jobs and servers use it all); {note or 'stop something or pick another profile'}")
+            admission = self.admission or Admission(self.shared, self.runtime.accelerators, self.user.name, self.pod_name)
+            return 403, admission.quota_refusal(getattr(self, "_plan", None), self.namespace)
         self.log.warning("the pod of %s was refused: %s", self._log_name, text)
         return 502, f"could not create the notebook pod: {text}".replace("%", "%%")
 
@@ -376,27 +365,10 @@ class PlatformSpawner(PlatformConfig, MountConfig, DatasetConfig, TenancyConfig,
             await self.token_secret.delete()
 
     async def progress(self):
-        told = StartProgress()
         if self.events_enabled:
             await self._start_watching_events()
-        queue = QueueWatch(self.shared.kube, self.runtime.accelerators)
-        while True:
-            done = self._start_future is not None and self._start_future.done()
-            plan = getattr(self, "_plan", None)
-            stage = getattr(self, "_stage", None)
-            if getattr(self, "_queued", False) and plan is not None and plan.accelerator is not None:
-                if not done:
-                    stage = await queue.sentence(self.namespace, self.pod_name, plan.accelerator, plan.count) or stage
-                elif not self._start_future.cancelled() and self._start_future.exception() is None:
-                    stage = queue.started(plan.accelerator, plan.count) or stage
-            for event in told.updates(stage, getattr(self, "_stage_percent", None), plan,
-                                      self.events if plan is not None and self.events_enabled else None, self.namespace,
-                                      getattr(self, "_planned_at", ""),
-                                      lambda: self.shared.view.capacity(self.runtime.accelerators)):
-                yield event
-            if done:
-                return
-            await asyncio.sleep(0.5)
+        async for event in StartProgress().follow(self):
+            yield event
 
     # ---- state -----------------------------------------------------------------------------------
     def load_state(self, state):

@@ -13,9 +13,11 @@ Values: 20 while preparing or waiting (a dataset's load 20 → 50 as it goes), 6
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+import asyncio
+from typing import Any, AsyncIterator, Callable, Iterable, Mapping
 
 from hub_ext.manifests.progress_text import assigned, describe, scheduled_node
+from hub_ext.spawners.queue_watch import QueueWatch
 from hub_ext.spawners.runtime import Plan
 
 
@@ -63,3 +65,28 @@ class StartProgress:
                     value = 20 + loaded * 30 // 100
                 out.append({"progress": value, "message": message})
         return out
+
+    async def follow(self, spawner: Any) -> AsyncIterator[dict]:
+        """The events of a `PlatformSpawner`'s start until it is done, every half second: its stage
+        (where Kueue holds the accelerators, the queue's sentence while it waits: `QueueWatch`),
+        and its pod's events."""
+        queue = QueueWatch(spawner.shared.kube, spawner.runtime.accelerators)
+        while True:
+            started = spawner._start_future
+            done = started is not None and started.done()
+            plan = getattr(spawner, "_plan", None)
+            stage = getattr(spawner, "_stage", None)
+            if getattr(spawner, "_queued", False) and plan is not None and plan.accelerator is not None:
+                if not done:
+                    stage = await queue.sentence(spawner.namespace, spawner.pod_name, plan.accelerator,
+                                                 plan.count) or stage
+                elif not started.cancelled() and started.exception() is None:
+                    stage = queue.started(plan.accelerator, plan.count) or stage
+            events = spawner.events if plan is not None and spawner.events_enabled else None
+            for event in self.updates(stage, getattr(spawner, "_stage_percent", None), plan, events, spawner.namespace,
+                                      getattr(spawner, "_planned_at", ""),
+                                      lambda: spawner.shared.view.capacity(spawner.runtime.accelerators)):
+                yield event
+            if done:
+                return
+            await asyncio.sleep(0.5)

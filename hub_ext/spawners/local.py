@@ -197,7 +197,7 @@ class LocalPlatformSpawner(PlatformConfig, SimpleLocalProcessSpawner):
         rt = self.runtime
         projects = self.user_projects()
         files = {p.name: await self.project_files(p.name) for p in projects}
-        return render_form(projects, rt.profiles, await self.capacity(), files)
+        return render_form(projects, rt.profiles, await self.capacity(), files, hub_url=self.hub_url())
 
     @default("options_form")
     def _default_options_form(self):

@@ -198,6 +198,11 @@ class PlatformConfig(Configurable):
         return dataclasses.replace(plan, mounts=choose_mounts(available, credentials, datasets, plan.project.name,
                                                        allow_loading, allow_copies=self.makes_copies))
 
+    def hub_url(self) -> str:
+        """The hub's own pages' prefix (``/hub/`` under JupyterHub's base_url), for the form's links."""
+        hub = getattr(self, "hub", None)
+        return getattr(hub, "base_url", None) or "/hub/"
+
     def options_from_form(self, formdata):
         project = (formdata.get("project") or [None])[0]
         try:

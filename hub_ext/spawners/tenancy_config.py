@@ -79,8 +79,9 @@ class TenancyConfig(Configurable):
         c.PlatformSpawner.queueing = "kueue"
         """).tag(config=True)
     queue_cohort = Unicode(
-        "mlplatform", help="""The Kueue cohort of the projects' ClusterQueues: what one project leaves
-        idle, another borrows, and the owner reclaims it by preempting the borrower.
+        "mlplatform", help="""The shared Kueue cohort, parent of each project's own cohort: what one
+        project leaves idle another's jobs borrow, and the owner's jobs reclaim it by preempting the
+        borrower (servers never borrow).
 
         c.PlatformSpawner.queue_cohort = "mlplatform"
         """).tag(config=True)

@@ -47,7 +47,6 @@ export class JobsPanel extends Widget {
   private detailView: HTMLElement;
   private detailKey = '';
   private stopLog: (() => void) | null = null;
-  private logView: LogView | null = null;
   private trialSort: TrialSort = { column: '', descending: false };
   /** The shown sweep's trials' metric series, read every `SERIES_EVERY_MS` while a trial runs. */
   private series = new TrialSeriesStore();
@@ -206,7 +205,6 @@ export class JobsPanel extends Widget {
   private closeDetail(): void {
     this.stopLog?.();
     this.stopLog = null;
-    this.logView = null;
     if (this.seriesTimer !== null) {
       window.clearInterval(this.seriesTimer);
       this.seriesTimer = null;
@@ -249,7 +247,8 @@ export class JobsPanel extends Widget {
       const trials = el('div', 'mlp-trials');
       const spec = el('details', 'mlp-spec');
       spec.append(el('summary', '', trans.__('Specification')), el('pre', 'mlp-spec-json'));
-      this.detailView.append(head, summary, trials, spec);
+      const logArea = el('div', 'mlp-log-area');
+      this.detailView.append(head, summary, trials, spec, logArea);
       this.seriesTimer = window.setInterval(() => void this.readSeries(project, jobId), SERIES_EVERY_MS);
       this.clockTimer = window.setInterval(() => {
         if (this.detailJob && isActive(this.detailJob)) {
@@ -257,24 +256,9 @@ export class JobsPanel extends Widget {
         }
       }, 1000);
       if (!job || !isSweep(job)) {
-        const logHead = el('h3', 'mlp-log-title', trans.__('Log (master-replica-0)'));
-        this.logView = new LogView(
-          Math.max(100, this.opts.logLines()),
-          trans,
-          api.logUrl(project, jobId, 'master-replica-0', false)
-        );
-        this.detailView.append(logHead, this.logView.node);
-        const view = this.logView;
-        this.stopLog = api.followLog(
-          project,
-          jobId,
-          'master-replica-0',
-          lines => view.append(lines),
-          () => {
-            void api.getJob(project, jobId).then(j => this.store.putJob(project, j)).catch(() => undefined);
-          },
-          message => view.setStatus(message)
-        );
+        this.showLog(logArea, project, jobId, 'master-replica-0');
+      } else {
+        logArea.append(el('p', 'mlp-log-hint', trans.__("A trial's Log button shows its log here.")));
       }
       back.focus();
     }
@@ -344,15 +328,47 @@ export class JobsPanel extends Widget {
   }
 
   private trialsTable(job: Job): HTMLElement {
-    return trialsTable(job, this.trialSort, this.trans, (next, table) => {
-      this.trialSort = next;
-      const sel = this.store.selected;
-      const again = sel && this.store.job(sel.project, sel.jobId);
-      if (again) {
-        table.replaceWith(this.trialsTable(again));
-        this.detailView.querySelector<HTMLElement>(`th[data-column="${CSS.escape(next.column)}"] button`)?.focus();
-      }
-    });
+    const sel = this.store.selected;
+    return trialsTable(
+      job,
+      this.trialSort,
+      this.trans,
+      (next, table) => {
+        this.trialSort = next;
+        const now = this.store.selected;
+        const again = now && this.store.job(now.project, now.jobId);
+        if (again) {
+          table.replaceWith(this.trialsTable(again));
+          this.detailView.querySelector<HTMLElement>(`th[data-column="${CSS.escape(next.column)}"] button`)?.focus();
+        }
+      },
+      sel
+        ? trialId => {
+            const area = this.detailView.querySelector<HTMLElement>('.mlp-log-area');
+            if (area) {
+              this.showLog(area, sel.project, sel.jobId, `trial-${trialId}`);
+              area.scrollIntoView({ block: 'nearest' });
+            }
+          }
+        : undefined
+    );
+  }
+
+  /** Follow `task`'s log in `area` (in place of what it showed), the log followed before stopped. */
+  private showLog(area: HTMLElement, project: string, jobId: string, task: string): void {
+    this.stopLog?.();
+    const view = new LogView(Math.max(100, this.opts.logLines()), this.trans, api.logUrl(project, jobId, task, false));
+    area.replaceChildren(el('h3', 'mlp-log-title', this.trans.__('Log (%1)', task)), view.node);
+    this.stopLog = api.followLog(
+      project,
+      jobId,
+      task,
+      lines => view.append(lines),
+      () => {
+        void api.getJob(project, jobId).then(j => this.store.putJob(project, j)).catch(() => undefined);
+      },
+      message => view.setStatus(message)
+    );
   }
 
   private async cancel(project: string, jobId: string): Promise<void> {

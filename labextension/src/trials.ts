@@ -1,6 +1,7 @@
 /**
  * A sweep's trials as a table: best first, or sorted by the column the user chose (each header a
- * button; the sorted column carries `aria-sort`), one column per hyperparameter any trial has.
+ * button; the sorted column carries `aria-sort`), one column per hyperparameter any trial has, and
+ * (with `openLog`) a button per trial that opens its log.
  * Plain DOM; every string through `trans.__`.
  */
 
@@ -23,7 +24,8 @@ export function trialsTable(
   job: Job,
   sort: TrialSort,
   trans: TranslationBundle,
-  resort: (next: TrialSort, table: HTMLTableElement) => void
+  resort: (next: TrialSort, table: HTMLTableElement) => void,
+  openLog?: (trialId: string) => void
 ): HTMLTableElement {
   const rows = sortTrials(job, sort.column, sort.descending);
   const params = [...new Set(rows.flatMap(t => Object.keys(t.hyperparameters ?? {})))].sort();
@@ -56,6 +58,11 @@ export function trialsTable(
     th.append(button);
     head.append(th);
   }
+  if (openLog) {
+    const th = el('th', '', trans.__('Log'));
+    th.scope = 'col';
+    head.append(th);
+  }
   table.append(el('thead'));
   table.tHead!.append(head);
   const body = el('tbody');
@@ -70,6 +77,14 @@ export function trialsTable(
       ...params.map(p => formatParam(t.hyperparameters?.[p]))
     ]) {
       tr.append(el('td', '', cell));
+    }
+    if (openLog) {
+      const log = el('button', 'mlp-trial-log jp-mod-styled', trans.__('Log'));
+      log.setAttribute('aria-label', trans.__('Open the log of trial %1', t.trialId));
+      log.addEventListener('click', () => openLog(t.trialId));
+      const td = el('td');
+      td.append(log);
+      tr.append(td);
     }
     body.append(tr);
   }

@@ -114,7 +114,7 @@ def parse_job(doc: Any, create: bool = True, *, shipped_package: bool = False) -
         if "predictionInput" in doc:
             problems.add("predictionInput", "prediction jobs are not supported; submit a training job")
         job = coerce({k: v for k, v in doc.items() if k not in PLATFORM_OUTPUT},  # not in Google's schema
-                     "GoogleCloudMlV1__Job")  # a field of the wrong type stops here
+                     "GoogleCloudMlV1__Job")  # wrong types stop here (all of them told at once)
         job_id = job.get("jobId")
         if not job_id:
             problems.add("jobId", "is required")

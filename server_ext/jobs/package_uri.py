@@ -26,6 +26,7 @@ from hub_ext.core.errors import UserInputError
 FIELD = "trainingInput.packageUris"
 DIGESTS_ENV = "MLPLATFORM_PACKAGE_DIGESTS"
 PACKAGES_DIR_ENV = "MLPLATFORM_PACKAGES_DIR"  # where a pod finds its package ConfigMaps
+FETCH_ARGV_ENV = "MLPLATFORM_FETCH_ARGV"  # the fetcher's arguments (JSON list) where its command is fixed (Trainer v2)
 MAX_BYTES_ENV = "MLPLATFORM_MAX_PACKAGE_BYTES"
 DEFAULT_MAX_BYTES = 512 * 2**20
 _SHA256 = re.compile(r"[0-9a-f]{64}")

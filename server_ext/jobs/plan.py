@@ -147,10 +147,13 @@ class JobPlan:
     datasets: tuple[Dataset, ...] = ()
     sweep: Spec | None = None  # trainingInput.hyperparameters: each trial runs this plan's replicas
     package: ShippedPackage | None = None  # set by `with_package`
+    trainer_v2: bool = False  # runs as a Kubeflow Trainer v2 TrainJob (the Kubernetes backend decides)
 
     @property
     def kind(self) -> str:
-        """``Job`` (one replica, no framework), ``PyTorchJob`` or ``TFJob``."""
+        """``TrainJob`` (on Trainer v2), else ``Job`` (one replica, no framework), ``PyTorchJob`` or ``TFJob``."""
+        if self.trainer_v2:
+            return "TrainJob"
         if self.framework == "pytorch":
             return "PyTorchJob"
         if self.framework == "tensorflow" or self.total_replicas > 1:

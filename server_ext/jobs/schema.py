@@ -21,7 +21,8 @@ REST JSON) into the API's canonical JSON shape, by the discovery document's fiel
 - every string (and map key) must be text a process can be given: no NUL character and no lone
   surrogate (``\\ud800``, which JSON can carry but UTF-8 cannot encode).
 
-Pure; raises `UserInputError` naming the field.
+Pure; raises `UserInputError` naming the field, or `UserInputErrors` naming every field that is
+wrong (an unknown field, a wrong type or enum value anywhere in the document: all told at once).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import pathlib
 import re
 from typing import Any
 
-from hub_ext.core.errors import UserInputError
+from hub_ext.core.errors import UserInputError, collect, errors_of
 
 DISCOVERY = pathlib.Path(__file__).parent / "data" / "ml-v1-discovery.json"
 OPEN_ENUMS = ("acceleratorConfig.type",)
@@ -57,10 +58,17 @@ def _join(path: str, key: str) -> str:
 
 
 def coerce(value: Any, schema: dict | str, path: str = "") -> Any:
+    """`value` as `schema` reads it, or `UserInputError`(s) naming every field that is wrong."""
+    with collect() as problems:
+        out = _coerce(value, schema, path, problems)
+    return out
+
+
+def _coerce(value: Any, schema: dict | str, path: str, problems: collect) -> Any:
     if isinstance(schema, str):
         schema = schemas()[schema]
     if "$ref" in schema:
-        return coerce(value, schemas()[schema["$ref"]], path)
+        return _coerce(value, schemas()[schema["$ref"]], path, problems)
     kind = schema.get("type")
     where = path or "job"
     if kind == "object" and "properties" in schema:
@@ -68,14 +76,13 @@ def coerce(value: Any, schema: dict | str, path: str = "") -> Any:
             raise UserInputError(where, "must be a mapping of fields")
         out = {}
         props = schema["properties"]
-        for key, item in value.items():
+        for key, item in value.items():  # every field's mistake told at once, not only the first
             if key not in props:
                 close = difflib.get_close_matches(str(key), props, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise UserInputError(_join(path, str(key)), f"unknown field{hint}")
-            if item is None:
-                continue
-            out[key] = coerce(item, props[key], _join(path, key))
+                problems.add(_join(path, str(key)), f"unknown field{hint}")
+            elif item is not None:
+                _keep(problems, out, key, item, props[key], _join(path, key))
         return out
     if kind == "object":  # a map (labels, webAccessUris)
         if not isinstance(value, dict):
@@ -83,11 +90,14 @@ def coerce(value: Any, schema: dict | str, path: str = "") -> Any:
         inner = schema.get("additionalProperties") or {"type": "string"}
         for k in value:
             _check_text(str(k), f"{where}.{k}")
-        return {str(k): coerce(v, inner, f"{where}.{k}") for k, v in value.items()}
+        return {str(k): _coerce(v, inner, f"{where}.{k}", problems) for k, v in value.items()}
     if kind == "array":
         if not isinstance(value, list):
             raise UserInputError(where, "must be a list")
-        return [coerce(v, schema.get("items") or {}, f"{where}[{i}]") for i, v in enumerate(value)]
+        items: dict[int, Any] = {}
+        for i, v in enumerate(value):
+            _keep(problems, items, i, v, schema.get("items") or {}, f"{where}[{i}]")
+        return [items[i] for i in sorted(items)]
     if kind == "boolean":
         return _boolean(value, where)
     if kind == "string" and schema.get("format") in ("int64", "uint64"):
@@ -99,6 +109,14 @@ def coerce(value: Any, schema: dict | str, path: str = "") -> Any:
     if kind == "string":
         return _string(value, schema, where)
     return value
+
+
+def _keep(problems: collect, out: dict, key: Any, item: Any, schema: dict, where: str) -> None:
+    """`out[key]` = `item` coerced by `schema`, or its mistake kept in `problems` (and no `key`)."""
+    try:
+        out[key] = _coerce(item, schema, where, problems)
+    except UserInputError as e:
+        problems.errors.extend(errors_of(e))
 
 
 def _boolean(value: Any, where: str) -> bool:

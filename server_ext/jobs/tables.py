@@ -14,6 +14,13 @@ Every key is optional::
     replace_runtimes: false    # true: `runtimes` replaces the built-in table instead of extending it
     default_runtime_version: "2.15"
     fetcher_image: registry.example.com/mlplatform/trainer-tools:0.1.0   # the fetch-code init container
+    run_as: notebook           # who a job's containers run as on Kubernetes: ``notebook`` (default): the
+                               # user the notebook server runs as (runAsUser/runAsGroup, runAsNonRoot),
+                               # unless that is root; ``image``: each image's own user
+    training_api: v1           # what runs a job on Kubernetes: ``v1`` (default): the Training Operator
+                               # (PyTorchJob, TFJob) or a batch Job; ``v2``: a Kubeflow Trainer v2
+                               # TrainJob on helm-values/trainer-runtimes.yaml wherever one can run the
+                               # job (its replicas alike); ``auto``: ``v2`` where the cluster serves it
 
 `parse_tables(doc, where)` checks the whole mapping and raises one `ConfigError` listing every
 problem by its key (``<where>.machines.dgx-slice.cpu``); catalogue names (aliases, `legacy_gpu`)
@@ -34,7 +41,9 @@ from server_ext.jobs.machines import Machine, Machines
 from server_ext.jobs.plan import DEFAULT_RUNTIMES, FRAMEWORKS, PlanSettings, Runtime, Runtimes
 
 KEYS = ("machines", "accelerator_aliases", "legacy_gpu", "runtimes", "replace_runtimes",
-        "default_runtime_version", "fetcher_image")
+        "default_runtime_version", "fetcher_image", "run_as", "training_api")
+RUN_AS = ("notebook", "image")
+TRAINING_APIS = ("v1", "v2", "auto")
 
 
 @dataclass(frozen=True)
@@ -44,14 +53,18 @@ class JobTables:
     legacy_gpu: str | None = None
     runtimes: Runtimes = field(default_factory=Runtimes)
     fetcher_image: str = DEFAULT_FETCHER_IMAGE
+    run_as: str = "notebook"
+    training_api: str = "v1"
 
     def plan_settings(self, accelerators: Mapping[str, Accelerator],
                       limits: Mapping[str, int] | None = None) -> PlanSettings:
         return PlanSettings(Machines(accelerators, extra=self.machines, aliases=self.aliases,
                                      legacy_gpu=self.legacy_gpu), self.runtimes, limits)
 
-    def kube_settings(self, mounts: MountSettings) -> KubeSettings:
-        return KubeSettings(mounts, fetcher_image=self.fetcher_image)
+    def kube_settings(self, mounts: MountSettings, notebook_user: tuple[int, int] | None = None) -> KubeSettings:
+        """`notebook_user`: the (uid, gid) the notebook server runs as, None where that is root."""
+        run_as = notebook_user if self.run_as == "notebook" else None
+        return KubeSettings(mounts, fetcher_image=self.fetcher_image, run_as=run_as, training_api=self.training_api)
 
 
 def parse_tables(doc: Any, where: str) -> JobTables:
@@ -83,10 +96,17 @@ def parse_tables(doc: Any, where: str) -> JobTables:
     if table and default_version not in table:
         problems.append(Problem(f"{where}.default_runtime_version",
                                 f"{default_version!r} is not in the runtimes table ({', '.join(sorted(table))})"))
+    run_as = doc.get("run_as", "notebook")
+    if run_as not in RUN_AS:
+        problems.append(Problem(f"{where}.run_as", f"must be one of {', '.join(RUN_AS)} (got {run_as!r})"))
+    training_api = doc.get("training_api", "v1")
+    if training_api not in TRAINING_APIS:
+        problems.append(Problem(f"{where}.training_api",
+                                f"must be one of {', '.join(TRAINING_APIS)} (got {training_api!r})"))
     if problems:
         raise ConfigError(problems)
     return JobTables(machines, {str(k): v for k, v in aliases.items()}, legacy_gpu,
-                     Runtimes(table, default_version), fetcher_image)
+                     Runtimes(table, default_version), fetcher_image, run_as, training_api)
 
 
 def _mapping(doc: Mapping, key: str, where: str, problems: list[Problem]) -> Mapping:

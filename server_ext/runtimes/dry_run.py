@@ -5,7 +5,9 @@ service's checks, planning and package build) against it.
 `submit(plan)` answers ``{"runtime", "manifests", "package"}``:
 
 - Kubernetes (`DryRun(kube_settings)`): the objects of `server_ext.jobs.kube.kubeflow.job_manifest` (a
-  sweep: `server_ext.jobs.kube.katib.experiment_manifest`), followed by the package's ConfigMap when it
+  sweep: `server_ext.jobs.kube.katib.experiment_manifest`; with ``training_api`` ``v2`` or ``auto``,
+  the TrainJob of `server_ext.jobs.kube.trainjob` for a job one can run: asking no cluster, ``auto``
+  shows what a cluster serving Trainer v2 gets), followed by the package's ConfigMap when it
   ships in one (its ownerReference without the ``uid`` the created object gives it);
   `submit_experiment` answers a user's Katib Experiment as `native_experiment` makes it.
 - The local runtime (`DryRun(None, state_dir)`): the ``ml.v1`` Job as it would be recorded (no
@@ -45,11 +47,14 @@ class DryRun:
             docs = [plan.job.to_json()]
         else:
             from server_ext.jobs.kube.kubeflow import job_manifest
+            from server_ext.jobs.kube.trainjob import on_trainer_v2, trainjob_manifest
 
             if plan.sweep is not None:
                 from server_ext.jobs.kube.katib import experiment_manifest
 
                 manifest: Any = experiment_manifest(plan, self.kube_settings)
+            elif on_trainer_v2(plan, self.kube_settings.training_api, served=True):  # asks no cluster
+                manifest = trainjob_manifest(plan, self.kube_settings)
             else:
                 manifest = job_manifest(plan, self.kube_settings)
             docs = list(manifest) if isinstance(manifest, list) else [manifest]

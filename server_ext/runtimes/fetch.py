@@ -4,7 +4,9 @@ limit read from the env — is `server_ext.jobs.package_uri`.
 
 `fetch_all(uris, dest, env)` is what the Kubernetes init container runs (through the CLI
 ``python -m server_ext.runtimes.fetch --dest DIR URI...``: exit 0, or exit 1 with one line on stderr
-naming the URI) and what the local backend awaits. `put_object(uri, data, env, field)` is the
+naming the URI; without arguments, those words come as a JSON list in ``MLPLATFORM_FETCH_ARGV``
+(`FETCH_ARGV_ENV`), as a Trainer v2 runtime's fixed init container gets them, and without that
+variable there is nothing to fetch: exit 0) and what the local backend awaits. `put_object(uri, data, env, field)` is the
 upload half, used to stage packages (`server_ext.runtimes.kube.package.stage`, `server_ext.runtimes.package.stage`).
 
 URIs (``i`` is the URI's index, used in every error's field ``trainingInput.packageUris[i]``):
@@ -54,6 +56,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
+import json
 import logging
 import os
 import pathlib
@@ -64,6 +67,7 @@ from typing import Any, BinaryIO, Mapping
 from hub_ext.core.errors import PlatformError, UpstreamError, UserInputError
 from server_ext.jobs.package_uri import (
     DEFAULT_MAX_BYTES,
+    FETCH_ARGV_ENV,
     MAX_BYTES_ENV,
     PACKAGES_DIR_ENV,
     Location,
@@ -222,6 +226,12 @@ async def put_object(uri: str, data: bytes, env: Mapping[str, str], field: str, 
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:  # a Trainer v2 runtime's fetch-code container: the job's words are in its env, if any
+        words = os.environ.get(FETCH_ARGV_ENV)
+        if words is None:
+            return 0  # a job with nothing to fetch (a custom container)
+        argv = json.loads(words)
     parser = argparse.ArgumentParser(prog="python -m server_ext.runtimes.fetch",
                                      description="Fetch a training job's packages into a directory.")
     parser.add_argument("--dest", required=True, type=pathlib.Path, help="the directory to fetch into")

@@ -17,6 +17,7 @@ Each face decides which (the server's configuration, the CLI's target) and owns 
 
 from __future__ import annotations
 
+import os
 import pathlib
 from typing import Any
 
@@ -64,12 +65,18 @@ async def local_service(tables: JobTables, state_dir: pathlib.Path, projects: Pr
                       settings_for=settings_for)
 
 
+def notebook_user() -> tuple[int, int] | None:
+    """The (uid, gid) this process runs as (the notebook server's, or the CLI's in its terminal); None for root."""
+    uid = os.getuid()
+    return None if uid == 0 else (uid, os.getgid())
+
+
 def kube_service(kube: Any, tables: JobTables, projects: Projects, files: Files, *,
                  settings: PlanSettings | None = None, settings_for: Settings | None = None) -> JobService:
     """A `JobService` over a `KubeBackend` on `kube` (an API client's root, `server_ext.runtimes.kube.target.connect`)."""
     from server_ext.runtimes.kube.backend import KubeBackend
 
-    backend = KubeBackend(kube, tables.kube_settings(mount_settings()))
+    backend = KubeBackend(kube, tables.kube_settings(mount_settings(), notebook_user()))
     return JobService(backend, settings or tables.plan_settings(DEFAULT_ACCELERATORS), projects, files,
                       settings_for=settings_for)
 
@@ -79,5 +86,5 @@ def dry_run_service(tables: JobTables, project: str, *, local: bool,
     """A `JobService` whose backend creates nothing and answers what it would (`DryRun`): the local
     runtime's (`state_dir`: where it would keep a package) or Kubernetes' (the Kubernetes client
     library must be installed: `ImportError` otherwise)."""
-    backend = DryRun(None, state_dir) if local else DryRun(tables.kube_settings(mount_settings()))
+    backend = DryRun(None, state_dir) if local else DryRun(tables.kube_settings(mount_settings(), notebook_user()))
     return JobService(backend, tables.plan_settings(DEFAULT_ACCELERATORS), one_project(project))

@@ -73,6 +73,7 @@ class Launcher:
         self.log = workdir.parent / "demo-kube.out"
         self.marker = f"{MARKER}={secrets.token_hex(8)}"
         env = {**os.environ, MARKER: self.marker.split("=", 1)[1]}
+        self.started = time.monotonic()
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen([sys.executable, "-m", "tests.harness.demo_kube", "--port", str(self.port),
                                           "--workdir", str(workdir)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
@@ -122,6 +123,32 @@ def admin_api(workdir: pathlib.Path):
     import kubernetes
 
     return kubernetes.config.new_client_from_config(config_file=str(workdir / "admin.kubeconfig"))
+
+
+def log_in(page, url: str, password: str, user: str = USER) -> None:
+    """Log in on the hub's login page; the spawn form comes."""
+    page.goto(f"{url}/hub/login")
+    page.fill("#username_input", user)
+    page.fill("#password_input", password)
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(r"/hub/spawn"), timeout=60_000)
+
+
+def start_in_lab(page, user: str = USER) -> None:
+    """Press the spawn form's Start and wait for JupyterLab."""
+    page.click("input[type=submit], button[type=submit]")
+    page.wait_for_url(re.compile(rf"/user/{user}/"), timeout=120_000)
+    page.wait_for_selector("#jp-main-dock-panel", timeout=120_000)
+
+
+def server_pod(workdir: pathlib.Path, project: str):
+    """(a CoreV1Api as the demo's admin, the one notebook server pod in `project`)."""
+    import kubernetes
+
+    core = kubernetes.client.CoreV1Api(admin_api(workdir))
+    (pod,) = [p for p in core.list_namespaced_pod(project).items
+              if (p.metadata.labels or {}).get("component") == "singleuser-server"]
+    return core, pod
 
 
 def custom(api, plural: str, ns: str) -> list[dict]:
@@ -174,23 +201,13 @@ def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page, tmp
     if "sweeps: none" in demo.output():
         pytest.skip("no pod network/DNS here (not root, or `ip addr add` refused): the demo runs no Katib")
     page = browser_page
-    page.goto(f"{url}/hub/login")
-    page.fill("#username_input", USER)
-    page.fill("#password_input", password)
-    page.click("#login_submit")
-    page.wait_for_url(re.compile(r"/hub/spawn"), timeout=60_000)
+    log_in(page, url, password)
     page.get_by_label("CPU only").check()
     page.check(f"#project-{PROJECT}")
-    page.click("input[type=submit], button[type=submit]")
-    page.wait_for_url(re.compile(rf"/user/{USER}/"), timeout=120_000)
-    page.wait_for_selector("#jp-main-dock-panel", timeout=120_000)
+    start_in_lab(page)
 
-    api = admin_api(demo.workdir)
-    import kubernetes
-
-    core = kubernetes.client.CoreV1Api(api)
-    (pod,) = [p for p in core.list_namespaced_pod(PROJECT).items
-              if (p.metadata.labels or {}).get("component") == "singleuser-server"]
+    core, pod = server_pod(demo.workdir, PROJECT)
+    api = core.api_client
     home = pod_home(demo.workdir / "kubelet", PROJECT, pod.metadata.name)
     copy_trainer(home)
 

@@ -237,5 +237,12 @@ def test_a_sweeps_plot_grows_and_its_trials_sort(lab, browser_page, tmp_path):
     rates = [float(t.locator("td").nth(3).inner_text()) for t in page.locator(f"{PANEL} tr.mlp-trial").all()]
     assert rates == [0.3, 0.1, 0.01]
     assert page.locator(f'{PANEL} th[data-column="learning_rate"]').get_attribute("aria-sort") == "descending"
+    # a trial's log opens below the table (issue 39.5: it could not be opened)
+    assert "Log button" in page.locator(f"{PANEL} .mlp-log-hint").inner_text()
+    first = page.locator(f"{PANEL} tr.mlp-trial").first
+    trial_id = first.get_attribute("data-trial-id")
+    first.locator("button.mlp-trial-log").click()
+    page.locator(f"{PANEL} .mlp-log-title", has_text=f"Log (trial-{trial_id})").wait_for()
+    page.locator(f"{PANEL} .mlp-log-line", has_text="epoch 4/4").first.wait_for(timeout=30_000)
     shoot(page, tmp_path, "sweep")
     assert axe_violations(page) == []

@@ -6,7 +6,8 @@ cluster of the platform has (Kubeflow PyTorchJob/TFJob, Katib Experiment/Trial/S
 published), a default StorageClass whose claims the provisioner (`provisioner.py`) fills with
 hostPath PersistentVolumes (directories), and the fault proxy (`proxy.py`). Clients get
 kubeconfigs through the proxy by default (`write_kubeconfig`), so faults, cut watches, forced 410s
-and the request log apply to them; `direct=True` bypasses it. Test controls are thread-safe.
+and the request log apply to them; `direct=True` bypasses it. Where nftables and cgroup v2 are at
+hand the pods' NetworkPolicies are enforced (`netpol.py`). Test controls are thread-safe.
 `kubelet()` starts an emulated kubelet (`kubelet.py`) on the cluster's loop; `reset()` stops every
 kubelet and clears faults and the request log between tests.
 """
@@ -24,6 +25,7 @@ import yaml
 from tests.cluster.controlplane import ControlPlane, free_port
 from tests.cluster.kubelet import Kubelet
 from tests.cluster.kubelet_server import serve
+from tests.cluster.netpol import PolicyEnforcer
 from tests.cluster.network import PodNetwork
 from tests.cluster.provisioner import STORAGE_CLASS, Provisioner
 from tests.cluster.proxy import FaultProxy
@@ -104,6 +106,9 @@ class Cluster:
         await self.rest.post("/apis/storage.k8s.io/v1/storageclasses", STORAGE_CLASS)
         self._provisioner = Provisioner(self.rest, self.dir / "volumes")
         self._provisioner.start()
+        if self.network.cgroups is not None:  # NetworkPolicies enforced (straight to the API server, as DNS)
+            rest = Rest(self.cp.write_kubeconfig(self.dir / "netpol.kubeconfig", user="mlplatform-test-netpol"))
+            self.network.policies = await PolicyEnforcer(rest, self.network.cgroups, self.network.block).start()
 
     async def _wait_established(self, name: str, rest: Rest | None = None) -> None:
         for _ in range(300):
@@ -121,6 +126,10 @@ class Cluster:
                     self.reset()
                     if self._provisioner:
                         self.run(self._provisioner.stop())
+                    if self.network.policies is not None:
+                        self.run(self.network.policies.stop())
+                        self.run(self.network.policies.rest.close())
+                        self.network.policies = None
                     if self.rest:
                         self.run(self.rest.close())
                 finally:

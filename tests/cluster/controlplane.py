@@ -5,7 +5,8 @@ kube-scheduler, built from their Go modules by `tests/cluster/build.sh` into `te
 on free loopback ports, waits until the API server is ready and its RBAC bootstrap is done, and
 writes `admin.kubeconfig` (client certificate, group system:masters). `stop()` ends them all. The
 API server runs with TLS, `--authorization-mode=Node,RBAC`, ServiceAccount issuer and keys (bound
-tokens via TokenRequest) and the admission chain the platform relies on; the controller-manager
+tokens via TokenRequest) and the admission chain the platform relies on (presenting a client
+certificate of its own to webhooks that ask: `webhook_pki.ca` issued it); the controller-manager
 runs its default controllers (garbage collector, namespace, resourcequota, serviceaccount and its
 token controller, job, ttl-after-finished, PV binder, ...) with per-controller credentials; the
 scheduler is the real one. There are no nodes until a kubelet (`tests.cluster.kubelet`) registers
@@ -63,6 +64,20 @@ def write_yaml(path: pathlib.Path, data: dict) -> pathlib.Path:
     path.write_text(yaml.safe_dump(data))
     path.chmod(0o600)
     return path
+
+
+def webhook_admission_config(directory: pathlib.Path, client: Pair) -> pathlib.Path:
+    """The API server's AdmissionConfiguration: it presents `client` to every admission webhook that
+    asks for a client certificate (the platform's operator does, with --webhook-client-ca)."""
+    clients = write_yaml(directory / "webhook-clients.kubeconfig", {
+        "apiVersion": "v1", "kind": "Config",
+        "users": [{"name": "*", "user": {"client-certificate": str(client.cert), "client-key": str(client.key)}}]})
+    webhook = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+               "kubeConfigFile": str(clients)}
+    return write_yaml(directory / "admission.yaml", {
+        "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+        "plugins": [{"name": "ValidatingAdmissionWebhook", "configuration": webhook},
+                    {"name": "MutatingAdmissionWebhook", "configuration": webhook}]})
 
 
 def binaries_missing() -> list[str]:
@@ -137,6 +152,11 @@ class ControlPlane:
         kubelet_client = pki.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
                                    ("kubeadm:cluster-admins",), client=True)
         sa = pki.service_account_keys()
+        # the API server's client certificate for webhooks, from a CA of its own (not the cluster's,
+        # which issues users' certificates): what the operator's --webhook-client-ca trusts
+        self.webhook_pki = PKI(self.dir / "webhook-client-pki", ca_name="mlplatform-test-webhook-client-ca")
+        admission = webhook_admission_config(self.dir, self.webhook_pki.issue(
+            "apiserver-webhook-client", "kube-apiserver-webhook-client", client=True))
         self._spawn("kube-apiserver", [
             "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
             "--secure-port", str(self.port),
@@ -149,6 +169,7 @@ class ControlPlane:
             "--service-cluster-ip-range", SERVICE_CIDR,
             "--authorization-mode", "Node,RBAC",
             "--enable-admission-plugins", ADMISSION,
+            "--admission-control-config-file", str(admission),
             "--allow-privileged=true",
             "--kubelet-client-certificate", str(kubelet_client.cert),
             "--kubelet-client-key", str(kubelet_client.key),

@@ -40,7 +40,8 @@ import pathlib
 import signal
 import uuid
 
-from tests.cluster.kubelet_process import DEFAULT_IMAGES, ProcessMode, _signal_group
+from tests.cluster.kubelet_process import DEFAULT_IMAGES, ProcessMode
+from tests.cluster.pod_processes import signal_group
 from tests.cluster.logs import PodLogs
 from tests.cluster.network import PodNetwork
 from tests.cluster.podfiles import PodFiles
@@ -103,7 +104,7 @@ class Kubelet(ProcessMode):
         self._procs: dict[tuple[str, str], list[asyncio.subprocess.Process]] = {}
         self._files: dict[tuple[str, str], PodFiles] = {}
         self._ips: dict[tuple[str, str], str] = {}
-        self._sandboxes: dict = {}  # (ns, name) → kubelet_process.Sandbox of pods with a PID namespace
+        self._sandboxes: dict = {}  # (ns, name) → pod_processes.Sandbox of pods with a PID namespace
         self._pull_tries: dict[str, int] = {}  # pod uid → image pulls tried (kubelet_process: the back-off)
         # every process and sandbox started and not yet ended, whether or not its pod still knows it:
         # `shutdown()` kills them all (a pod stopping or half-started at that moment held its own)
@@ -130,12 +131,12 @@ class Kubelet(ProcessMode):
         # not only the pods' registered processes: a pod being stopped (its processes taken by
         # `_terminate`) or half-started (by `_run_process`) when its task was cancelled holds its own
         for proc in [*(p for procs in self._procs.values() for p in procs), *self._live]:
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
         if self._tasks:  # let the cancelled tasks end (a process being started is killed by asyncio)
             await asyncio.wait(list(self._tasks), timeout=10)
         live = [*(p for procs in self._procs.values() for p in procs), *self._live]
         for proc in live:
-            _signal_group(proc, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
         for proc in live:
             await proc.wait()
         self._procs.clear()
@@ -156,6 +157,8 @@ class Kubelet(ProcessMode):
         for ip in self._ips.values():
             self.network.release(ip)
         self._ips.clear()
+        for pod in self.pods.values():
+            self.network.forget(pod["metadata"]["uid"])
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
@@ -279,13 +282,14 @@ class Kubelet(ProcessMode):
             self.pods.pop(key, None)
             self._pull_tries.pop(pod["metadata"]["uid"], None)
             for proc in self._procs.pop(key, []):  # force-deleted (grace 0) while running
-                _signal_group(proc, signal.SIGKILL)
+                signal_group(proc, signal.SIGKILL)
             self._end_sandbox(*key)
             self._started.discard(key)
             self._files.pop(key, None)
             self.logs.drop_pod(*key)
             if key in self._ips:
                 self.network.release(self._ips.pop(key))
+            self.network.forget(pod["metadata"]["uid"])
             return
         self.pods[key] = pod
         if pod["metadata"].get("deletionTimestamp"):
@@ -380,6 +384,39 @@ class Kubelet(ProcessMode):
                     for st in (cur.get("status") or {}).get("containerStatuses") or []]
         await self._status(cur, {"containerStatuses": statuses, "conditions": self._conditions(cur, False, ts)})
 
+    async def _mark_backoff(self, ns: str, name: str, container: str, code: int, count: int, delay: float) -> None:
+        """A container that ended and waits to be started again: CrashLoopBackOff, with its end as
+        `lastState` and `count` restarts; the pod Running, not Ready."""
+        cur = self.pods.get((ns, name))
+        if cur is None:
+            return
+        ts = now_iso()
+        uid = cur["metadata"]["uid"]
+        message = f"back-off {delay:g}s restarting failed container={container} pod={name}_{ns}({uid})"
+        statuses = []
+        for st in (cur.get("status") or {}).get("containerStatuses") or []:
+            if st["name"] == container:
+                ended = _terminated(st, code, ts)
+                st = {**st, "ready": False, "started": False, "restartCount": count,
+                      "lastState": ended["state"], "state": {"waiting": {"reason": "CrashLoopBackOff",
+                                                                         "message": message}}}
+            statuses.append(st)
+        await self._status(cur, {"containerStatuses": statuses, "conditions": self._conditions(cur, False, ts)})
+        await self.event(cur, "BackOff", f"Back-off restarting failed container {container} in pod "
+                                         f"{name}_{ns}({uid})", type="Warning")
+
+    async def _mark_restarted(self, ns: str, name: str, container: str) -> None:
+        cur = self.pods.get((ns, name))
+        if cur is None:
+            return
+        ts = now_iso()
+        statuses = [{**st, "ready": True, "started": True, "containerID": f"process://{uuid.uuid4().hex}",
+                     "state": {"running": {"startedAt": ts}}} if st["name"] == container else st
+                    for st in (cur.get("status") or {}).get("containerStatuses") or []]
+        ready = all(st.get("ready") for st in statuses)
+        await self._status(cur, {"containerStatuses": statuses, "conditions": self._conditions(cur, ready, ts)})
+        await self.event(cur, "Started", f"Started container {container}")
+
     async def _mark_terminated(self, ns: str, name: str, exit_codes: dict[str, int], reason: str | None = None,
                                message: str | None = None) -> None:
         cur = self.pods.get((ns, name))
@@ -429,17 +466,17 @@ class Kubelet(ProcessMode):
         try:
             if procs:
                 for proc in procs:  # at once: the event below is a request, slow under load
-                    _signal_group(proc, signal.SIGTERM)
+                    signal_group(proc, signal.SIGTERM)
                 await self.event(pod, "Killing", "Stopping container")
                 try:
                     await asyncio.wait_for(asyncio.gather(*(p.wait() for p in procs)), min(grace, self.max_grace))
                 except asyncio.TimeoutError:
                     for proc in procs:
-                        _signal_group(proc, signal.SIGKILL)
+                        signal_group(proc, signal.SIGKILL)
                     await asyncio.gather(*(p.wait() for p in procs))
         except BaseException:  # cancelled (the kubelet shuts down) or failed: the processes go anyway
             for proc in procs:
-                _signal_group(proc, signal.SIGKILL)
+                signal_group(proc, signal.SIGKILL)
             self._end_sandbox(ns, name)
             raise
         self._end_sandbox(ns, name)

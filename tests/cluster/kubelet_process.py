@@ -16,12 +16,22 @@ Secret/ConfigMap is missing waits in CreateContainerConfigError and is retried e
 Pods with `shareProcessNamespace: true` (Katib's trial pods: its metrics collector looks for the
 trial's process as a process whose parent is outside the pod, ppid 0, FINDINGS P9) get a pod
 sandbox: a PID and mount namespace whose PID 1 is a pause process (`unshare --pid --mount --fork
---mount-proc sleep infinity`; ready once its own /proc is mounted, see `Sandbox.start`), each
+--mount-proc sleep infinity`; ready once its own /proc is mounted, see `pod_processes.Sandbox.start`), each
 container entered into it (`nsenter -t PAUSE -p -m`) and run in
 its own mount namespace with its volumes bind-mounted at their real mount paths (no rewriting of
 paths in args or env) and its resolv.conf. The sandbox ends with SIGKILL to its PID 1 (a PID
 namespace's init ignores SIGTERM from outside, P11), which ends every process left in it. Other
 pods run as before (host PID namespace, paths rewritten), which is cheaper.
+
+A container that ends is started again in the same pod as the pod's `restartPolicy` asks (Always;
+OnFailure after a failure), after the kubelet's CrashLoopBackOff (`RESTART_BACKOFF_SECONDS`), with
+its `restartCount` and `lastState`; a pod that has ended gives its address back at once.
+
+Each pod has its own copy of the fixed scratch directories programs share by name under /tmp
+(`POD_SCRATCH`), as a container has its own /tmp.
+
+Each container runs as the user its securityContext (or its image, the table's ``user``) names, never
+as root unless that is what it says (`kubelet_identity`: setpriv; runAsNonRoot with root refused).
 
 Every container's process is registered under its pod as soon as it runs (init containers too), and
 a pod found deleted while it was being started has its processes killed and its start abandoned
@@ -41,16 +51,21 @@ import shutil
 import signal
 import sys
 
+from tests.cluster import kubelet_identity
+from tests.cluster.kubelet_identity import NonRootRefused
 from tests.cluster.network import private_mounts
+from tests.cluster.rest import ApiError
 from tests.cluster.podfiles import PodFiles
+from tests.cluster.pod_processes import Sandbox, pump, signal_group
 
 # Kubernetes' expansion of command, args and env values: `$(VAR)` of a defined variable is its value,
 # `$$` is a `$` (so `$$(VAR)` stays `$(VAR)`), anything else is kept
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 CONTROLLERS_BIN = pathlib.Path(__file__).resolve().parent.parent / "controllers" / "bin"
 DEFAULT_IMAGES = {
-    "*singleuser*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
-    "*jupyter/*-notebook*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"]},
+    # the Jupyter images run as jovyan (uid 1000, group users 100), as their Dockerfiles' USER says
+    "*singleuser*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"], "user": 1000, "group": 100},
+    "*jupyter/*-notebook*": {"entrypoint": [], "cmd": ["jupyterhub-singleuser"], "user": 1000, "group": 100},
     # Katib's Go images (built by `make controllers`). The goptuna service binds its pod IP (P5: Katib's
     # own binary binds 0.0.0.0:6789, one per host); "0.0.0.0" in args becomes the pod IP.
     "ghcr.io/kubeflow/katib/suggestion-goptuna:*": {
@@ -72,6 +87,12 @@ DEFAULT_IMAGES = {
 }
 CONFIG_RETRY_SECONDS = 1.0  # a pod whose Secret/ConfigMap is missing is retried this often
 IMAGE_BACKOFF_SECONDS = (10.0, 300.0)  # the kubelet's image pull back-off: the first, doubling up to the second
+RESTART_BACKOFF_SECONDS = (10.0, 300.0)  # the kubelet's CrashLoopBackOff: the first, doubling up to the second
+
+
+def restarts(policy: str | None, code: int) -> bool:
+    """Whether a container that exited with `code` is started again in its pod (restartPolicy)."""
+    return (policy or "Always") == "Always" or (policy == "OnFailure" and code != 0)
 
 
 class ImageUnavailable(Exception):
@@ -88,9 +109,30 @@ def _keep_path_in_login_shells(home: pathlib.Path, path: str) -> None:
     line = f"export PATH={shlex.quote(path)}\n"
     if not profile.exists() or profile.read_text() != line:
         profile.write_text(line)
+    owner = home.stat()  # the home's user's, readable whatever the kubelet's umask (demo-kube's is 077)
+    os.chown(profile, owner.st_uid, owner.st_gid)
+    os.chmod(profile, 0o644)
 
 
 _NO_IMAGE = {"entrypoint": [], "cmd": []}
+
+# Fixed directories under /tmp that programs share by name (cloudml-hypertune's metrics file is
+# /tmp/hypertune/output.metrics): in a container they are its own /tmp's. Pods here share the host's
+# /tmp, so each pod gets its own of these (bind-mounted in the container's mount namespace): one
+# pod's file is not another's, and a directory a root pod made does not refuse a pod of another user.
+POD_SCRATCH = ("/tmp/hypertune",)
+
+
+def _pod_scratch(pod_root: pathlib.Path, who: kubelet_identity.Identity) -> dict[str, pathlib.Path]:
+    """`POD_SCRATCH`'s directories of the pod (under its own directory), owned by `who`."""
+    binds = {}
+    for target in POD_SCRATCH:
+        source = pod_root / "scratch" / target.strip("/").replace("/", "-")
+        source.mkdir(parents=True, exist_ok=True)
+        os.chown(source.parent, who.uid, who.gid)
+        os.chown(source, who.uid, who.gid)
+        binds[target] = source
+    return binds
 
 
 class ProcessMode:
@@ -104,12 +146,18 @@ class ProcessMode:
         if not waiting & {"CreateContainerConfigError", "ErrImagePull", "ImagePullBackOff"}:
             pod = await self._mark_creating(pod)  # (a retry keeps the error until it is fixed)
         uid = pod["metadata"]["uid"]
+        await self.network.admit(pod, ip)  # its cgroup, and the NetworkPolicies on it, before any process
         procs = []
         try:
-            for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]:
+            every = [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]
+            for c in every:
                 if not c.get("command") and self._image(c) is _NO_IMAGE:
                     raise ImageUnavailable(c["image"])
+            who = {c["name"]: self._identity(pod, c) for c in every}  # runAsNonRoot refused before anything
             mounts_by_container = await files.materialise(ip)
+            fs_group = (pod["spec"].get("securityContext") or {}).get("fsGroup")
+            for c in every:
+                kubelet_identity.give_access(who[c["name"]], files.root, files.claim_dirs, fs_group)
             sandbox = None
             if pod["spec"].get("shareProcessNamespace") and os.geteuid() == 0 and shutil.which("nsenter"):
                 sandbox = self._sandboxes.get((ns, name)) or await Sandbox.start()
@@ -130,16 +178,18 @@ class ProcessMode:
                     self._end_sandbox(ns, name)
                     await self._mark_terminated(ns, name, {x["name"]: 1 for x in pod["spec"]["containers"]},
                                                 "Init:Error")
+                    self._free_address(ns, name, uid)
                     return
             for c in pod["spec"]["containers"]:
                 proc = await self._start(pod, c, ip, files, mounts_by_container[c["name"]], sandbox)
                 if proc is None:
                     for _, p in procs:
-                        _signal_group(p, signal.SIGKILL)
+                        signal_group(p, signal.SIGKILL)
                     self._procs.pop((ns, name), None)
                     self._end_sandbox(ns, name)
                     await self._mark_terminated(ns, name, {x["name"]: 127 for x in pod["spec"]["containers"]},
                                                 "StartError")
+                    self._free_address(ns, name, uid)
                     return
                 if not self._track(ns, name, uid, proc):
                     return
@@ -147,30 +197,80 @@ class ProcessMode:
         except ImageUnavailable as e:
             await self._image_backoff(pod, str(e), waiting)
             return
-        except LookupError as e:  # a Secret or ConfigMap the pod refers to is missing
+        except ApiError as e:  # the pod went while its files were made (its token asked for a pod now gone)
+            if e.status != 404 or f'pods "{name}" not found' not in str(e):
+                raise
             for _, p in procs:
-                _signal_group(p, signal.SIGKILL)
+                signal_group(p, signal.SIGKILL)
+            return
+        except LookupError as e:  # a Secret or ConfigMap the pod refers to is missing; runAsNonRoot as root
+            for _, p in procs:
+                signal_group(p, signal.SIGKILL)
             self._procs.pop((ns, name), None)
             await self._status(pod, {"containerStatuses": [
                 {**st, "state": {"waiting": {"reason": "CreateContainerConfigError", "message": str(e)}}}
                 for st in (pod.get("status") or {}).get("containerStatuses") or []]})
             await self.event(pod, "Failed", f"Error: {e}", type="Warning")
-            self._spawn(self._retry(ns, name, pod["metadata"]["uid"]))
+            after = RESTART_BACKOFF_SECONDS[0] if isinstance(e, NonRootRefused) else CONFIG_RETRY_SECONDS
+            self._spawn(self._retry(ns, name, pod["metadata"]["uid"], after))
             return
         await self._mark_running(pod, ip)
         codes = {}
-        waits = {asyncio.ensure_future(proc.wait()): cname for cname, proc in procs}
-        while waits:  # each container's end written as it ends (the pod not Ready), as a kubelet does
-            done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            for w in done:
-                codes[waits.pop(w)] = w.result()
-            if waits and (ns, name) not in self._stopping:
-                await self._mark_containers_ended(ns, name, codes)
+        containers = {c["name"]: c for c in pod["spec"]["containers"]}
+        waits = {asyncio.ensure_future(self._container_life(pod, containers[cname], proc, ip, files,
+                                                            mounts_by_container[cname], sandbox)): cname
+                 for cname, proc in procs}
+        try:
+            while waits:  # each container's end written as it ends (the pod not Ready), as a kubelet does
+                done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                for w in done:
+                    codes[waits.pop(w)] = w.result()
+                if waits and (ns, name) not in self._stopping:
+                    await self._mark_containers_ended(ns, name, codes)
+        finally:  # the kubelet shutting down (this task cancelled): the containers' lives end with it
+            for w in waits:
+                w.cancel()
         if (ns, name) in self._stopping:
             return
         self._procs.pop((ns, name), None)
         self._end_sandbox(ns, name)
         await self._mark_terminated(ns, name, codes)
+        self._free_address(ns, name, uid)  # a pod that has ended holds no address (its status keeps it)
+
+    async def _container_life(self, pod: dict, container: dict, proc, ip: str, files: PodFiles,
+                              mounts: dict[str, str], sandbox: "Sandbox | None") -> int:
+        """A container's exit code once it has ended for good: as long as the pod's restartPolicy asks
+        (Always; OnFailure after a failure) it is started again in the same pod, after the kubelet's
+        CrashLoopBackOff (10 s, doubling up to 5 min), its restartCount and lastState written. So a
+        crashing Deployment's pod stays one pod, as on a real node."""
+        ns, name, uid = pod["metadata"]["namespace"], pod["metadata"]["name"], pod["metadata"]["uid"]
+        count = 0
+        while True:
+            code = await proc.wait()
+            if not restarts(pod["spec"].get("restartPolicy"), code) or self._gone(ns, name, uid):
+                return code
+            count += 1
+            first, most = RESTART_BACKOFF_SECONDS
+            delay = min(first * 2 ** (count - 1), most)
+            await self._mark_backoff(ns, name, container["name"], code, count, delay)
+            await asyncio.sleep(delay)
+            if self._gone(ns, name, uid):
+                return code
+            new = await self._start(pod, container, ip, files, mounts, sandbox)
+            if new is None:
+                return 127
+            live = self._procs.get((ns, name), [])
+            if proc in live:
+                live.remove(proc)
+            if not self._track(ns, name, uid, new):
+                return code
+            proc = new
+            await self._mark_restarted(ns, name, container["name"])
+
+    def _free_address(self, ns: str, name: str, uid: str) -> None:
+        if (ns, name) in self._ips:
+            self.network.release(self._ips.pop((ns, name)))
+        self.network.forget(uid)
 
     def _gone(self, ns: str, name: str, uid: str) -> bool:
         """Whether the pod is being deleted or gone (or replaced by a new pod of its name)."""
@@ -187,8 +287,8 @@ class ProcessMode:
         if not self._gone(ns, name, uid):
             return True
         for p in self._procs.pop((ns, name), []):
-            _signal_group(p, signal.SIGKILL)
-        _signal_group(proc, signal.SIGKILL)
+            signal_group(p, signal.SIGKILL)
+        signal_group(proc, signal.SIGKILL)
         self._end_sandbox(ns, name)
         return False
 
@@ -263,10 +363,16 @@ class ProcessMode:
             clog.append(f"test kubelet: executable not found: {argv[:1]}")
             await self.event(pod, "Failed", f"Error: executable not found in $PATH: {argv[:1]}", type="Warning")
             return None
-        argv = [exe, *argv[1:]]
+        who = self._identity(pod, container)
+        if not who.root:  # what a runtime gives a container's user: its program, its working directory
+            kubelet_identity.traversable(pathlib.Path(exe))
+            if pathlib.Path(cwd).is_relative_to(files.root):
+                os.chown(cwd, who.uid, -1)
+        argv = who.wrap([exe, *argv[1:]])
         resolv = self._resolv_conf(pod)
+        scratch = _pod_scratch(files.root, who)
         if at_paths:
-            binds = dict(mounts)
+            binds = {**mounts, **scratch}
             if resolv is not None:
                 binds["/etc/resolv.conf"] = resolv
             if resolv is not None and self.network.service_hosts is not None:  # Services' names (a debt)
@@ -274,13 +380,15 @@ class ProcessMode:
             argv = private_mounts(binds, argv)
         if sandbox is not None:  # into the pod's PID namespace
             argv = ["nsenter", "-t", str(sandbox.init_pid), "-p", "-m", "--", *argv]
-        elif not at_paths and resolv is not None:  # the pod's own /etc/resolv.conf, as the kubelet writes for ClusterFirst
-            argv = private_mounts({"/etc/resolv.conf": resolv}, argv)
+        elif not at_paths and os.geteuid() == 0 and shutil.which("unshare"):
+            # the pod's own /etc/resolv.conf (as the kubelet writes for ClusterFirst) and scratch directories
+            argv = private_mounts({**scratch, **({"/etc/resolv.conf": resolv} if resolv is not None else {})}, argv)
+        argv = self.network.enter(pod["metadata"]["uid"], argv)  # the pod's cgroup: its traffic is known
         proc = await asyncio.create_subprocess_exec(*argv, env=full_env, cwd=cwd,
                                                     stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.STDOUT, start_new_session=True)
         self._live.add(proc)
-        self._spawn(_pump(proc, clog))
+        self._spawn(pump(proc, clog))
         self._spawn(self._reap(proc))
         return proc
 
@@ -297,6 +405,11 @@ class ProcessMode:
             return self.network.resolv_conf(pod["metadata"]["namespace"])
         return None
 
+    def _identity(self, pod: dict, container: dict) -> kubelet_identity.Identity:
+        """The user, group and groups the container runs as (`kubelet_identity`)."""
+        image = self._image(container)
+        return kubelet_identity.identity(pod, container, int(image.get("user", 0)), int(image.get("group", 0)))
+
     def _image(self, container: dict) -> dict:
         """What the image table says of the container's image (`_NO_IMAGE` if nothing)."""
         return next((meta for pattern, meta in self.images.items()
@@ -308,61 +421,3 @@ class ProcessMode:
         if container.get("command"):
             return list(container["command"]) + list(container.get("args") or [])
         return list(image["entrypoint"]) + list(container.get("args") or image["cmd"])
-
-
-class Sandbox:
-    """A pod's PID + mount namespace whose PID 1 is a pause process (see the module's docstring)."""
-
-    def __init__(self, proc, init_pid: int):
-        self.proc, self.init_pid = proc, init_pid
-
-    @classmethod
-    async def start(cls, timeout: float = 10) -> "Sandbox":
-        proc = await asyncio.create_subprocess_exec(
-            "unshare", "--pid", "--mount", "--fork", "--mount-proc", "--propagation", "private", "sleep", "infinity",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-            start_new_session=True)
-        children = pathlib.Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
-        deadline = asyncio.get_running_loop().time() + timeout
-        try:
-            while True:
-                try:
-                    pid = children.read_text().split()
-                    # ready once the namespace's own /proc is mounted: unshare's child mounts it after
-                    # the fork, then execs sleep. A container entering the mount namespace before that
-                    # copies the host's /proc, where Katib's collector takes kthreadd (host pid 2, ppid
-                    # 0) for the trial's process and waits for it to end: the trial never ends
-                    ready = bool(pid) and pathlib.Path(f"/proc/{pid[0]}/root/proc/1/cmdline").read_bytes(
-                    ).startswith(b"sleep\0")
-                except OSError:
-                    pid, ready = [], False
-                if ready:
-                    return cls(proc, int(pid[0]))
-                if proc.returncode is not None or asyncio.get_running_loop().time() > deadline:
-                    raise RuntimeError("the pod sandbox (unshare --pid --mount --fork) did not start")
-                await asyncio.sleep(0.02)
-        except BaseException:  # also when cancelled: no sandbox left behind
-            _signal_group(proc, signal.SIGKILL)
-            raise
-
-    def kill(self) -> None:
-        try:
-            os.kill(self.init_pid, signal.SIGKILL)  # the namespace's init: everything in it ends
-        except ProcessLookupError:
-            pass
-        _signal_group(self.proc, signal.SIGKILL)
-
-
-async def _pump(proc, clog) -> None:
-    while True:
-        line = await proc.stdout.readline()
-        if not line:
-            break
-        clog.append(line.decode(errors="replace").rstrip("\n"))
-
-
-def _signal_group(proc, sig) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

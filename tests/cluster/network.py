@@ -27,8 +27,13 @@ import socket
 import subprocess
 import time
 from collections import deque
+from typing import TYPE_CHECKING
 
+from tests.cluster import pod_cgroups
 from tests.cluster.controlplane import free_port
+
+if TYPE_CHECKING:
+    from tests.cluster.netpol import PolicyEnforcer
 
 log = logging.getLogger("tests.cluster.network")
 
@@ -63,6 +68,8 @@ class PodNetwork:
         self.block: str | None = None  # "10.244.B" when the pod network is on lo
         self.dns: str | None = None  # the DNS server's address, when it runs
         self.service_hosts: pathlib.Path | None = None  # while one is kept: tests.cluster.service_hosts
+        self.cgroups: pod_cgroups.PodCgroups | None = None  # a cgroup per pod, where policies can be enforced
+        self.policies: "PolicyEnforcer | None" = None  # set by the cluster once it follows the API
         self._free: deque[str] = deque()
         self._next = 2
         self._loopback = 0
@@ -72,6 +79,11 @@ class PodNetwork:
     def start(self, kubeconfig: pathlib.Path | None = None) -> "PodNetwork":
         self.dir.mkdir(parents=True, exist_ok=True)
         self.block = self._add_block()
+        why_not = pod_cgroups.available() if self.block else "no pod network block"
+        if why_not is None:
+            self.cgroups = pod_cgroups.PodCgroups(self.block)
+        else:
+            log.warning("NetworkPolicies are not enforced: %s", why_not)
         if self.block and kubeconfig is not None:
             if not COREDNS.exists():
                 log.warning("no cluster DNS: %s is not built (make controllers)", COREDNS)
@@ -87,6 +99,9 @@ class PodNetwork:
             self._coredns.wait()
             self._coredns = None
             self.dns = None
+        if self.cgroups is not None:
+            self.cgroups.close()
+            self.cgroups = None
         if self.block:
             _ip("addr", "del", f"{self.block}.1/24", "dev", "lo")
             self.block = None
@@ -166,6 +181,22 @@ class PodNetwork:
         if not self._free:
             raise RuntimeError(f"pod network {self.block}.0/24 is full (253 live pods)")
         return self._free.popleft()  # the longest-freed address (its DNS records are long gone)
+
+    async def admit(self, pod: dict, ip: str) -> None:
+        """A pod about to start: its cgroup made and its policies in force before its first process."""
+        if self.cgroups is not None:
+            self.cgroups.make(pod["metadata"]["uid"])
+        if self.policies is not None:
+            await self.policies.admit(pod, ip)
+
+    def enter(self, uid: str, argv: list[str]) -> list[str]:
+        """`argv` started in the pod's cgroup, where there are pod cgroups."""
+        return self.cgroups.enter(uid, argv) if self.cgroups is not None else argv
+
+    def forget(self, uid: str) -> None:
+        """A pod gone (its processes ended): its cgroup removed."""
+        if self.cgroups is not None:
+            self.cgroups.remove(uid)
 
     def release(self, ip: str) -> None:
         if self.block and ip.startswith(self.block + ".") and ip not in self._free:

@@ -46,13 +46,13 @@ class Pair:
 class PKI:
     """A CA in `directory` that issues serving and client certificates as PEM files."""
 
-    def __init__(self, directory: pathlib.Path):
+    def __init__(self, directory: pathlib.Path, ca_name: str = "mlplatform-test-ca"):
         self.dir = pathlib.Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self._ca_key = _key()
         now = datetime.datetime.now(datetime.timezone.utc)
         self._ca = (x509.CertificateBuilder()
-                    .subject_name(_name("mlplatform-test-ca")).issuer_name(_name("mlplatform-test-ca"))
+                    .subject_name(_name(ca_name)).issuer_name(_name(ca_name))
                     .public_key(self._ca_key.public_key()).serial_number(x509.random_serial_number())
                     .not_valid_before(now - _DAY).not_valid_after(now + 30 * _DAY)
                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)

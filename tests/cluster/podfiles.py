@@ -41,6 +41,7 @@ class PodFiles:
         self.api_url, self.ca = api_url, ca
         self._tokens: list[tuple[pathlib.Path, dict, int]] = []  # (file, TokenRequest spec, mode)
         self.next_refresh = float("inf")
+        self.claim_dirs: list[pathlib.Path] = []  # the directories of the pod's claims (kubelet_identity)
 
     async def _get(self, plural: str, name: str, optional: bool) -> dict | None:
         try:
@@ -169,6 +170,7 @@ class PodFiles:
         if not path.is_absolute():
             raise LookupError(f'persistentvolume "{volume}" has no hostPath or local path')
         path.mkdir(parents=True, exist_ok=True)
+        self.claim_dirs.append(path)
         return path
 
     async def materialise(self, ip: str) -> dict[str, dict[str, str]]:

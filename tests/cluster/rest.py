@@ -106,18 +106,21 @@ class Rest:
                 if line.strip():
                     yield json.loads(line)
 
-    async def follow(self, path: str, handle, who: str) -> None:
+    async def follow(self, path: str, handle, who: str, *, listed=None, deleted=None) -> None:
         """Call `handle(obj)` for each object at `path` and each one added or changed since, for
         ever (a controller's list-then-watch): after a watch error event, a cut watch, a 5xx or a
         failed `handle`, list again after a pause, so nothing missed stays missed. `who` names the
-        loop in the log."""
+        loop in the log. `listed(items)`, when given, takes each whole listing instead (a cache
+        starts again from it); `deleted(obj)` each object deleted."""
         rv = None
         while True:
             try:
                 if rv is None:
                     listing = await self.get(path)
                     rv = listing["metadata"]["resourceVersion"]
-                    for obj in listing["items"]:
+                    if listed is not None:
+                        await listed(listing["items"])
+                    for obj in listing["items"] if listed is None else ():
                         await handle(obj)
                 async for ev in self.watch(path, rv, timeoutSeconds="60"):
                     if ev["type"] == "ERROR":
@@ -126,6 +129,8 @@ class Rest:
                     rv = ev["object"]["metadata"]["resourceVersion"]
                     if ev["type"] in ("ADDED", "MODIFIED"):
                         await handle(ev["object"])
+                    elif ev["type"] == "DELETED" and deleted is not None:
+                        await deleted(ev["object"])
             except asyncio.CancelledError:
                 raise
             except Exception as e:

@@ -9,7 +9,11 @@
 # v1.15.0 with our own main.go choosing its plugins, kustomize/go.mod pins sigs.k8s.io/kustomize/kustomize/v5
 # v5.7.1 (renders the controllers' released overlays; no kubectl needed), snapshot-controller/go.mod pins
 # github.com/kubernetes-csi/external-snapshotter/v8 v8.7.0 (Kubernetes' volume snapshot controller),
-# kueue/go.mod pins sigs.k8s.io/kueue v0.17.0 (its manager, cmd/kueue, as kueue-manager; needs Go >= 1.25.0).
+# kueue/go.mod pins sigs.k8s.io/kueue v0.17.0 (its manager, cmd/kueue, as kueue-manager; needs Go >= 1.25.0),
+# trainer/go.mod pins github.com/kubeflow/trainer/v2 v2.3.0 (Kubeflow Trainer v2's controller manager) and
+# sigs.k8s.io/jobset v0.12.0, the JobSet Trainer's go.mod names (its controller, the module's root
+# package, as jobset-controller): one module for both, so they share their compiled dependencies
+# (Trainer's graph: Kubernetes v0.36.2 and controller-runtime v0.24.1 where JobSet pins v0.36.0, v0.24.0).
 # Needs Go >= 1.26.0 (the `go` line of training-operator v1.9.4's own go.mod). Builds run one at a
 # time under `nice -n 19`; a rebuild with warm Go caches only links.
 set -euo pipefail
@@ -32,3 +36,5 @@ build katib goptuna-suggestion github.com/kubeflow/katib/cmd/suggestion/goptuna/
 build katib goptuna-suggestion-listen ./goptuna
 build katib file-metricscollector github.com/kubeflow/katib/cmd/metricscollector/v1beta1/file-metricscollector
 build kueue kueue-manager sigs.k8s.io/kueue/cmd/kueue
+build trainer trainer-controller-manager github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+build trainer jobset-controller sigs.k8s.io/jobset

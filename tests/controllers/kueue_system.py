@@ -54,14 +54,14 @@ import yaml
 
 from tests.cluster.controlplane import free_port
 from tests.cluster.rest import ApiError
-from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, delete_all, module_dir, \
-    render, sa_kubeconfig
+from tests.controllers.outofcluster import BIN, CRDS, HERE, CertCopy, ControllerProcess, apply, delete_all, \
+    get_or_none, module_dir, remove_crds, render, sa_kubeconfig
 
 HELM_VALUES = HERE.parents[1] / "helm-values" / "kueue.yaml"
 WEBHOOKS = ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/kueue-mutating-webhook-configuration",
             "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/"
             "kueue-validating-webhook-configuration")
-CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+GROUP = "kueue.x-k8s.io"
 FINALIZED = ("/api/v1/pods", "/apis/kueue.x-k8s.io/v1beta2/workloads")  # what Kueue's finalizers hold
 
 
@@ -161,38 +161,12 @@ class Kueue:
                 return
             time.sleep(0.3)
 
-    def _get(self, path: str) -> dict | None:
-        try:
-            return self.cluster.run(self.cluster.rest.get(path))
-        except ApiError as e:
-            if e.status == 404:
-                return None
-            raise
-
-    def _remove_crds(self, timeout: float = 60) -> list[str]:
-        """Delete Kueue's CRDs (and so every Kueue object) and wait until they are gone; the names of
-        those still there at `timeout`."""
-        names = [c["metadata"]["name"] for c in self.cluster.run(self.cluster.rest.get(CRDS))["items"]
-                 if c["spec"]["group"] == "kueue.x-k8s.io"]
-        for name in names:
-            try:
-                self.cluster.run(self.cluster.rest.delete(f"{CRDS}/{name}"))
-            except ApiError as e:
-                if e.status != 404:
-                    raise
-        deadline = time.monotonic() + timeout
-        left = names
-        while left and time.monotonic() < deadline:
-            time.sleep(0.2)
-            left = [n for n in left if self._get(f"{CRDS}/{n}") is not None]
-        return left
-
     def _unfinalize(self, crds: list[str]) -> None:
         """What an admin does for a controller that is gone: remove Kueue's finalizers from what is left
         (objects of the CRDs being deleted, pods Kueue managed)."""
         paths = [f"/apis/kueue.x-k8s.io/v1beta2/{name.split('.')[0]}" for name in crds] + ["/api/v1/pods"]
         for path in paths:
-            for obj in (self._get(path) or {}).get("items", []):
+            for obj in (get_or_none(self.cluster, path) or {}).get("items", []):
                 meta = obj["metadata"]
                 keep = [f for f in meta.get("finalizers") or [] if not f.startswith("kueue.x-k8s.io/")]
                 if keep == (meta.get("finalizers") or []):
@@ -218,17 +192,17 @@ class Kueue:
         try:
             if self.process.proc.poll() is None:
                 self._finalized()
-            left = self._remove_crds()
+            left = remove_crds(self.cluster, (GROUP,))
         finally:
             self.process.stop()
             self.process = None
         if left:
             self._unfinalize(left)
-            left = self._remove_crds(30)
+            left = remove_crds(self.cluster, (GROUP,), 30)
         self._unfinalize([])  # pods still holding Kueue's finalizer
         delete_all(self.cluster, WEBHOOKS)
         deadline = time.monotonic() + 30
-        while self._get("/apis/kueue.x-k8s.io/v1beta2") is not None and time.monotonic() < deadline:
+        while get_or_none(self.cluster, "/apis/kueue.x-k8s.io/v1beta2") is not None and time.monotonic() < deadline:
             time.sleep(0.2)
         if left:
             raise RuntimeError(f"Kueue's CRDs not deleted: {left}")

@@ -40,6 +40,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 BIN = HERE / "bin"
 
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never through an http_proxy
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 PATHS = {  # kind → collection path ({ns}: the object's namespace)
     "Namespace": "/api/v1/namespaces",
     "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
@@ -53,6 +54,7 @@ PATHS = {  # kind → collection path ({ns}: the object's namespace)
     "ValidatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
     "MutatingWebhookConfiguration": "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
     "CustomResourceDefinition": "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+    "ClusterTrainingRuntime": "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",
 }
 
 
@@ -112,6 +114,30 @@ def delete_all(cluster, paths) -> None:
         except ApiError as e:
             if e.status != 404:
                 raise
+
+
+def get_or_none(cluster, path: str) -> dict | None:
+    """The object (or list) at API path `path` as the test tooling reads it; None if there is none."""
+    try:
+        return cluster.run(cluster.rest.get(path))
+    except ApiError as e:
+        if e.status == 404:
+            return None
+        raise
+
+
+def remove_crds(cluster, groups: tuple[str, ...], timeout: float = 60) -> list[str]:
+    """Delete the CRDs of API `groups` (and so every object of them) and wait until they are gone;
+    the names of those still there at `timeout`."""
+    names = [c["metadata"]["name"] for c in cluster.run(cluster.rest.get(CRDS))["items"]
+             if c["spec"]["group"] in groups]
+    delete_all(cluster, [f"{CRDS}/{n}" for n in names])
+    deadline = time.monotonic() + timeout
+    left = names
+    while left and time.monotonic() < deadline:
+        time.sleep(0.2)
+        left = [n for n in left if get_or_none(cluster, f"{CRDS}/{n}") is not None]
+    return left
 
 
 def sa_kubeconfig(cluster, ns: str, sa: str, path: pathlib.Path, hours: int = 24) -> pathlib.Path:

@@ -15,18 +15,25 @@ It starts, in this order (everything the tests use, nothing played):
 - the real Kubeflow Training Operator v1.9.4 and real Katib v0.19.0 (Postgres, katib-db-manager,
   katib-controller, goptuna suggestions, its metrics collectors), out of cluster
   (`tests.controllers`, `make controllers`); Katib only where the pod network runs (root);
-- the real Kueue v0.17.0 (`tests.controllers.kueue_system`) with the platform's configuration
+- the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0 (`tests.controllers.trainer_system`) with the
+  platform's runtime (``helm-values/trainer-runtimes.yaml``); the users' servers run with the job
+  tables' ``training_api: auto``, so their PyTorch and one-replica jobs are TrainJobs (`docs/jobs.md`);
+- the real Kueue v0.17.0 (`tests.controllers.kueue_system`, started after Trainer, so it queues TrainJobs too) with the platform's configuration
   (``helm-values/kueue.yaml``): the hub finds it and makes each project's queues, so a server or
   job that does not fit waits in its project's queue (`docs/queueing.md`);
 - JupyterHub with `PlatformSpawner` (`tests.kube.platform_env.kube_hub_config`: the demo's
   catalogue, groups and shared password) on http://127.0.0.1:PORT, acting as the hub's
   ServiceAccount of ``helm-values/hub-rbac.yaml``. The hub makes each user's project (namespace
-  ``user-<name>``, and ``vision`` for alice) when the user first sees the spawn form. The platform's
-  operator (dataset loading, its webhooks) is not started: the spawn flow does not need it.
+  ``user-<name>``, and ``vision`` for alice) when the user first sees the spawn form;
+- an S3 emulator (moto, as in the tests) with a bucket holding a small sample dataset (``sample/``)
+  and a sample key pair, and the platform's operator (`mlplatform operator`, as
+  ``helm-values/operator.yaml`` deploys it: its webhooks answer only the API server) loading
+  datasets from it: a user adds the key pair as a credential, the sample as a dataset, and mounts it
+  in a server, as the seed platform does (README, "Datasets in demo-kube").
 
 It prints the login and the passwords like `make demo`, and an admin kubeconfig for ``kubectl``.
-SIGINT (Ctrl-C) or SIGTERM stops the hub (which stops the users' servers), the kubelet (every pod
-process), Katib, Kueue, the Training Operator and the control plane (its ``lo`` address and every mount
+SIGINT (Ctrl-C) or SIGTERM stops the hub (which stops the users' servers), the operator, the kubelet
+(every pod process), Katib, Kueue, Trainer v2, the Training Operator, the control plane and the S3 emulator (its ``lo`` address and every mount
 go with them), then exits 0. State lives under --workdir (kept), else in a temporary directory
 that is removed on exit.
 """
@@ -52,12 +59,24 @@ from hub_ext.local.files import PRIVATE_UMASK
 from tests.harness.hub import related_processes, stop_group, wait_answering
 
 DEFAULT_PORT = 8000
+RUNTIMES = pathlib.Path(__file__).resolve().parents[2] / "helm-values" / "trainer-runtimes.yaml"
+DEMO_UID_BASE = 20000  # user N's notebook pods run as uid 20000 + N
 MARKER_ENV = "MLPLATFORM_DEMO_KUBE"
 
 
-def banner(url: str, demo_secrets: DemoSecrets, kubeconfig: pathlib.Path, katib: bool) -> str:
+SAMPLE = {"sample/README.txt": b"A sample dataset of the demo's S3 emulator: three small CSV files.\n",
+          **{f"sample/part-{i}.csv": "".join(f"{i},{j},{(i * 7 + j) % 10}\n" for j in range(100)).encode()
+             for i in range(3)}}
+
+
+def banner(url: str, demo_secrets: DemoSecrets, kubeconfig: pathlib.Path, katib: bool, store=None) -> str:
     """The one place the passwords are shown: the terminal of whoever ran the demo."""
     sweeps = "real Katib (every algorithm of its katib-config)" if katib else "none (Katib needs the pod network: root)"
+    datasets = (
+        f"  Datasets:  an S3 emulator at {store.endpoint}; add the credential (Credentials page, aws-credential)\n"
+        f"               access key {store.key_id}  secret {store.secret}\n"
+        f"             then the dataset s3://{store.bucket}/sample/ with it (Datasets page); mount it when you start.\n"
+    ) if store else ""
     return (
         "\n"
         "  JupyterHub demo (Kubernetes runtime: a demonstration on one machine, not a cluster)\n"
@@ -67,8 +86,10 @@ def banner(url: str, demo_secrets: DemoSecrets, kubeconfig: pathlib.Path, katib:
         f"    Password:  {demo_secrets.user_password}\n"
         f"    Admin:     user '{ADMIN_USER}', password {demo_secrets.admin_password}\n"
         f"    kubectl:   KUBECONFIG={kubeconfig} (cluster admin)\n"
+        f"{datasets}"
         f"  Jobs: the real Training Operator; sweeps: {sweeps}; queues: the real Kueue.\n"
-        "  GPUs and MIG slices are declared, not real; pods are local processes of this OS account.\n"
+        "  GPUs and MIG slices are declared, not real; pods are local processes, each user's server as a uid\n"
+        f"  of their own ({DEMO_UID_BASE} + the hub's user id); jobs run as their images' users (root).\n"
         "  Stop with Ctrl-C.\n"
     )
 
@@ -83,6 +104,17 @@ c.JupyterHub.bind_url = "http://127.0.0.1:{port}"
 c.JupyterHub.hub_port = {free_port()}
 c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{free_port()}"
 c.ConfigurableHTTPProxy.command = [{find_proxy_command()!r}]
+
+
+# each demo user's server as a uid of their own (the tests' kubelet runs a pod as the uid its
+# securityContext names): one user's notebook cannot read another's files, nor the demo's
+def _demo_uid(spawner):
+    return {DEMO_UID_BASE} + spawner.user.id
+
+
+c.PlatformSpawner.uid = _demo_uid
+# the servers' job tables: Trainer v2 first where the cluster serves it (it does here)
+c.PlatformSpawner.args = ['--MLPlatformApp.job_tables={{"training_api": "auto"}}']
 """
 
 
@@ -91,7 +123,9 @@ class Demo:
 
     def __init__(self, workdir: pathlib.Path, port: int, stopping: threading.Event):
         self.dir, self.port, self.stopping = workdir, port, stopping
-        self.cluster = self.kubelet = self.operator = self.katib = self.kueue = None
+        self.cluster = self.kubelet = self.operator = self.katib = self.kueue = self.trainer = None
+        self.platform_operator = self.store = None
+        self._store_context = None
         self.hub: subprocess.Popen | None = None
         self.hub_log = workdir / "hub" / "jupyterhub.log"
         self.marker = secrets.token_hex(8)
@@ -107,6 +141,7 @@ class Demo:
         from tests.controllers.katib_system import Katib
         from tests.controllers.kueue_system import Kueue
         from tests.controllers.outofcluster import TrainingOperator
+        from tests.controllers.trainer_system import TrainerV2
         from tests.kube.platform_env import NODES
 
         self._step("starting the control plane")
@@ -116,6 +151,9 @@ class Demo:
         self.kubelet = self.cluster.kubelet("process", nodes=NODES, workdir=self.dir / "kubelet")
         self._step("starting the Training Operator")
         self.operator = TrainingOperator(self.cluster, self.dir / "training-operator").start()
+        self._step("starting Kubeflow Trainer v2 and JobSet, with the platform's runtime")
+        self.trainer = TrainerV2(self.cluster, self.dir / "trainer-v2", feature_gates={"TrainJobStatus": True}).start()
+        self.trainer.apply_runtimes(RUNTIMES)
         self._step("starting Kueue (the projects' queues)")
         self.kueue = Kueue(self.cluster, self.dir / "kueue").start()
         if self.cluster.network.dns:
@@ -124,6 +162,9 @@ class Demo:
         else:
             print("demo-kube: no pod network/DNS here (not root, or `ip addr add` refused): no Katib, no sweeps",
                   file=sys.stderr, flush=True)
+        self._step("starting an S3 emulator with a sample dataset, and the platform's operator")
+        self.store = self._start_store()
+        self.platform_operator = self._start_platform_operator()
         self._step("starting JupyterHub")
         state = self.dir / "hub"
         demo_secrets = DemoSecrets.generate()
@@ -141,6 +182,36 @@ class Demo:
                        f"jupyterhub ({url})", lambda: self.hub_log.read_text(errors="replace")[-4000:])
         return demo_secrets, admin
 
+    def _start_store(self):
+        from tests.local.object_stores import s3_server
+
+        self._store_context = s3_server()
+        store = self._store_context.__enter__()
+        client = store.client()
+        for key, body in SAMPLE.items():
+            client.put_object(Bucket=store.bucket, Key=key, Body=body)
+        return store
+
+    def _start_platform_operator(self):
+        """`mlplatform operator` installed from helm-values/operator.yaml and started as the kube
+        tests start it (`tests.kube.operator_env`), loading datasets from the emulator."""
+        import asyncio
+
+        from tests.kube.operator_env import OperatorProcess
+
+        workdir = self.dir / "operator"
+        workdir.mkdir(parents=True, exist_ok=True)
+        op = OperatorProcess(self.cluster, workdir, [f"--s3-endpoint={self.store.endpoint}"])
+
+        async def start():
+            await op.install()
+            try:
+                await op.start()
+            finally:
+                await op._api.close()
+        asyncio.run(start())
+        return op
+
     def stop(self) -> None:
         """Stop whatever started, the hub first (it stops the users' servers: their pods go)."""
         if self.hub is not None:
@@ -149,13 +220,19 @@ class Demo:
             marker = f"{MARKER_ENV}={self.marker}".encode()
             stop_group(self.hub, lambda: related_processes(pid, pid, marker), stop_timeout=60, settle_s=10)
             self.hub = None
-        print("demo-kube: stopping the kubelet, Katib, Kueue, the Training Operator and the control plane", flush=True)
-        for part in (self.kubelet, self.katib, self.kueue, self.operator, self.cluster):
+        print("demo-kube: stopping the kubelet, Katib, Kueue, Trainer v2, the Training Operator and the control plane",
+              flush=True)
+        if self.platform_operator is not None:
+            import asyncio
+            asyncio.run(self.platform_operator.stop())
+        for part in (self.kubelet, self.katib, self.kueue, self.trainer, self.operator, self.cluster):
             if part is not None:
                 try:
                     part.stop()
                 except Exception as e:  # go on: the rest must stop too
                     print(f"demo-kube: stopping {type(part).__name__}: {e}", file=sys.stderr, flush=True)
+        if self._store_context is not None:
+            self._store_context.__exit__(None, None, None)
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -193,7 +270,8 @@ def main(argv=None) -> int:
     demo = Demo(workdir, args.port, stopping)
     try:
         demo_secrets, admin = demo.start()
-        print(banner(f"http://127.0.0.1:{args.port}", demo_secrets, admin, demo.katib is not None), flush=True)
+        print(banner(f"http://127.0.0.1:{args.port}", demo_secrets, admin, demo.katib is not None, demo.store),
+              flush=True)
         while not stopping.wait(1):
             if demo.hub.poll() is not None:
                 print(f"demo-kube: JupyterHub exited ({demo.hub.returncode}); its log: {demo.hub_log}",

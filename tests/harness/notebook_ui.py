@@ -15,11 +15,14 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import os
+import pathlib
 import re
 import shutil
 import time
 from urllib.parse import urlsplit
 
+from tests.cluster.kubelet_identity import chown_tree
 from tests.harness.browser import PROJECT_ROOT, screenshot
 from tests.harness.fixtures import _failed
 
@@ -42,6 +45,9 @@ def copy_trainer(root) -> None:
     ``trainer/trainer`` (a ``--package-path`` inside the server's root)."""
     shutil.copytree(PROJECT_ROOT / "examples" / "trainer", root / "trainer",
                     ignore=shutil.ignore_patterns("__pycache__", "dist", "build", "*.egg-info"))
+    owner = pathlib.Path(root).stat()
+    if owner.st_uid != os.getuid():  # the server's own user's, as a copy it made itself would be
+        chown_tree(root / "trainer", owner.st_uid, owner.st_gid)
 
 
 def console_errors(page) -> list[str]:

@@ -23,9 +23,16 @@
   PyTorchJob and TFJob create, and every pod create in a namespace labelled as the platform labels
   its projects); it is uninstalled when the module ends (its CRDs and so its objects, its webhook
   configurations), so later modules see a cluster without Kueue (the hub looks for its API).
+- `trainer_v2`: real Kubeflow Trainer v2.3.0 on JobSet v0.12.0 (`tests.controllers.trainer_system`,
+  built by `make controllers`) for the module that asks for it and only while it runs, uninstalled
+  as Kueue is (its CRDs and so its TrainJobs, runtimes and JobSets, its webhook configurations):
+  later modules see a cluster without Trainer v2, so the platform runs their jobs on v1;
+  `platform_runtime` applies the platform's runtime (`helm-values/trainer-runtimes.yaml`) to it.
 """
 
 from __future__ import annotations
+
+import pathlib
 
 import kubernetes_asyncio
 import pytest
@@ -35,6 +42,7 @@ from server_ext.runtimes.kube.backend import KubeBackend
 from tests.controllers.katib_system import Katib
 from tests.controllers.kueue_system import Kueue
 from tests.controllers.outofcluster import TrainingOperator
+from tests.controllers.trainer_system import TrainerV2
 from tests.kube.job_env import NODES, SETTINGS
 from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixture: mlplatform operator)
 
@@ -42,6 +50,7 @@ from tests.kube.operator_env import operator  # noqa: F401  (the `operator` fixt
 # server (a second registration of the session fixture, e.g. by a module importing it) finds IAM auth on
 from tests.local.object_stores import gcs_store, s3_store  # noqa: F401
 
+TRAINER_RUNTIMES = pathlib.Path(__file__).resolve().parents[2] / "helm-values" / "trainer-runtimes.yaml"
 OPERATOR_LOG = pytest.StashKey[tuple]()
 KATIB_LOG = pytest.StashKey[tuple]()
 
@@ -98,6 +107,26 @@ def kueue(request, tmp_path_factory):
     k = Kueue(request.getfixturevalue("_session_cluster"), tmp_path_factory.mktemp("kueue")).start()
     yield k
     k.stop()
+
+
+@pytest.fixture(scope="module")
+def trainer_v2(request, tmp_path_factory):
+    """Real Trainer v2 and JobSet on the session's control plane for this module (None on a
+    --kube-context cluster, which has its own or none)."""
+    if request.config.getoption("--kube-context"):
+        yield None
+        return
+    t = TrainerV2(request.getfixturevalue("_session_cluster"), tmp_path_factory.mktemp("trainer-v2"),
+                  feature_gates={"TrainJobStatus": True}).start()
+    yield t
+    t.stop()
+
+
+@pytest.fixture(scope="module")
+def platform_runtime(trainer_v2):
+    """`trainer_v2` with helm-values/trainer-runtimes.yaml applied, as a platform team applies it
+    (gone with Trainer's CRDs when the module ends); the runtimes' names."""
+    return trainer_v2.apply_runtimes(TRAINER_RUNTIMES)
 
 
 @pytest.fixture

@@ -43,13 +43,15 @@ def one_a100_doc(job_id: str) -> dict:
 
 
 @contextlib.asynccontextmanager
-async def queued_project(kube: Kube, kube_cluster, tmp_path, prefix: str, limits: dict, settings: TenancySettings):
-    """A team project `<prefix>-<random>` with these limits and the member `USER`, made by the hub
+async def queued_project(kube: Kube, kube_cluster, tmp_path, prefix: str, limits: dict, settings: TenancySettings,
+                         accelerators=CATALOG, kube_settings=SETTINGS):
+    """A team project `<prefix>-<random>` with these limits (of `accelerators`, its published catalogue)
+    and the member `USER` (whose jobs backend has `kube_settings`), made by the hub
     under Kueue; yields (name, the jobs service acting as the member's ServiceAccount). Afterwards
-    the namespace and the project's ClusterQueue are deleted."""
+    the namespace, the project's ClusterQueues and its Cohort are deleted."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     team = Project(name, name, False, frozenset(), limits, owner=f"group:{name}")
-    objects = project_objects(team, CATALOG, (), [(USER, "")], dataclasses.replace(settings, kueue=True))
+    objects = project_objects(team, accelerators, (), [(USER, "")], dataclasses.replace(settings, kueue=True))
     hub_api = await kubernetes_asyncio.config.new_client_from_config(
         config_file=str(hub_kubeconfig(kube_cluster, tmp_path / f"hub-{name}.kubeconfig")))
     try:
@@ -58,7 +60,7 @@ async def queued_project(kube: Kube, kube_cluster, tmp_path, prefix: str, limits
         await hub_api.close()
     api = await kubernetes_asyncio.config.new_client_from_config(config_file=str(service_account_kubeconfig(
         kube_cluster, tmp_path / f"{name}.kubeconfig", name, member_binding_name(USER))))
-    backend = KubeBackend(Kube(api), SETTINGS, poll_interval=0.1)
+    backend = KubeBackend(Kube(api), kube_settings, poll_interval=0.1)
 
     async def projects(user: str) -> list[str]:
         return [name] if user == USER else []
@@ -69,8 +71,9 @@ async def queued_project(kube: Kube, kube_cluster, tmp_path, prefix: str, limits
         await backend.close()
         await api.close()
         await kube.delete(f"/api/v1/namespaces/{name}")
-        with contextlib.suppress(Exception):  # Kueue's finalizer holds it until its Workloads are gone
-            await kube.delete(f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{name}")
+        for path in (f"clusterqueues/mlp-{name}", f"clusterqueues/mlp-{name}-servers", f"cohorts/mlp-{name}"):
+            with contextlib.suppress(Exception):  # Kueue's finalizer holds a queue until its Workloads are gone
+                await kube.delete(f"/apis/{KUEUE}/v1beta2/{path}")
 
 
 async def poll(check, what: str, timeout: float = 90, explain=None):

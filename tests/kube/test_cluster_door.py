@@ -9,15 +9,23 @@ beside them:
   Katib reads it (the policy runs before Katib's webhook, which would quote the ConfigMap);
 - a teammate cannot delete a team member's notebook server pod (only the hub stops servers), while
   a job's pod stays theirs to delete;
-- a generic ephemeral volume of 1 PiB gets no claim: the project's storage quota refuses it.
+- a generic ephemeral volume of 1 PiB gets no claim: the project's storage quota refuses it;
+- the operator's webhook answers only the API server (its webhook client certificate): a review
+  forged by anyone else, with no certificate or a user's, gets no answer (so it is no oracle on other
+  projects' credential and dataset names).
 """
 
 from __future__ import annotations
+
+import http.client
+import json
+import ssl
 
 import pytest
 
 from tests.cluster.rest import ApiError, Rest
 from tests.cluster.identities import service_account_kubeconfig
+from tests.kube.operator_env import make_project
 from tests.kube.platform_env import make_spawner, make_user, platform_cluster, until
 
 pytestmark = pytest.mark.kube
@@ -128,3 +136,50 @@ async def test_an_ephemeral_volume_of_a_petabyte_gets_no_claim(vision):
         assert cluster.get("", "v1", "persistentvolumeclaims", "vision", "big-scratch-scratch") is None
     finally:
         cluster.delete("", "v1", "pods", "vision", "big-scratch")
+
+
+def forged_review(port: int, cert=None) -> int:
+    """POST an AdmissionReview to the operator's pod webhook as a caller with `cert` (a Pair, or
+    None); the HTTP status it answers (an exception when the server gives no answer)."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE  # the caller does not care who answers
+    if cert is not None:
+        context.load_cert_chain(str(cert.cert), str(cert.key))
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "forged", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"}, "operation": "CREATE",
+        "namespace": "user-alice", "userInfo": {"username": "oidc:mallory"},
+        "object": {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "namespace": "user-alice",
+                                                                  "annotations": {"mlplatform.io/credentials": "s3"}},
+                   "spec": {"containers": [{"name": "c", "image": "x"}]}}}}
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=10)
+    try:
+        conn.request("POST", "/credential-mounts", json.dumps(review), {"Content-Type": "application/json"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+async def test_the_operators_webhook_answers_only_the_api_server(kube_cluster, operator, tmp_path):
+    pki = kube_cluster.cp.pki
+    tenant = pki.issue("mallory", "oidc:mallory", client=True)  # a user's certificate of the cluster's CA
+    attempts = 0
+    for cert in (None, tenant):
+        attempts += 1
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            forged_review(operator.webhook_port, cert)
+    # the same review with the API server's webhook client certificate is answered
+    api_server = kube_cluster.cp.webhook_pki.issue("webhook-caller", "kube-apiserver-webhook-client", client=True)
+    assert forged_review(operator.webhook_port, api_server) == 200
+    # and the API server itself reaches it: a pod asking for a credential its project lacks is refused
+    # with the operator's words
+    await make_project(operator.kube, "door-webhook")
+    probe = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "probe", "annotations": {
+        "mlplatform.io/credentials": "nope"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    try:
+        with pytest.raises(ApiError) as e:
+            await kube_cluster.arun(kube_cluster.rest.post("/api/v1/namespaces/door-webhook/pods", probe))
+        assert "the credential 'nope' does not exist in the namespace 'door-webhook'" in str(e.value), str(e.value)
+    finally:
+        await kube_cluster.arun(kube_cluster.rest.delete("/api/v1/namespaces/door-webhook"))
+    assert attempts == 2

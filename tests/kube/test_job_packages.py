@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import os
 import pathlib
@@ -198,17 +199,28 @@ async def test_a_large_package_is_staged_before_the_job(kube, kube_cluster, kube
         await backend.close()
 
 
-async def test_the_example_trainer_runs_from_its_shipped_package(backend, kube_cluster, kube_target):
+@pytest.mark.parametrize("run_as", [None, (20001, 100)], ids=["image-user", "notebook-user"])
+async def test_the_example_trainer_runs_from_its_shipped_package(kube, runner, _operator_log, kube_cluster,
+                                                                 kube_target, run_as):
     """The control plane's Job controller makes the pod; the process kubelet runs its init container
     (the fetch CLI reading the mounted ConfigMap) and the training container's script (pip installs
-    the sdist, then ``python -m trainer.task``)."""
+    the sdist, then ``python -m trainer.task``), as the image's user or as the notebook's."""
     ns = kube_target.namespace
-    await service(backend, ns).create(USER, ns, shipped(body("e2e"), TRAINER))
-    # nodes only once the ConfigMap exists: the test kubelet retries a missing volume only when
-    # the pod changes, where a real one retries on its own
-    kube_cluster.kubelet(mode="process", nodes=NODES)
-    job = await state(backend, ns, "e2e", "SUCCEEDED", timeout=90)
-    lines = [line.text async for line in backend.logs(ns, "e2e")]
-    assert job["state"] == "SUCCEEDED", lines
-    assert any(t.startswith("epoch 2/2 loss=") for t in lines), lines
-    assert lines[-1].startswith("done: rmse="), lines
+    backend = KubeBackend(kube, dataclasses.replace(SETTINGS, run_as=run_as), poll_interval=0.1)
+    try:
+        await service(backend, ns).create(USER, ns, shipped(body("e2e"), TRAINER))
+        # nodes only once the ConfigMap exists: the test kubelet retries a missing volume only when
+        # the pod changes, where a real one retries on its own
+        kube_cluster.kubelet(mode="process", nodes=NODES)
+        try:
+            await state(backend, ns, "e2e", "SUCCEEDED", timeout=90)
+        finally:
+            lines = [line.text async for line in backend.logs(ns, "e2e")]
+            print("\n".join(lines))
+        assert any(t.startswith("epoch 2/2 loss=") for t in lines), lines
+        assert lines[-1].startswith("done: rmse="), lines
+        (pod,) = (await kube.list(f"/api/v1/namespaces/{ns}/pods"))["items"]
+        sc = pod["spec"]["securityContext"]
+        assert (sc.get("runAsUser"), sc.get("runAsGroup")) == (run_as or (None, None))  # the kubelet runs it so
+    finally:
+        await backend.close()

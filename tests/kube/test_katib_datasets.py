@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+import aiohttp
+
 import pytest
 
 from hub_ext.manifests.mounts import dataset_from_pvc, volumes
@@ -94,8 +96,8 @@ async def test_a_katib_sweeps_trials_wait_for_a_loading_dataset_then_read_it_who
         return exp if condition(exp, "Succeeded") or condition(exp, "Failed") else None
 
     exp = await until_value(finished, "the Experiment finished", timeout=180)
-    assert condition(exp, "Succeeded"), exp["status"]
-    assert exp["status"]["trialsSucceeded"] == 2, exp["status"]  # each trial read the whole dataset
+    if not condition(exp, "Succeeded") or exp["status"].get("trialsSucceeded") != 2:
+        raise AssertionError(f"{exp['status']}\n{await what_there_is(admin, ns)}\n{await trial_logs(admin, ns)}")  # each trial read the whole dataset
 
 
 async def what_there_is(admin, ns: str) -> str:
@@ -112,6 +114,22 @@ async def what_there_is(admin, ns: str) -> str:
     parts.append("events: " + "; ".join(f"{e['involvedObject']['name']}: {e.get('reason')}: {e.get('message', '')[:300]}"
                                         for e in events[-15:]))
     return "\n".join(parts)
+
+
+async def trial_logs(admin, ns: str) -> str:
+    """Each trial pod's containers' logs (their last lines), for a failure's message."""
+    out = []
+    for pod in (await admin.list(f"/api/v1/namespaces/{ns}/pods", labelSelector="job-name"))["items"]:
+        name = pod["metadata"]["name"]
+        for c in pod["spec"]["containers"]:
+            try:
+                got = [raw async for raw in admin.stream(f"/api/v1/namespaces/{ns}/pods/{name}/log",
+                                                         [("container", c["name"])], "*/*", aiohttp.ClientTimeout(total=10))]
+                text = b"".join(got).decode(errors="replace")
+            except Exception as e:  # noqa: BLE001  (a failure's message: what could be read)
+                text = f"(no log: {e})"
+            out.append(f"--- {name}/{c['name']}:\n{text[-1500:]}")
+    return "\n".join(out)
 
 
 async def until_value(check, what: str, timeout: float):

@@ -440,3 +440,81 @@ async def test_process_mode_a_login_shell_keeps_the_containers_path(api, kube_cl
     pod = await wait_for(api, "terminal", lambda p: p and p["status"].get("phase") in ("Succeeded", "Failed"))
     log = await raw_log(api, "terminal")
     assert pod["status"]["phase"] == "Succeeded" and log.strip().endswith("/kubectl-ai_platform"), log
+
+
+async def test_process_mode_restarts_containers_in_their_pod_with_back_off(api, kube_cluster, tmp_path, monkeypatch):
+    """As a kubelet does (issue 39.3): restartPolicy Always and OnFailure start an ended container
+    again in the same pod after CrashLoopBackOff, counting restarts, instead of failing the pod (a
+    crashing Deployment made a new pod, and a new address, every time); Never fails it. A pod that
+    has ended gives its address back."""
+    from tests.cluster import kubelet_process
+    monkeypatch.setattr(kubelet_process, "RESTART_BACKOFF_SECONDS", (0.5, 1.0))  # 10 s, doubling to 5 min
+    kube_cluster.kubelet("process", workdir=tmp_path)
+    crash = "import sys; print('crash', flush=True); sys.exit(3)"
+    once = ("import os, sys; f = os.path.join(os.environ['HOME'], 'ran'); ok = os.path.exists(f); "
+            "open(f, 'w').close(); sys.exit(0 if ok else 1)")
+    for name, script, policy in (("always", crash, "Always"), ("on-failure", once, "OnFailure"),
+                                 ("never", crash, "Never")):
+        body = process_pod(name, script)
+        body["spec"]["restartPolicy"] = policy
+        await api.call("CoreV1Api", "create_namespaced_pod", api.ns, body)
+    always = await wait_for(api, "always", lambda p: p and (p["status"].get("containerStatuses") or [{}])[0]
+                            .get("restartCount", 0) >= 3, timeout=60)
+    st = always["status"]["containerStatuses"][0]
+    assert always["status"]["phase"] == "Running"
+    assert st["lastState"]["terminated"]["exitCode"] == 3
+    assert st["state"].get("waiting", {}).get("reason") == "CrashLoopBackOff" or "running" in st["state"]
+    backoffs = await events_of(api, "always", "BackOff")
+    assert backoffs and "Back-off restarting failed container main in pod always_" in backoffs[0]["message"]
+    on_failure = await wait_for(api, "on-failure", phase("Succeeded"))
+    assert on_failure["status"]["containerStatuses"][0]["restartCount"] == 1
+    never = await wait_for(api, "never", phase("Failed"))
+    assert never["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert never["status"]["podIP"] in kube_cluster.network._free  # free for the next pod at once
+    pods = (await api.call("CoreV1Api", "list_namespaced_pod", api.ns))["items"]
+    assert sorted(p["metadata"]["name"] for p in pods) == ["always", "never", "on-failure"]
+
+
+async def test_process_mode_logs_a_line_longer_than_the_pipe_buffer_in_parts(api, kube_cluster, tmp_path):
+    """A 200 KiB line (no newline) once stopped the kubelet's log pump, and the container then
+    blocked on a full pipe for ever; now it is logged in parts and the container runs on."""
+    kube_cluster.kubelet("process", workdir=tmp_path)
+    await api.call("CoreV1Api", "create_namespaced_pod", api.ns, process_pod("long", """
+        import sys
+        sys.stdout.write("x" * 200_000)
+        sys.stdout.write("\\n" + "y" * 300_000 + "\\nend\\n")
+        sys.stdout.flush()"""))
+    await wait_for(api, "long", phase("Succeeded"))
+    log = await raw_log(api, "long")
+    assert log.count("x") == 200_000 and log.count("y") == 300_000 and log.endswith("end\n")
+
+
+async def test_process_mode_runs_containers_as_their_users_and_refuses_root_for_run_as_non_root(
+        api, kube_cluster, tmp_path):
+    """Issue 39.9: a container runs as the uid its securityContext (or its image) names, never as
+    root unless so; runAsNonRoot with a root user is refused before anything starts, as a kubelet
+    refuses it; a pod's own directory is closed to other pods' users."""
+    kube_cluster.kubelet("process", workdir=tmp_path)
+    whoami = "import os; print(os.getuid(), os.getgid(), sorted(os.getgroups()), flush=True)"
+    as_user = process_pod("as-user", whoami)
+    as_user["spec"]["securityContext"] = {"runAsUser": 1234, "runAsGroup": 2345, "fsGroup": 3456,
+                                          "runAsNonRoot": True}
+    as_root = process_pod("as-root", whoami)
+    refused = process_pod("non-root-as-root", whoami)
+    refused["spec"]["securityContext"] = {"runAsNonRoot": True}
+    notebook = process_pod("notebook", whoami)  # the Jupyter images' own user (jovyan, 1000:100)
+    notebook["spec"]["containers"][0]["image"] = "quay.io/jupyterhub/k8s-singleuser-sample:4.0.0"
+    for body in (as_user, as_root, refused, notebook):
+        await api.call("CoreV1Api", "create_namespaced_pod", api.ns, body)
+    for name in ("as-user", "as-root", "notebook"):
+        await wait_for(api, name, phase("Succeeded"))
+    assert await raw_log(api, "as-user") == "1234 2345 [3456]\n"
+    assert (await raw_log(api, "as-root")).startswith("0 0 ")  # root: nothing asked otherwise
+    assert (await raw_log(api, "notebook")).startswith("1000 100 ")
+    waiting = await wait_for(api, "non-root-as-root", lambda p: p and any(
+        (s.get("state", {}).get("waiting") or {}).get("reason") == "CreateContainerConfigError"
+        for s in p["status"].get("containerStatuses") or []))
+    message = waiting["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+    assert message.startswith("container has runAsNonRoot and image will run as root"), message
+    home = tmp_path / "pods" / api.ns / "as-user"
+    assert home.stat().st_uid == 1234 and (home.stat().st_mode & 0o777) == 0o700

@@ -62,11 +62,14 @@ async def test_a_pytorchjob_that_does_not_fit_waits_whole_with_words_and_runs_wh
         return await poll(check, what, timeout, lambda: situation(kube, kueue, kube_cluster, ns))
 
     kubelet = kube_cluster.kubelet(nodes=[gpu_node(4)])  # status mode: a bound pod runs until `finish`
-    cq_path = f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{ns}"
+    cq_path = f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{ns}-servers"  # the project's share is the servers' queue's
     cq = await kube.get(cq_path)
     (group,) = cq["spec"]["resourceGroups"]
     assert group["flavors"] == [{"name": "mlp-a100", "resources": [
         {"name": "nvidia.com/gpu", "nominalQuota": "2", "borrowingLimit": "0"}]}]
+    jobs_queue = await kube.get(f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{ns}")  # jobs run on what it lends
+    assert jobs_queue["spec"]["resourceGroups"][0]["flavors"] == [{"name": "mlp-a100", "resources": [
+        {"name": "nvidia.com/gpu", "nominalQuota": "0"}]}]
     local = await kube.get(f"/apis/{KUEUE}/v1beta2/namespaces/{ns}/localqueues/default")
     assert local["spec"]["clusterQueue"] == f"mlp-{ns}"
 

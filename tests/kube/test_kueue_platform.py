@@ -45,14 +45,19 @@ async def test_a_notebook_that_does_not_fit_waits_in_the_queue_and_starts_when_r
     await first.run_pre_spawn_hook()
     assert first.start_timeout == 3600  # queue_start_timeout: a queued start may wait
     await first.provision()
-    cq = cluster.get(KUEUE, "v1beta2", "clusterqueues", None, "mlp-vision")
-    assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == ["mlp-1g.5gb"]
+    for name in ("mlp-vision", "mlp-vision-servers"):  # the jobs' queue and the servers'
+        cq = cluster.get(KUEUE, "v1beta2", "clusterqueues", None, name)
+        assert [f["name"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]] == ["mlp-1g.5gb"], name
+        assert cq["spec"]["cohortName"] == "mlp-vision"
+    assert cluster.get(KUEUE, "v1beta2", "cohorts", None, "mlp-vision")["spec"]["parentName"] == "mlplatform"
     assert cluster.get(KUEUE, "v1beta2", "localqueues", "vision", "default")["spec"]["clusterQueue"] == "mlp-vision"
+    assert cluster.get(KUEUE, "v1beta2", "localqueues", "vision", "servers")["spec"]["clusterQueue"] == \
+        "mlp-vision-servers"
     assert cluster.get("", "v1", "resourcequotas", "vision", "mlplatform-accelerators")["spec"].get("hard", {}) == {}
 
     await first.start()  # admitted at once: the project's 2 slices are free
     pod = cluster.get("", "v1", "pods", "vision", first.pod_name)
-    assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "default"
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "servers"
     # a member's job pod takes the second slice, without naming a queue: queued all the same
     wait_default_service_account(cluster, "vision")
     job_pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train-worker-0", "namespace": "vision"},
@@ -114,7 +119,7 @@ async def test_members_cannot_make_or_change_queues(cluster, tmp_path):
     try:
         # reading where work stands is allowed; making a queue or pointing one elsewhere is not
         assert [q["metadata"]["name"] for q in (await member.get(f"{api}/namespaces/vision/localqueues"))["items"]] \
-            == ["default"]
+            == ["default", "servers"]
         attempts = {
             "a queue of her own": member.post(f"{api}/namespaces/vision/localqueues", {
                 "apiVersion": f"{KUEUE}/v1beta2", "kind": "LocalQueue", "metadata": {"name": "mine"},
@@ -123,6 +128,9 @@ async def test_members_cannot_make_or_change_queues(cluster, tmp_path):
                 f"{api}/namespaces/vision/localqueues/default", {"spec": {"clusterQueue": "mlp-research"}}),
             "the project's ClusterQueue": member.patch(f"{api}/clusterqueues/mlp-vision",
                                                        {"spec": {"cohortName": "mine"}}),
+            "the servers' queue made to borrow": member.patch(f"{api}/clusterqueues/mlp-vision-servers",
+                                                              {"spec": {"preemption": None}}),
+            "the project's Cohort": member.patch(f"{api}/cohorts/mlp-vision", {"spec": {"parentName": "mine"}}),
             "a ClusterQueue of her own": member.post(f"{api}/clusterqueues", {
                 "apiVersion": f"{KUEUE}/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "alice"},
                 "spec": {"namespaceSelector": {}}}),

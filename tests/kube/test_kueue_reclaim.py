@@ -1,9 +1,10 @@
 """Borrowing and reclaiming between projects under the real Kueue v0.17.0, through the platform's
 jobs API as each project's member (`tests.kube.kueue_env`).
 
-Two team projects made by the hub in one cohort of their own, each allowed one A100 (nominal quota
-1, borrowing whatever is idle), on a node with two A100s. The borrower runs two 1-A100 jobs: one on
-its own quota, one on the lender's idle A100 (its ClusterQueue records the borrowed one). Then the
+Two team projects made by the hub in one cohort of their own, each allowed one A100 (its servers'
+queue's nominal quota 1, lent to its jobs' queue; borrowing whatever is idle), on a node with two
+A100s. The borrower runs two 1-A100 jobs: one on its own share, one on the lender's idle A100 (its
+jobs' ClusterQueue uses two). Then the
 lender submits a 1-A100 job: Kueue reclaims (``reclaimWithinCohort: Any``) by evicting the
 borrower's job that borrowed. That job is not lost and not reported FAILED: it goes back to QUEUED,
 its statusMessage saying it was preempted and what it waits for, and no pod of it remains; the
@@ -17,10 +18,12 @@ import uuid
 
 import pytest
 
-from hub_ext.manifests.tenancy import TenancySettings
+from hub_ext.manifests.queue_text import owned_by, waiting
+from hub_ext.manifests.queues import QUEUE_LABEL, SERVERS_QUEUE
+from hub_ext.manifests.tenancy import TenancySettings, member_binding_name
 from tests.kube.job_env import pods
-from tests.kube.kueue_env import (KUEUE, USER, gpu_node, one_a100_doc, poll, queued_project, situation,
-                                  state_check)
+from tests.kube.kueue_env import (A100, KUEUE, USER, gpu_node, message_check, one_a100_doc, poll, queued_project,
+                                  situation, state_check)
 
 pytestmark = pytest.mark.kube
 
@@ -38,6 +41,16 @@ async def projects(training_operator, kueue, kube, kube_cluster, _operator_log, 
     async with queued_project(kube, kube_cluster, tmp_path, "lend", {"a100": 1}, settings) as lender:
         async with queued_project(kube, kube_cluster, tmp_path, "borrow", {"a100": 1}, settings) as borrower:
             yield lender, borrower
+
+
+def jobs_queue_using(kube, project: str, total: int):
+    """An async check: the project's jobs' ClusterQueue uses `total` A100s (all of them lent: its
+    nominal quota is 0; Kueue writes the usage after it admits, not with it)."""
+    async def check():
+        cq = await kube.get(f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{project}")
+        (usage,) = cq.get("status", {}).get("flavorsUsage", [{}])[0].get("resources", [{}])
+        return usage.get("total") == str(total) or None
+    return check
 
 
 class StateLog:
@@ -77,12 +90,7 @@ async def test_a_lender_reclaims_its_a100_and_the_borrowers_job_is_requeued_then
         await poll_(state_check(borrow_jobs, borrower, job_id, "RUNNING"), f"the borrower's {job_id!r} running")
     log = StateLog(borrow_jobs, borrower, ["own", "extra"])
 
-    async def borrowing():  # Kueue writes the ClusterQueue's usage after it admits, not with it
-        cq = await kube.get(f"/apis/{KUEUE}/v1beta2/clusterqueues/mlp-{borrower}")
-        (usage,) = cq.get("status", {}).get("flavorsUsage", [{}])[0].get("resources", [{}])
-        return (usage.get("total"), usage.get("borrowed")) == ("2", "1") or None
-
-    await poll_(borrowing, "the borrower's ClusterQueue using 2 A100s, 1 of them the lender's")
+    await poll_(jobs_queue_using(kube, borrower, 2), "the borrower's jobs' ClusterQueue using 2 A100s (1 the lender's)")
 
     # the lender wants its A100 back: one of the borrower's jobs is evicted and waits again
     await lend_jobs.create(USER, lender, one_a100_doc("mine"))
@@ -126,3 +134,61 @@ async def test_a_lender_reclaims_its_a100_and_the_borrowers_job_is_requeued_then
     assert "FAILED" not in log.seen[job["jobId"]] and log.seen[job["jobId"]][-1] == "SUCCEEDED"
     assert "QUEUED" in log.seen[job["jobId"]], log.seen
     assert log.seen[other] == ["RUNNING", "SUCCEEDED"], log.seen
+
+
+def server_pod(ns: str, name: str) -> dict:
+    """A notebook server's pod as Kueue sees what the spawner makes: the servers' queue, one A100."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {QUEUE_LABEL: SERVERS_QUEUE}},
+            "spec": {"serviceAccountName": member_binding_name(USER),  # the member's own, as a team server's
+                     "containers": [{"name": "notebook", "image": "quay.io/jupyter/base-notebook",
+                                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                     "nodeSelector": {"nvidia.com/gpu.product": A100},
+                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+
+
+async def server_workload(kube, ns: str, pod: str) -> dict | None:
+    return owned_by((await kube.list(f"/apis/{KUEUE}/v1beta2/namespaces/{ns}/workloads"))["items"], "Pod", pod)
+
+
+async def test_a_server_runs_on_its_projects_share_only_and_is_never_preempted(projects, kueue, kube, kube_cluster):
+    """Servers never borrow: a second server of the borrower waits although the lender's A100 is
+    idle, while a job of the borrower's takes it. When the lender takes its A100 back, the borrower's
+    job is preempted and requeued; its server runs on, and the waiting server still waits."""
+    (lender, lend_jobs), (borrower, borrow_jobs) = projects
+
+    async def poll_(check, what: str, timeout: float = 90):
+        return await poll(check, what, timeout, lambda: situation(kube, kueue, kube_cluster, lender, borrower))
+
+    def admitted(pod: str):
+        async def check():
+            wl = await server_workload(kube, borrower, pod)
+            return wl if wl is not None and not waiting(wl) else None
+        return check
+
+    def waits(pod: str, words: str):
+        async def check():
+            wl = await server_workload(kube, borrower, pod)
+            reason = next((c.get("message", "") for c in (wl or {}).get("status", {}).get("conditions", [])
+                           if c["type"] == "QuotaReserved"), "")
+            return wl if wl is not None and waiting(wl) and words in reason else None
+        return check
+
+    kube_cluster.kubelet(nodes=[gpu_node(2)])
+    await kube.create(server_pod(borrower, "jupyter-first"))
+    running = await poll_(admitted("jupyter-first"), "the borrower's first server admitted on its own A100")
+    await kube.create(server_pod(borrower, "jupyter-second"))
+    await poll_(waits("jupyter-second", "insufficient unused quota"),
+                "the second server waiting: servers do not borrow the lender's idle A100")
+    await borrow_jobs.create(USER, borrower, one_a100_doc("extra"))  # a job does borrow it
+    await poll_(state_check(borrow_jobs, borrower, "extra", "RUNNING"), "the borrower's job running on the lent A100")
+
+    await lend_jobs.create(USER, lender, one_a100_doc("mine"))  # the lender takes it back
+    job = await poll_(message_check(borrow_jobs, borrower, "extra", "preempted: another project took back"),
+                      "the borrower's job preempted and requeued")
+    assert job["state"] == "QUEUED", job
+    await poll_(state_check(lend_jobs, lender, "mine", "RUNNING"), "the lender's job running")
+    now = await server_workload(kube, borrower, "jupyter-first")
+    assert not waiting(now) and now["metadata"]["uid"] == running["metadata"]["uid"], now  # never evicted
+    assert not [c for c in now["status"]["conditions"] if c["type"] in ("Evicted", "Preempted") and c["status"] == "True"]
+    assert waiting(await server_workload(kube, borrower, "jupyter-second"))

@@ -176,12 +176,14 @@ async def test_credential_secrets_are_checked_whoever_writes_them_and_pods_get_t
     spec = pods[0]["spec"]
     log = await admin.request("GET", f"/api/v1/namespaces/{ns}/pods/{pods[0]['metadata']['name']}/log")
     printed = log if isinstance(log, dict) else json.loads(log.strip().splitlines()[-1])  # one JSON line: parsed
+    # the pod runs as uid 1000 (the kubelet runs it so) with no fsGroup: 0444, else it could not read
+    # them (0440 root-owned was unreadable; mounts.volumes)
     assert printed == {
-        "email": KEY["client_email"], "gcp_mode": "0o440", "aws_len": len(AWS_FILES["credentials"]),
+        "email": KEY["client_email"], "gcp_mode": "0o444", "aws_len": len(AWS_FILES["credentials"]),
         "config_exists": False, "value_in_env": False}
     assert [v for v in spec["volumes"] if "secret" in v] == [
-        {"name": "credential-gcs-key", "secret": {"secretName": "gcs-key", "defaultMode": 0o440}},
-        {"name": "credential-s3", "secret": {"secretName": "s3", "defaultMode": 0o440}}]
+        {"name": "credential-gcs-key", "secret": {"secretName": "gcs-key", "defaultMode": 0o444}},
+        {"name": "credential-s3", "secret": {"secretName": "s3", "defaultMode": 0o444}}]
     container = spec["containers"][0]
     assert [m for m in container["volumeMounts"] if m["name"].startswith("credential-")] == [
         {"name": "credential-gcs-key", "mountPath": f"{ROOT}/gcs-key", "readOnly": True},

@@ -68,7 +68,8 @@ NOT_RUN: dict[str, NotRun] = {
     "make demo": NotRun("serves a JupyterHub until Ctrl-C", "make -n demo"),
     "make test": NotRun("runs all five tiers: tens of minutes, root, Go builds, Chromium (CI runs it: .ci/run)",
                         "make -n test"),
-    # README.md, the walkthrough in a demo notebook's terminal: `cp` and `local train` run here
+    # README.md, the walkthrough in a demo notebook's terminal: `cp` and `local train` run here; the
+    # whole block, typed into a notebook terminal of both demos, is tests/browser/test_readme_walk.py
     "kubectl ai-platform jobs submit training census_1 --module-name trainer.task --package-path trainer/trainer "
     "--stream-logs -- --epochs=3": NotRun(
         "goes to the jobs API of the demo's notebook server, in whose terminal the README runs it",
@@ -96,6 +97,7 @@ NOT_RUN: dict[str, NotRun] = {
     # helm-values/README.md, docs/login.md, docs/operator.md: deploying
     "kubectl apply -f helm-values/hub-rbac.yaml -f helm-values/project-policies.yaml": NotRun(_CLUSTER),
     "kubectl apply -f helm-values/operator.yaml": NotRun(_CLUSTER),
+    "kubectl apply -f helm-values/trainer-runtimes.yaml": NotRun(_CLUSTER),
     "helm upgrade --install jhub jupyterhub/jupyterhub --version 4.4.0 -n jhub -f helm-values/values.yaml": NotRun(
         "needs a cluster, Helm and the chart's repository (tests/unit/test_helm_values.py checks the values against "
         "the chart's schema)"),

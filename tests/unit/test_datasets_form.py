@@ -360,6 +360,17 @@ def test_the_spawn_form_shows_the_loaders_message_and_a_failed_ones_reason():
     assert 'id="dataset--vision--coco">' in html and 'id="dataset--vision--mnist">' in html
 
 
+def test_the_spawn_form_says_where_credentials_and_datasets_come_from_when_there_are_none():
+    files = {"vision": Available(), "user-alice": Available((), (Dataset("mnist", "/d/mnist"),))}
+    alice = Project("user-alice", "alice (personal)", True, frozenset(), {})
+    html = render_form([VISION, alice], (), {}, files, hub_url="/base/hub/")
+    hint = html[html.index("mlplatform-no-mounts"):]
+    assert "Nothing to mount from" in hint and VISION.display_name in hint and "alice (personal)" not in hint
+    assert 'href="/base/hub/mlplatform/credentials"' in hint and 'href="/base/hub/mlplatform/datasets"' in hint
+    assert "mlplatform-no-mounts" not in render_form([alice], (), {}, files)
+    assert "mlplatform-no-mounts" not in render_form([VISION], (), {}, None)  # no mounts at all (no runtime files)
+
+
 # -- configuration ----------------------------------------------------------------------------------
 
 def test_configure_registers_the_page_the_api_and_the_scope():

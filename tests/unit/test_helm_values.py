@@ -136,7 +136,7 @@ def test_the_project_policies_cover_every_way_a_pod_refers_to_a_secret():
     assert set(policies) == set(bindings) == {"mlplatform-project-pods", "mlplatform-reserved-objects",
                                               "mlplatform-hub-guard", "mlplatform-dataset-copies",
                                               "mlplatform-sweep-cancel", "mlplatform-controller-references",
-                                              "mlplatform-notebook-servers"}
+                                              "mlplatform-notebook-servers", "mlplatform-trainjobs"}
     assert all(b["spec"]["validationActions"] == ["Deny"] for b in bindings.values())
     pods = policies["mlplatform-project-pods"]
     assert pods["spec"]["matchConstraints"]["namespaceSelector"]["matchLabels"] == {

@@ -311,6 +311,16 @@ def test_settings_choose_account_image_code_dir_and_fs_group():
     assert [v["secret"]["defaultMode"] for v in pod["volumes"] if "secret" in v] == [0o400]  # root reads it
 
 
+def test_every_container_runs_as_the_user_settings_name():
+    settings = KubeSettings(MOUNT_SETTINGS, run_as=(20001, 100))
+    (pod,) = _pod_specs(job_manifest(make_plan("job-python-module"), settings))
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "fsGroup": 100,
+                                      "runAsUser": 20001, "runAsGroup": 100, "runAsNonRoot": True}
+    assert [v["secret"]["defaultMode"] for v in pod["volumes"] if "secret" in v] == [0o440]  # the fsGroup reads it
+    (default,) = _pod_specs(job_manifest(make_plan("job-python-module"), SETTINGS))
+    assert "runAsUser" not in default["securityContext"]  # the image's user
+
+
 def test_the_plan_is_not_changed():
     plan = make_plan("tfjob-chief-worker-ps")
     before = copy.deepcopy(plan.job.doc)

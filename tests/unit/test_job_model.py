@@ -307,3 +307,19 @@ def test_what_a_process_can_be_given_is_accepted():
     assert j.training["scheduling"] == {"maxRunningTime": "3600.5s", "maxWaitTime": "0s"}
     assert parse_job(job(pythonModule="träiner.task")).training["pythonModule"] == "träiner.task"
     assert parse_job(job(scheduling={"maxRunningTime": "315576000000s"}))
+
+
+def test_every_wrong_type_enum_and_unknown_field_of_a_sweep_spec_is_told_at_once():
+    """Issue 39.7: a sweep spec's mistakes were told one at a time (the first wrong type stopped)."""
+    from hub_ext.core.errors import UserInputErrors
+
+    doc = {"jobId": "s1", "trainingInput": {"region": "local", "pythonModule": "m", "packageUris": ["gs://b/p.tgz"],
+                                            "hyperparameters": {
+        "goal": "MAXIMIZ", "maxTrials": "many", "algoritm": "GRID_SEARCH",
+        "params": [{"parameterName": "lr", "type": "DOUBL", "minValue": 1, "maxValue": 0.1},
+                   {"parameterName": "b", "type": "INTEGER", "minValue": "x", "maxValue": 4}]}}}
+    with pytest.raises(UserInputErrors) as e:
+        parse_job(doc)
+    h = "trainingInput.hyperparameters"
+    assert [f for f, _ in e.value.violations] == [
+        f"{h}.goal", f"{h}.maxTrials", f"{h}.algoritm", f"{h}.params[0].type", f"{h}.params[1].minValue"]

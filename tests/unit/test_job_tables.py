@@ -51,6 +51,20 @@ def test_no_tables_are_the_built_in_ones():
     assert tables.runtimes.table == DEFAULT_RUNTIMES
 
 
+def test_jobs_run_as_the_notebooks_user_unless_told_the_images():
+    mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
+    assert parse_tables(None, "x").kube_settings(mounts, (1000, 100)).run_as == (1000, 100)
+    assert parse_tables(None, "x").kube_settings(mounts, None).run_as is None  # a notebook running as root
+    assert parse_tables({"run_as": "image"}, "x").kube_settings(mounts, (1000, 100)).run_as is None
+
+
+def test_jobs_run_on_the_training_operator_unless_told_trainer_v2():
+    mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
+    assert parse_tables(None, "x").kube_settings(mounts).training_api == "v1"
+    for api in ("v2", "auto"):
+        assert parse_tables({"training_api": api}, "x").kube_settings(mounts).training_api == api
+
+
 def test_replaced_runtimes_drop_the_built_in_table():
     tables = parse_tables({"replace_runtimes": True, "default_runtime_version": "2.15",
                            "runtimes": TABLES["runtimes"]}, "x")
@@ -64,7 +78,8 @@ def test_every_problem_is_named_by_its_key():
         parse_tables({"machines": {"m": {"cpu": 0, "memory_gib": 4, "gpus": 1}, "n": "big"},
                       "accelerator_aliases": {"NVIDIA_TESLA_T4": ""},
                       "runtimes": {2.10: {"3.11": {"image": "x"}}, "3": {"3.11": {"framework": "jax", "image": "y"}}},
-                      "replace_runtimes": "yes", "fetcher_image": "", "colour": "blue"},
+                      "replace_runtimes": "yes", "fetcher_image": "", "run_as": "root", "training_api": "v3",
+                      "colour": "blue"},
                      "MLPlatformApp.job_tables")
     fields = {p.path for p in e.value.problems}
     assert fields == {
@@ -72,7 +87,8 @@ def test_every_problem_is_named_by_its_key():
         "MLPlatformApp.job_tables.machines.m.gpus", "MLPlatformApp.job_tables.machines.n",
         "MLPlatformApp.job_tables.accelerator_aliases.NVIDIA_TESLA_T4", "MLPlatformApp.job_tables.runtimes.2.1",
         "MLPlatformApp.job_tables.runtimes.3.3.11.framework", "MLPlatformApp.job_tables.replace_runtimes",
-        "MLPlatformApp.job_tables.fetcher_image",
+        "MLPlatformApp.job_tables.fetcher_image", "MLPlatformApp.job_tables.run_as",
+        "MLPlatformApp.job_tables.training_api",
     }, fields
     assert any("quote the version" in p.message for p in e.value.problems)
 

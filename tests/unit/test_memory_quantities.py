@@ -73,7 +73,7 @@ def settings(profiles):
                                  {"mem_limit": 8 * GiB, "mem_guarantee": "2048Mi"}])
 async def test_a_kubespawner_gets_the_bytes_meant(kubeconfig, mem):  # noqa: F811
     spawner = PlatformSpawner(user=make_user("alice"), _mock=True, **settings([profile(cpu_limit=2, **mem)]))
-    spawner._restore_configured()
+    spawner.configured.restore()
     spawner._apply(spawner.user_plan({"profile": "box"}))
     assert (spawner.mem_limit, spawner.mem_guarantee) == (8 * GiB, 2 * GiB)
 

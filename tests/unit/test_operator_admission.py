@@ -187,12 +187,25 @@ def test_a_name_that_is_no_credentials_is_refused_on_the_annotation(annotation, 
     assert e.value.field == SA_ANN
 
 
+def test_a_credentials_mode_lets_the_pods_user_read_it():
+    """0440 with the pod's fsGroup; 0400 for root; 0444 with neither (a non-root image's user could
+    not read a root-owned 0440 file: the tests' kubelet, running pods as their users, found it)."""
+    def mode(**spec):
+        ops = mount_ops(pod(**spec), [Asked("gcs-key", POD_ANN)], KINDS, SETTINGS)
+        (vols,) = [o["value"] for o in ops if o["path"] == "/spec/volumes"]
+        return vols[0]["secret"]["defaultMode"]
+    assert mode(securityContext={"fsGroup": 100, "runAsUser": 1000}) == 0o440
+    assert mode(securityContext={"runAsUser": 0}) == 0o400
+    assert mode(securityContext={"runAsUser": 1000}) == 0o444
+    assert mode() == 0o444
+
+
 def test_a_credential_is_mounted_into_every_container_with_its_path_variables():
     p = pod(containers=[{"name": "main", "image": "python", "env": [{"name": "A", "value": "1"}],
                          "volumeMounts": [{"name": "data", "mountPath": "/data"}]},
                         {"name": "side", "image": "busybox"}],
             initContainers=[{"name": "init", "image": "busybox"}],
-            volumes=[{"name": "data", "emptyDir": {}}])
+            volumes=[{"name": "data", "emptyDir": {}}], securityContext={"fsGroup": 100})
     aws_mount = {"name": "credential-s3", "mountPath": f"{ROOT}/s3", "readOnly": True}
     aws_env = [{"name": "AWS_CONFIG_FILE", "value": f"{ROOT}/s3/config"},
                {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": f"{ROOT}/s3/credentials"}]

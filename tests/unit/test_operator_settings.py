@@ -54,3 +54,56 @@ def test_serving_certificate_names_and_renewal_at_a_third_left():
     assert needs_renewal(cert, [*hosts, "another.example"], NOW)
     assert not needs_renewal(cert, hosts, NOW, validity_s=3000)
     assert needs_renewal(cert, hosts, NOW, validity_s=600)  # told a shorter lifetime since
+
+
+def _answers(port: int, cert) -> bool:
+    """Whether a TLS caller presenting `cert` (a tests.cluster.pki Pair or None) gets an answer."""
+    import socket
+    import ssl
+    client = ssl.create_default_context()
+    client.check_hostname, client.verify_mode = False, ssl.CERT_NONE
+    if cert is not None:
+        client.load_cert_chain(str(cert.cert), str(cert.key))
+    try:
+        with socket.create_connection(("127.0.0.1", port), 5) as raw, client.wrap_socket(raw) as tls:
+            tls.sendall(b"ping")
+            return tls.recv(4) == b"pong"
+    except (ssl.SSLError, ConnectionError):
+        return False
+
+
+def test_with_a_client_ca_the_webhook_server_answers_only_the_certificates_it_issued(tmp_path):
+    import socket
+    import ssl
+    import threading
+
+    from hub_ext.operator.tls import server_context
+    from tests.cluster.pki import PKI
+
+    callers, cluster = PKI(tmp_path / "callers", ca_name="webhook-callers"), PKI(tmp_path / "cluster")
+    serving = cluster.issue("serving", "operator", server=True, hosts=("127.0.0.1",))
+    assert op_settings.parse(["--webhook-client-ca", str(callers.ca)]).webhook_client_ca == str(callers.ca)
+    assert op_settings.parse([]).webhook_client_ca is None
+    for client_ca, expected in ((str(callers.ca), [False, False, True]), (None, [True, True, True])):
+        context = server_context(client_ca)
+        context.load_cert_chain(str(serving.cert), str(serving.key))
+        listener = socket.create_server(("127.0.0.1", 0))
+
+        def serve():
+            for _ in range(3):
+                conn, _ = listener.accept()
+                try:
+                    with context.wrap_socket(conn, server_side=True) as tls:
+                        if tls.recv(4) == b"ping":
+                            tls.sendall(b"pong")
+                except (ssl.SSLError, OSError):
+                    pass
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        port = listener.getsockname()[1]
+        got = [_answers(port, cert) for cert in
+               (None, cluster.issue("user", "oidc:mallory", client=True),  # a user's certificate of another CA
+                callers.issue("api-server", "kube-apiserver-webhook-client", client=True))]
+        thread.join(10)
+        listener.close()
+        assert got == expected, (client_ca, got)

@@ -8,7 +8,8 @@ import pytest
 from hub_ext.core.catalog import parse_accelerators
 from hub_ext.core.entitlements import Project
 from hub_ext.core.errors import ConfigError
-from hub_ext.manifests.queues import QueueSettings, cluster_queue, local_queue, resource_flavors
+from hub_ext.manifests.queues import (QueueSettings, cluster_queue, local_queues, project_cohort, queue_objects,
+                                     resource_flavors, servers_queue)
 from hub_ext.manifests.tenancy import TenancySettings, project_objects
 
 pytestmark = pytest.mark.unit
@@ -33,30 +34,55 @@ def test_a_flavor_per_accelerator_type_even_on_one_resource_name():
     assert all(f["apiVersion"] == "kueue.x-k8s.io/v1beta2" for f in resource_flavors(ACCS))
 
 
-def test_the_cluster_queue_holds_the_limits_per_flavor_and_only_entitled_flavors():
-    cq = cluster_queue(TEAM, ACCS, QueueSettings(), LABELS)
-    assert cq["metadata"]["name"] == "mlp-vision"
-    groups = {tuple(g["coveredResources"]): g["flavors"] for g in cq["spec"]["resourceGroups"]}
-    assert groups[("nvidia.com/gpu",)] == [
-        {"name": "mlp-a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1"}]},
-        {"name": "mlp-h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1"}]}]
-    assert groups[("nvidia.com/mig-1g.5gb",)] == [
-        {"name": "mlp-1g.5gb", "resources": [{"name": "nvidia.com/mig-1g.5gb", "nominalQuota": "2"}]}]
+def _quotas(cq: dict) -> dict:
+    return {tuple(g["coveredResources"]): g["flavors"] for g in cq["spec"]["resourceGroups"]}
+
+
+def test_the_servers_queue_holds_the_limits_per_entitled_flavor_and_never_borrows():
+    cq = servers_queue(TEAM, ACCS, LABELS)
+    assert cq["metadata"]["name"] == "mlp-vision-servers"
+    assert _quotas(cq)[("nvidia.com/gpu",)] == [
+        {"name": "mlp-a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1", "borrowingLimit": "0"}]},
+        {"name": "mlp-h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "1", "borrowingLimit": "0"}]}]
+    assert _quotas(cq)[("nvidia.com/mig-1g.5gb",)] == [{"name": "mlp-1g.5gb", "resources": [
+        {"name": "nvidia.com/mig-1g.5gb", "nominalQuota": "2", "borrowingLimit": "0"}]}]
     assert "mlp-3g.20gb-single" not in str(cq)  # not entitled: never admitted
-    # only the project's own namespace may queue to it; it borrows and lends in the cohort
+    # only the project's own namespace may queue to it; a server preempts nothing
     assert cq["spec"]["namespaceSelector"] == {"matchLabels": {"kubernetes.io/metadata.name": "vision"}}
-    assert cq["spec"]["cohortName"] == "mlplatform"
+    assert cq["spec"]["cohortName"] == "mlp-vision"
+    assert cq["spec"]["preemption"] == {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never",
+                                        "borrowWithinCohort": {"policy": "Never"}}
+
+
+def test_the_jobs_queue_owns_nothing_and_runs_on_what_is_lent():
+    cq = cluster_queue(TEAM, ACCS, LABELS)
+    assert cq["metadata"]["name"] == "mlp-vision" and cq["spec"]["cohortName"] == "mlp-vision"
+    assert {(f["name"], r["nominalQuota"], r.get("borrowingLimit")) for g in cq["spec"]["resourceGroups"]
+            for f in g["flavors"] for r in f["resources"]} == {
+        ("mlp-a100", "0", None), ("mlp-h100", "0", None), ("mlp-1g.5gb", "0", None)}
+    assert cq["spec"]["preemption"]["withinClusterQueue"] == "LowerPriority"
     assert cq["spec"]["preemption"]["reclaimWithinCohort"] == "Any"
 
 
-def test_a_borrowing_limit_and_an_unlimited_project():
-    cq = cluster_queue(TEAM, ACCS, QueueSettings(cohort="lab", borrowing_limit=0), LABELS)
-    assert cq["spec"]["cohortName"] == "lab"
-    assert {r["borrowingLimit"] for g in cq["spec"]["resourceGroups"] for f in g["flavors"]
-            for r in f["resources"]} == {"0"}
-    admin = cluster_queue(ADMIN, ACCS, QueueSettings(), LABELS)
+def test_the_projects_cohort_borrows_from_the_shared_one_up_to_the_limit():
+    cohort = project_cohort(TEAM, ACCS, QueueSettings(), LABELS)
+    assert cohort["kind"] == "Cohort" and cohort["metadata"]["name"] == "mlp-vision"
+    assert cohort["spec"]["parentName"] == "mlplatform" and "resourceGroups" not in cohort["spec"]
+    limited = project_cohort(TEAM, ACCS, QueueSettings(cohort="lab", borrowing_limit=0), LABELS)
+    assert limited["spec"]["parentName"] == "lab"
+    assert {(f["name"], r["nominalQuota"], r["borrowingLimit"]) for g in limited["spec"]["resourceGroups"]
+            for f in g["flavors"] for r in f["resources"]} == {
+        ("mlp-a100", "0", "0"), ("mlp-h100", "0", "0"), ("mlp-1g.5gb", "0", "0")}
+
+
+def test_an_unlimited_project_has_one_queue_in_no_cohort():
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in queue_objects(ADMIN, ACCS, QueueSettings(), LABELS)]
+    assert ("ClusterQueue", "mlp-user-root") in kinds and not [k for k, _ in kinds if k == "Cohort"]
+    admin = cluster_queue(ADMIN, ACCS, LABELS)
     assert "cohortName" not in admin["spec"]  # nothing caps it: it neither lends nor borrows
     assert len([f for g in admin["spec"]["resourceGroups"] for f in g["flavors"]]) == len(ACCS)
+    assert {q["metadata"]["name"]: q["spec"]["clusterQueue"] for q in local_queues(ADMIN, LABELS)} == {
+        "default": "mlp-user-root", "servers": "mlp-user-root"}
 
 
 def test_under_kueue_the_quota_counts_no_accelerator_and_the_queues_are_made():
@@ -65,9 +91,11 @@ def test_under_kueue_the_quota_counts_no_accelerator_and_the_queues_are_made():
     quota = next(o for o in objs if o["metadata"]["name"] == "mlplatform-accelerators")
     assert quota["spec"]["hard"] == {}
     kinds = [(o["kind"], o["metadata"]["name"]) for o in objs]
-    assert kinds[-2:] == [("ClusterQueue", "mlp-vision"), ("LocalQueue", "default")]
+    assert kinds[-5:] == [("Cohort", "mlp-vision"), ("ClusterQueue", "mlp-vision-servers"),
+                          ("ClusterQueue", "mlp-vision"), ("LocalQueue", "default"), ("LocalQueue", "servers")]
     assert ("ResourceFlavor", "mlp-a100") in kinds
-    assert local_queue(TEAM, LABELS)["spec"] == {"clusterQueue": "mlp-vision"}
+    assert {q["metadata"]["name"]: q["spec"]["clusterQueue"] for q in local_queues(TEAM, LABELS)} == {
+        "default": "mlp-vision", "servers": "mlp-vision-servers"}
     # without Kueue: no queue objects, the quota counts accelerators as before
     plain = project_objects(TEAM, ACCS, (), [("alice", "")])
     assert not [o for o in plain if o["apiVersion"].startswith("kueue.x-k8s.io")]
@@ -107,6 +135,13 @@ def test_a_queued_workload_is_told_its_place_and_why_in_words():
     assert queue_sentence(first, workloads, "vision", "a free A100", {}).startswith(
         "queued: 1 workload ahead of you")  # the urgent one
     assert queue_sentence(running, workloads, "vision", "1 A100", {}) == "admitted by the project's queue with 1 A100"
+    # the servers' queue and the jobs' are two lines: a server waits behind servers only
+    for wl in workloads:
+        wl["spec"]["queueName"] = "default"
+    mine["spec"]["queueName"] = "servers"
+    server = _workload("pod-y", "2026-12-06T10:01:30Z", owner=("Pod", "jupyter-y"))
+    server["spec"]["queueName"] = "servers"
+    assert ahead(mine, [*workloads, server]) == 1 and ahead(first, [*workloads, server]) == 1
     from hub_ext.manifests.queue_text import reason_words
     assert reason_words("couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor "
                         "mlp-a100, previously considered podsets requests (0) + current podset request (3) > maximum "

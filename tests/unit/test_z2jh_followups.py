@@ -73,7 +73,7 @@ def kubespawners_own(overrides):
 @pytest.mark.parametrize("choice", ["lab", "classic"])
 async def test_dict_valued_overrides_merge_as_kubespawner_merges_them(kubeconfig, choice):
     spawner = platform_spawner([PROFILE])
-    spawner._restore_configured()
+    spawner.configured.restore()
     spawner._apply(spawner.user_plan({"profile": "ds", "ui": choice}))
     choice_override = PROFILE["profile_options"]["ui"]["choices"][choice]["kubespawner_override"]
     expected = kubespawners_own([PROFILE["kubespawner_override"], choice_override])
@@ -90,10 +90,10 @@ async def test_dict_valued_overrides_merge_as_kubespawner_merges_them(kubeconfig
 async def test_the_configured_values_come_back_for_the_next_spawn(kubeconfig):
     plain = {"display_name": "Plain", "slug": "plain"}
     spawner = platform_spawner([PROFILE, plain])
-    spawner._restore_configured()
+    spawner.configured.restore()
     spawner._apply(spawner.user_plan({"profile": "ds"}))
     assert PROFILE["kubespawner_override"]["environment"]["OLD"] is None  # the profile is not changed
-    spawner._restore_configured()  # as the next spawn's load_user_options does
+    spawner.configured.restore()  # as the next spawn's load_user_options does
     spawner._apply(spawner.user_plan({"profile": "plain"}))
     for trait, value in CONFIGURED.items():
         assert getattr(spawner, trait) == value, trait

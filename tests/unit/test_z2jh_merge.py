@@ -85,7 +85,7 @@ def test_merged_overrides_applied_once_equal_kubespawners_in_turn(overrides):
 @pytest.mark.parametrize("choice", ["new", "old"])
 async def test_platform_spawner_matches_kubespawner(kubeconfig, choice):  # noqa: F811
     spawner = PlatformSpawner(user=make_user("alice"), _mock=True, **settings([PROFILE]), **copy.deepcopy(CONFIGURED))
-    spawner._restore_configured()
+    spawner.configured.restore()
     spawner._apply(spawner.user_plan({"profile": "torch", "version": choice}))
     expected = kubespawners_own(choice)
     assert spawner.environment == expected.environment
@@ -135,7 +135,7 @@ async def test_a_callable_override_is_called_with_the_spawner_as_kubespawner_doe
     """KubeSpawner documents callable ``kubespawner_override`` values (``f(spawner)``, at each spawn);
     both platform spawners call them the same way (the traits the platform counts take values only)."""
     kube = PlatformSpawner(user=make_user("alice"), _mock=True, **settings([CALLABLE]), **copy.deepcopy(CONFIGURED))
-    kube._restore_configured()
+    kube.configured.restore()
     kube._apply(kube.user_plan({"profile": "per-user"}))
     own = KubeSpawner(_mock=True, user=make_user("alice"), **copy.deepcopy(CONFIGURED))
     own._apply_overrides(CALLABLE["kubespawner_override"])

@@ -228,8 +228,9 @@ def mount_ops(pod: Mapping, asked: Iterable[Asked], kinds: Mapping[str, str | No
         index = int(e.field.partition("[")[2].rstrip("]") or 0)
         raise UserInputError(asked[index].source, e.message) from None
     spec = pod.get("spec") or {}
-    run_as_root = (spec.get("securityContext") or {}).get("runAsUser") == 0
-    vols, mounts = volumes(creds, (), settings.mounts, run_as_root)
+    pod_sc = spec.get("securityContext") or {}
+    run_as_root = pod_sc.get("runAsUser") == 0
+    vols, mounts = volumes(creds, (), settings.mounts, run_as_root, fs_group=pod_sc.get("fsGroup") is not None)
     ops: list[dict] = []
     held = _volumes_by_secret(spec.get("volumes") or [])
     partly = _held_in_part(spec.get("volumes") or [])

@@ -5,16 +5,19 @@ In a team project every member has a ServiceAccount of their own (`hub_ext.manif
 ``mlplatform-member-<slug>``, annotated with the hub user and their Kubernetes identity); their
 notebook server runs as it, and when they leave the hub deletes it, which voids every token of it.
 So that nothing a member starts outlives their membership with a token of anyone else, the pods of
-every object a member makes in a team project (a batch Job, a PyTorchJob or TFJob, a Katib
-Experiment's trial template) run as that member's own account (`decide`):
+every object a member makes in a team project (a batch Job, a PyTorchJob or TFJob, a Trainer v2
+TrainJob, a Katib Experiment's trial template) run as that member's own account (`decide`):
 
 - the requester's account is the account of the request (a notebook's or a job's token:
   ``system:serviceaccount:<ns>:mlplatform-member-…``) or, for a member's own identity
   (``oidc:bob``), the account annotated with that identity;
-- every pod spec of the object (any mapping with a ``containers`` list, wherever the kind keeps its
-  templates) that names no account, or the project's ``mlplatform-runner``, is given the
-  requester's (JSON Patch operations); one that names any other account is refused, naming the
-  field;
+- every pod spec of the object (`held_specs`: any mapping with a ``containers`` list, wherever the
+  kind keeps its templates, and a TrainJob's every runtime patch of a pod,
+  ``runtimePatches[i].trainingRuntimeSpec.template.spec.replicatedJobs[j].template.spec.template.spec``,
+  with or without containers) that names no account, or the project's ``mlplatform-runner``, is
+  given the requester's (JSON Patch operations); one that names any other account is refused,
+  naming the field. (A TrainJob whose patches hold no pod spec runs the runtime's, which names no
+  account: its pods would be ``default``'s, which the project policies refuse for a Job's pods);
 - an Experiment whose trial template lives in a ConfigMap is refused: Katib reads the ConfigMap
   again for every trial, after this check, so its pods' account could not be held;
 - a request by the project's shared ``mlplatform-runner`` (a server started before members had
@@ -47,6 +50,26 @@ def pod_specs(obj: Any, path: str = "") -> Iterator[tuple[str, dict]]:
     elif isinstance(obj, list):
         for i, value in enumerate(obj):
             yield from pod_specs(value, f"{path}/{i}")
+
+
+def held_specs(obj: Mapping[str, Any]) -> list[tuple[str, dict]]:
+    """(JSON Pointer, pod spec) of every pod spec whose account `decide` holds (module docstring)."""
+    found = dict(pod_specs(obj.get("spec"), "/spec"))
+    if obj.get("kind") == "TrainJob":
+        for i, patch in enumerate((obj.get("spec") or {}).get("runtimePatches") or []):
+            jobs = _at(patch, "trainingRuntimeSpec", "template", "spec", "replicatedJobs") or []
+            for j, job in enumerate(jobs if isinstance(jobs, list) else []):
+                pod = _at(job, "template", "spec", "template", "spec")
+                if isinstance(pod, Mapping):
+                    found.setdefault(f"/spec/runtimePatches/{i}/trainingRuntimeSpec/template/spec/replicatedJobs/{j}"
+                                     "/template/spec/template/spec", pod)  # type: ignore[arg-type]
+    return sorted(found.items())
+
+
+def _at(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        obj = obj.get(key) if isinstance(obj, Mapping) else None
+    return obj
 
 
 def _escape(key: str) -> str:
@@ -93,7 +116,7 @@ def decide(obj: Mapping[str, Any], own: str, namespace: str) -> list[dict]:
                              "template is written in the Experiment (spec.trialTemplate.trialSpec): Katib reads a "
                              "ConfigMap again for every trial, so whose pods they are could not be held", 403)
     ops = []
-    for pointer, spec in pod_specs(obj.get("spec"), "/spec"):
+    for pointer, spec in held_specs(obj):
         named = spec.get("serviceAccountName") or spec.get("serviceAccount") or ""
         if named not in ("", SERVICE_ACCOUNT, own):
             raise UserInputError(f"{_field(pointer)}.serviceAccountName",

@@ -39,6 +39,9 @@ class OperatorSettings:
     tls_hosts: tuple[str, ...] = ()
     tls_validity_s: int = 90 * 86400
     tls_check_s: float = 60.0
+    # a CA bundle (PEM): the webhook server then answers only a caller presenting a client
+    # certificate it issued (the API server's, from its AdmissionConfiguration); None: anyone
+    webhook_client_ca: str | None = None
     health_addr: str = "0.0.0.0"
     health_port: int = 8080
     lease_name: str = "mlplatform-operator"
@@ -105,6 +108,9 @@ def parser() -> argparse.ArgumentParser:
     a("--tls-validity", type=_positive, default=90 * 86400.0, metavar="SECONDS",
       help="lifetime of a self-signed serving certificate; renewed when a third is left")
     a("--tls-check", type=_positive, default=60.0, metavar="SECONDS", help="how often the certificate is checked")
+    a("--webhook-client-ca", metavar="FILE",
+      help="a CA bundle (PEM): answer admission reviews only from a caller whose client certificate it "
+           "issued (the API server's webhook client certificate; docs/operator.md). Default: any caller")
     a("--health-addr", default="0.0.0.0")
     a("--health-port", type=int, default=8080)
     a("--lease", default="mlplatform-operator")
@@ -134,7 +140,7 @@ def parse(argv: list[str] | None = None) -> OperatorSettings:
         namespace=ns.namespace, identity=ns.identity, mounts=mounts, kubeconfig=ns.kubeconfig,
         project_selector=ns.project_selector, webhook_addr=ns.webhook_addr, webhook_port=ns.webhook_port,
         tls_dir=ns.tls_dir, tls_secret=ns.tls_secret, tls_hosts=tuple(ns.tls_host), tls_validity_s=int(ns.tls_validity),
-        tls_check_s=ns.tls_check, health_addr=ns.health_addr, health_port=ns.health_port, lease_name=ns.lease,
+        tls_check_s=ns.tls_check, webhook_client_ca=ns.webhook_client_ca, health_addr=ns.health_addr, health_port=ns.health_port, lease_name=ns.lease,
         lease_duration_s=ns.lease_duration, loader_image=ns.loader_image, loader_python=tuple(ns.loader_python.split()),
         loader_service_account=ns.loader_service_account, s3_endpoint=ns.s3_endpoint, gcs_endpoint=ns.gcs_endpoint,
         progress_interval=ns.progress_interval, progress_reads=ns.progress_reads, log_format=ns.log_format,

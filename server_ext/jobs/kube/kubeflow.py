@@ -40,7 +40,8 @@
   Kubernetes' ``$(VAR)`` expansion (`literal`).
 
 `pod_selector(kind, name, task)` is the label selector of one task's pod (the operator's
-``training.kubeflow.org/*`` labels; ``batch.kubernetes.io/job-name``, Kubernetes ≥ 1.27).
+``training.kubeflow.org/*`` labels; ``batch.kubernetes.io/job-name``, Kubernetes ≥ 1.27; a
+TrainJob's JobSet name and completion index, `server_ext.jobs.kube.trainjob`).
 `cancel_patch(kind, when)` is a merge patch that suspends the job (its pods are deleted) and
 records ``mlplatform.io/cancel-requested``. `resource_path` gives the REST path of a kind.
 """
@@ -73,20 +74,23 @@ DEFAULT_FETCHER_IMAGE = "ghcr.io/jupyterhub-mlplatform/trainer-tools:0.1.0"
 
 # kind → (group, version, plural)
 API = {"PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"), "TFJob": ("kubeflow.org", "v1", "tfjobs"),
-       "Job": ("batch", "v1", "jobs")}
+       "Job": ("batch", "v1", "jobs"), "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs")}
 _REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
 _REPLICA_TYPES = {
     "PyTorchJob": {"master": "Master", "worker": "Worker"},
     "TFJob": {"master": "Chief", "worker": "Worker", "ps": "PS", "evaluator": "Evaluator"},
 }
-CONTAINER = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "Job": "trainer"}
+CONTAINER = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "Job": "trainer", "TrainJob": "node"}
 _PORTS = {"PyTorchJob": [{"name": "pytorchjob-port", "containerPort": 23456, "protocol": "TCP"}],
-          "TFJob": [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}], "Job": []}
+          "TFJob": [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}], "Job": [], "TrainJob": []}
+TRAINJOB_INDEX = ("jobset.sigs.k8s.io/jobset-name", "batch.kubernetes.io/job-completion-index")
 FETCH_RESOURCES = {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 _DURATION = re.compile(r"(?P<seconds>\d+)(?:\.(?P<fraction>\d{1,9}))?s")
 
-# Run a pythonModule: install the fetched packages with the runtime's own Python (compiled wheels
-# must match it), then exec the module. $0 is the module and "$@" its arguments: nothing from the
+# Run a pythonModule: on Trainer v2 set what torchrun sets for its process (from the torch policy's
+# PET_* variables, one process per node) or the node's TF_CONFIG (from MLPLATFORM_TF_CONFIGS and the
+# node's JOB_COMPLETION_INDEX: `trainjob`); install the fetched packages with the runtime's own Python
+# (compiled wheels must match it), then exec the module. $0 is the module and "$@" its arguments: nothing from the
 # job is ever part of this text. It holds no "$(" and no "$$", so Kubernetes' $(VAR) expansion of
 # command lines leaves it as it is.
 RUN_MODULE = """\
@@ -94,6 +98,17 @@ set -eu
 code="$MLPLATFORM_CODE_DIR"
 py=python3
 command -v python3 >/dev/null || py=python
+if [ -n "${PET_NNODES:-}" ] && [ -z "${WORLD_SIZE:-}" ]; then
+  export WORLD_SIZE="$PET_NNODES" RANK="$PET_NODE_RANK" LOCAL_RANK=0 MASTER_ADDR="$PET_MASTER_ADDR" \
+MASTER_PORT="$PET_MASTER_PORT"
+fi
+if [ -n "${MLPLATFORM_TF_CONFIGS:-}" ] && [ -z "${TF_CONFIG:-}" ]; then
+  TF_CONFIG=`"$py" -c 'import json, os
+c = json.loads(os.environ["MLPLATFORM_TF_CONFIGS"])
+c["task"] = c.pop("tasks")[int(os.environ["JOB_COMPLETION_INDEX"])]
+print(json.dumps(c, sort_keys=True))'`
+  export TF_CONFIG
+fi
 find "$code" -mindepth 1 -maxdepth 1 -type f -exec "$py" -m pip install --quiet --upgrade --no-deps --no-index \
 --no-build-isolation --no-cache-dir --disable-pip-version-check --target "$code/site" {} +
 export PYTHONPATH="$code/site${PYTHONPATH:+:$PYTHONPATH}"
@@ -109,6 +124,8 @@ class KubeSettings:
     code_dir: str = "/mlplatform/code"
     packages_dir: str = "/mlplatform/packages"  # where a package ConfigMap is mounted (fetch-code only)
     fs_group: int | None = 100  # the group that may read mounted credentials (mode 0440)
+    run_as: tuple[int, int] | None = None  # (uid, gid) every container runs as (non-root); None: the image's user
+    training_api: str = "v1"  # v1 | v2 | auto: Training Operator v1 or Trainer v2 (`runtimes.kube.backend`)
 
 
 def api_version(kind: str) -> str:
@@ -139,14 +156,24 @@ def replica_type(kind: str, role: str) -> str:
         raise ValueError(f"a {kind} has no replica type for role {role!r}") from None
 
 
-def pod_selector(kind: str, name: str, task: str) -> str:
-    """The label selector of the pod of `task` (``worker-replica-1``, ``ps-0``…) of job `name`."""
+def pod_selector(kind: str, name: str, task: str, tasks: list[str] | None = None) -> str:
+    """The label selector of the pod of `task` (``worker-replica-1``, ``ps-0``…) of job `name`; a
+    TrainJob's node is the task's place in `tasks` (the job's, in node order) where given."""
     canonical = task_name(task)
     role, _, index = canonical.rpartition("-replica-")
     if kind == "Job":
         if canonical != "master-replica-0":
             raise UserInputError("task", f"the job has no task {task!r} (it has master-replica-0)")
         return f"batch.kubernetes.io/job-name={name}"
+    if kind == "TrainJob" and tasks is not None:
+        if canonical not in tasks:
+            raise UserInputError("task", f"the job has no task {task!r} (it has {', '.join(tasks)})")
+        return f"{TRAINJOB_INDEX[0]}={name},{TRAINJOB_INDEX[1]}={tasks.index(canonical)}"
+    if kind == "TrainJob":  # node 0 is the master, node k ≥ 1 worker k-1 (`trainjob`)
+        if canonical not in ("master-replica-0", f"worker-replica-{index}") or not index.isdigit():
+            raise UserInputError("task", f"the job has no task {task!r} (its tasks are master-replica-0 and "
+                                         "worker-replica-<k>)")
+        return f"{TRAINJOB_INDEX[0]}={name},{TRAINJOB_INDEX[1]}={0 if role == 'master' else int(index) + 1}"
     if role not in _REPLICA_TYPES[kind]:
         raise UserInputError("task", f"a {kind} has no {role} tasks")
     return (f"training.kubeflow.org/job-name={name},"
@@ -156,7 +183,7 @@ def pod_selector(kind: str, name: str, task: str) -> str:
 
 def cancel_patch(kind: str, when: str) -> dict:
     """A JSON merge patch: suspend the job (the controller deletes its pods) and record when."""
-    spec = {"suspend": True} if kind == "Job" else {"runPolicy": {"suspend": True}}
+    spec = {"suspend": True} if kind in ("Job", "TrainJob") else {"runPolicy": {"suspend": True}}
     return {"metadata": {"annotations": {CANCEL_ANNOTATION: when}}, "spec": spec}
 
 
@@ -283,6 +310,9 @@ def pod_template(plan: JobPlan, replica: Replica, settings: KubeSettings) -> dic
     spec["securityContext"] = copy.deepcopy(POD_SECURITY)
     if settings.fs_group is not None:
         spec["securityContext"]["fsGroup"] = settings.fs_group
+    if settings.run_as is not None:
+        uid, gid = settings.run_as
+        spec["securityContext"].update(runAsUser=uid, runAsGroup=gid, runAsNonRoot=True)
     if _runs_module(plan, replica):
         if plan.package_uris:  # a custom image may bring the module itself
             _, credential_mounts = volumes(plan.credentials, (), settings.mounts)

@@ -1,5 +1,6 @@
 """A job's Kubernetes object (``PyTorchJob``, ``TFJob`` or ``batch/v1`` Job, as
-`server_ext.jobs.kube.kubeflow.job_manifest` made it and its controller updated it) back to the ``ml.v1``
+`server_ext.jobs.kube.kubeflow.job_manifest` made it, or a Trainer v2 ``TrainJob`` as
+`server_ext.jobs.kube.trainjob` made it, and its controller updated it) back to the ``ml.v1``
 Job JSON. Pure: `job_json(obj)` reads the object alone and never changes it.
 
 Guarantees of `job_json`:
@@ -28,6 +29,8 @@ Guarantees of `job_json`:
   batch Job: a ready pod (or active, on clusters that    RUNNING
   do not count ready pods)
   batch Job: active or started                           PREPARING
+  TrainJob: a ready pod in its JobSet's jobs             RUNNING
+  TrainJob: an active pod                                PREPARING
   nothing                                                QUEUED
   ====================================================  ==========
 
@@ -92,11 +95,17 @@ def state_of(obj: dict) -> tuple[str, str]:
         return "RUNNING", ""
     if "Created" in conds:
         return "PREPARING", ""
+    status = obj.get("status") or {}
     if obj.get("kind") == "Job":
-        status = obj.get("status") or {}
         if status.get("ready") or (status.get("active") and "ready" not in status):
             return "RUNNING", ""
         if status.get("active") or status.get("startTime"):
+            return "PREPARING", ""
+    if obj.get("kind") == "TrainJob":
+        jobs = status.get("jobsStatus") or []
+        if any(j.get("ready") for j in jobs):
+            return "RUNNING", ""
+        if any(j.get("active") for j in jobs):
             return "PREPARING", ""
     return "QUEUED", ""
 

@@ -1,5 +1,6 @@
 """The Kubernetes `JobBackend`: a job is one Kubeflow Training Operator v1 ``PyTorchJob``/``TFJob``
-or one ``batch/v1`` Job (`kubeflow.job_manifest`) in the project's namespace.
+or one ``batch/v1`` Job (`kubeflow.job_manifest`), or one Kubeflow Trainer v2 ``TrainJob``
+(`trainjob.trainjob_manifest`), in the project's namespace.
 
 Guarantees:
 
@@ -17,9 +18,16 @@ Guarantees:
   writable copy (``frames:copy``) becomes a claim from its snapshot owned by the object
   (`dataset_copies`; not for sweeps): if either fails the object is deleted again and the error
   raised, so all exist or none.
+- Which API a job gets (`KubeSettings.training_api`, decided by `trainjob.on_trainer_v2`): ``v1``
+  (the default), ``v2`` (a TrainJob for every job `trainjob.unsupported` allows; the others on v1),
+  ``auto`` (as ``v2`` where the cluster serves ``trainer.kubeflow.org/v1alpha1``, asked once, else
+  ``v1``). Sweeps' trials stay
+  v1. Wherever Trainer v2 is served the project's TrainJobs are read beside its v1 jobs, so jobs
+  made before a switch stay listed, described and streamed.
 - `cancel` merge-patches `kubeflow.cancel_patch` (the controller suspends the job and deletes its
   pods): the job reads CANCELLING, then CANCELLED; a job that already ended is `JobFinished`.
-- `logs` reads the log of the task's main container (``pytorch``, ``tensorflow`` or ``trainer``) as
+- `logs` reads the log of the task's main container (``pytorch``, ``tensorflow``, ``trainer`` or
+  a TrainJob's ``node``) as
   `job_logs.TaskLog` says (numbered lines, ``follow`` across reconnects and replaced pods). A task
   the job does not have is `UserInputError("task", …)`.
 - Sweeps (a plan with ``sweep``, or a user's own Katib Experiment: `submit_experiment`) are Katib
@@ -32,7 +40,9 @@ Guarantees:
 - Where the cluster serves Kueue, a job object (and a sweep's trial template, so every trial's job)
   is created with the queue label naming the
   project's LocalQueue ``default`` (`hub_ext.manifests.queues`), and a job Kueue holds carries
-  ``statusMessage`` from its Workload (`queued`). The label is not left to Kueue's defaulting of
+  ``statusMessage`` from its Workload (`queued`), from the first answer of a project just opened
+  (a CLI call opens one: it waits up to `WORKLOADS_WAIT` for the Workloads, never fails for
+  them). The label is not left to Kueue's defaulting of
   queue-less jobs: its webhook asks its own in-memory list of LocalQueues, which lags (a LocalQueue
   just made, a manager just (re)started: readyz answers before its queue controllers run), and a
   job it misses gets a Workload with no queue that Kueue never admits ("LocalQueue  doesn't
@@ -48,6 +58,7 @@ import contextlib
 import datetime as dt
 import logging
 import re
+from dataclasses import replace
 from typing import AsyncIterator, Mapping
 
 from hub_ext.core.errors import UpstreamError, UserInputError
@@ -66,18 +77,20 @@ from server_ext.jobs.kube.kubeflow import (
     resource_path,
 )
 from server_ext.jobs.kube.native_experiment import native_experiment
+from server_ext.jobs.kube.trainjob import on_trainer_v2, trainjob_manifest
 from server_ext.jobs.kube.status import job_json
 from server_ext.jobs.model import JOB_ID_ANNOTATION
 from server_ext.jobs.plan import JobPlan, task_name
 from server_ext.runtimes.kube import dataset_copies, job_create
 from server_ext.runtimes.kube import sweeps as kube_sweeps
 from server_ext.runtimes.kube.job_logs import TaskLog
-from server_ext.runtimes.kube.project_caches import Project, kueue_served, open_project, tasks_of
+from server_ext.runtimes.kube.project_caches import Project, kueue_served, open_project, tasks_of, trainer_served
 
 log = logging.getLogger("mlplatform.jobs.kube")
 
 MERGE_PATCH = "application/merge-patch+json"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+WORKLOADS_WAIT = 5  # seconds a project just opened waits for its Kueue Workloads (optional: `required_caches`)
 
 
 class KubeBackend:
@@ -97,6 +110,7 @@ class KubeBackend:
         self._projects: dict[str, Project] = {}
         self._katib: bool | None = None  # whether the cluster serves Katib (asked once)
         self._kueue: bool | None = None  # whether the cluster serves Kueue's Workloads (asked once)
+        self._trainer: bool | None = None  # whether the cluster serves Trainer v2's TrainJobs (asked once)
         self._claims: dict[tuple[str, str], list] = {}  # (project, jobId) → [lock, submits holding or awaiting it]
 
     # ---- caches --------------------------------------------------------------------------------------
@@ -106,10 +120,12 @@ class KubeBackend:
         if self._projects.get(project) is None and self._katib is None:
             self._katib = await kube_sweeps.katib_served(self.kube)
             self._kueue = await kueue_served(self.kube)
-        p = self._projects.get(project)
+            self._trainer = await trainer_served(self.kube)
+        p = opened = self._projects.get(project)
         if p is None:
             p = self._projects[project] = open_project(self.kube, self.settings, project, bool(self._katib),
-                                                       self.watch_timeout, kueue=bool(self._kueue))
+                                                       self.watch_timeout, kueue=bool(self._kueue),
+                                                       trainer=bool(self._trainer))
         for cache in p.required_caches():
             if not await cache.wait_loaded(self.load_timeout):
                 if cache.state == "forbidden" and self._projects.get(project) is p:
@@ -118,6 +134,8 @@ class KubeBackend:
                         await c.stop()
                 raise UpstreamError(f"list the jobs of project {project}",
                                     cache.error or "the Kubernetes API did not answer in time")
+        if opened is None and p.workloads is not None:  # the queue's words from the first answer on (a CLI
+            await p.workloads.wait_loaded(min(self.load_timeout, WORKLOADS_WAIT))  # call is one); never a failure
         return p
 
     async def _job(self, project: str, job_id: str) -> tuple[Project, str, dict]:
@@ -173,12 +191,14 @@ class KubeBackend:
                                                   lambda obj: kube_sweeps.discard(self.kube, sweeps, project, obj),
                                                   self.staging_env)
             return kube_sweeps.created(sweeps, obj, project, job_id, plan.owner)
+        if on_trainer_v2(plan, self.settings.training_api, bool(self._trainer)):
+            plan = replace(plan, trainer_v2=True)
         cache = p.caches[plan.kind]
 
         async def forget(obj: dict) -> None:  # kube_package deleted it; in case the watch saw it meanwhile
             cache.remove(project, plan.name)
 
-        manifest = job_manifest(plan, self.settings)
+        manifest = trainjob_manifest(plan, self.settings) if plan.trainer_v2 else job_manifest(plan, self.settings)
         manifest["metadata"]["labels"].update(self._queue_labels())
         obj = await job_create.create_shipped(self.kube, plan, resource_path(plan.kind, project),
                                               manifest, forget, self.staging_env)
@@ -264,8 +284,8 @@ class KubeBackend:
         tasks = tasks_of(kind, obj)
         if task not in tasks:
             raise UserInputError("task", f"job {job_id} has no task {label!r} (it has {', '.join(tasks)})")
-        source = TaskLog(self.kube, project, job_id, task, label, pod_selector(kind, obj["metadata"]["name"], task),
-                         container)
+        source = TaskLog(self.kube, project, job_id, task, label,
+                         pod_selector(kind, obj["metadata"]["name"], task, tasks), container)
         async with contextlib.aclosing(source.lines(follow, after, ended, lambda: self._pause(p))) as lines:
             async for line in lines:
                 yield line

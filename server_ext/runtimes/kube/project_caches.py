@@ -2,7 +2,8 @@
 
 Guarantees:
 
-- `open_project` starts one `WatchCache` per kind (`KINDS`: ``PyTorchJob``, ``TFJob``, ``Job``) in the
+- `open_project` starts one `WatchCache` per kind (`KINDS`: ``PyTorchJob``, ``TFJob``, ``Job``, and
+  ``TrainJob`` where the cluster serves Trainer v2: jobs made on v1 stay listed after a switch) in the
   project's namespace, limited to the platform's objects (`SELECTOR`:
   ``app.kubernetes.io/managed-by=jupyterhub-mlplatform``): one list each, then watches with bookmarks
   resumed from the last resourceVersion (a re-list only after 410 Gone); two more label-filtered
@@ -32,12 +33,14 @@ from hub_ext.operator.rules.gates import GATED_LABEL
 from server_ext.jobs.kube import queued, waiting
 from server_ext.jobs.kube.kubeflow import KubeSettings, api_version, resource_path
 from server_ext.jobs.kube.status import job_json
+from server_ext.jobs.kube.trainjob import TASKS_ANNOTATION
 from server_ext.jobs.model import JOB_ID_ANNOTATION
 from server_ext.runtimes.kube import sweeps as kube_sweeps
 
 log = logging.getLogger("mlplatform.jobs.kube")
 
 KINDS = ("PyTorchJob", "TFJob", "Job")
+TRAINER_API = "/apis/trainer.kubeflow.org/v1alpha1"
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 _REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
 _ROLE_OF_TYPE = {"master": "master", "chief": "master", "worker": "worker", "ps": "ps",
@@ -131,6 +134,12 @@ def tasks_of(kind: str, obj: dict) -> list[str]:
     """The task names (``worker-replica-1``) of a job object, from its replica specs."""
     if kind == "Job":
         return ["master-replica-0"]
+    if kind == "TrainJob":  # in node order (`trainjob.TASKS_ANNOTATION`); else node 0 the master, the others workers
+        written = ((obj.get("metadata") or {}).get("annotations") or {}).get(TASKS_ANNOTATION)
+        if written:
+            return written.split(",")
+        nodes = int(((obj.get("spec") or {}).get("trainer") or {}).get("numNodes") or 1)
+        return ["master-replica-0", *(f"worker-replica-{k}" for k in range(nodes - 1))]
     specs = (obj.get("spec") or {}).get(_REPLICA_SPECS[kind]) or {}
     return [f"{_ROLE_OF_TYPE.get(rtype.lower(), rtype.lower())}-replica-{i}"
             for rtype, spec in specs.items() for i in range(int(spec.get("replicas", 1)))]
@@ -138,18 +147,28 @@ def tasks_of(kind: str, obj: dict) -> list[str]:
 
 async def kueue_served(kube: Kube) -> bool:
     """Whether the cluster serves Kueue (kueue.x-k8s.io/v1beta2); False where it cannot tell."""
+    return await _served(kube, KUEUE_API)
+
+
+async def trainer_served(kube: Kube) -> bool:
+    """Whether the cluster serves Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1)."""
+    return await _served(kube, TRAINER_API)
+
+
+async def _served(kube: Kube, api: str) -> bool:
     try:
-        return await kube.get(KUEUE_API) is not None
+        return await kube.get(api) is not None
     except KubeError:
         return False
 
 
 def open_project(kube: Kube, settings: KubeSettings, project: str, katib: bool, watch_timeout: int,
-                 kueue: bool = False) -> Project:
-    """The caches of `project`, started (loading: see `WatchCache.wait_loaded`)."""
+                 kueue: bool = False, trainer: bool = False) -> Project:
+    """The caches of `project`, started (loading: see `WatchCache.wait_loaded`); TrainJobs too where
+    the cluster serves Trainer v2 (`trainer`)."""
     caches: dict[str, WatchCache] = {}
     p = Project(caches, name=project)
-    for kind in KINDS:
+    for kind in (*KINDS, *(("TrainJob",) if trainer else ())):
         caches[kind] = WatchCache(kube, resource_path(kind, project), label_selector=SELECTOR,
                                   watch_timeout=watch_timeout, on_change=p.pulse, transform=typed(kind)).start()
     mounts = settings.mounts

@@ -34,7 +34,9 @@ Guarantees:
   a conflict with Katib's own update), so Katib's controller makes no more Trials and removes the
   suggestion service; then each Trial still running (a fresh list: one made a moment ago too) is
   ended the same way with Katib's ``Killed`` condition (reason `KILLED_REASON`) and its job
-  deleted (its pods go with it). Every Trial stays: the finished ones as they ended, the stopped
+  deleted (its pods go with it), and deleted again 1, 3 and 10 s later (`_reap`: Katib's trial
+  controller, reading a Trial a moment old, can make a retained job anew). Every Trial stays: the
+  finished ones as they ended, the stopped
   ones CANCELLED; the sweep stays listed, CANCELLED, whether or not a trial had finished. Members
   may write only this to Experiments' and Trials' status (the project Role; the
   ValidatingAdmissionPolicy ``mlplatform-sweep-cancel``).
@@ -294,7 +296,9 @@ async def _end(kube: Kube, path: str, fresh: dict, end: str, why: str, message: 
 async def _stop_trial(kube: Kube, project: str, trial: dict, when: str) -> None:
     """Mark a running Trial ``Killed`` (Katib's own condition for it, which Katib never sets itself)
     and delete its job (and so its pods): Katib would keep it with ``retain``, and a Trial whose job
-    is gone is never given a new one once it has completed."""
+    is gone is never given a new one once it has completed. Katib's trial controller, reading a
+    Trial from its cache a moment old (not yet Killed) just after the delete, may make the job again,
+    and a retained job it keeps: `_reap` deletes it again (members may not change a Trial's spec)."""
     name = trial["metadata"]["name"]
     try:
         await _end(kube, katib_path("trials", project, name), trial, "Killed", KILLED_REASON, "the sweep was cancelled",
@@ -303,8 +307,31 @@ async def _stop_trial(kube: Kube, project: str, trial: dict, when: str) -> None:
         return  # removed meanwhile
     kind = ((trial.get("spec") or {}).get("runSpec") or {}).get("kind")
     if kind in CONTAINER:
-        with contextlib.suppress(NotFound):
-            await kube.request("DELETE", resource_path(kind, project, name), {"propagationPolicy": "Background"})
+        path = resource_path(kind, project, name)
+        await _delete_job(kube, path)
+        task = asyncio.ensure_future(_reap(kube, path))
+        _REAPING.add(task)
+        task.add_done_callback(_REAPING.discard)
+
+
+_REAPING: set[asyncio.Task] = set()  # the `_reap` tasks running (a reference each, until done)
+REAP_AFTER_S = (1.0, 3.0, 10.0)  # when a killed trial's job is deleted again, should Katib have made it anew
+
+
+async def _delete_job(kube: Kube, path: str) -> None:
+    with contextlib.suppress(NotFound):
+        await kube.request("DELETE", path, {"propagationPolicy": "Background"})
+
+
+async def _reap(kube: Kube, path: str) -> None:
+    """Delete a killed trial's job again at `REAP_AFTER_S` (see `_stop_trial`); a failure is logged only."""
+    for delay in REAP_AFTER_S:
+        await asyncio.sleep(delay)
+        try:
+            await _delete_job(kube, path)
+        except Exception as e:  # the backend closed, the API away: the job is Katib's to keep then
+            log.info("a cancelled trial's job %s: not deleted again: %s", path, e)
+            return
 
 
 # ---- trials: tasks, logs and metrics -----------------------------------------------------------------------

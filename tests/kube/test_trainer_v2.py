@@ -1,0 +1,148 @@
+"""Real Kubeflow Trainer v2.3.0 on JobSet v0.12.0 (`trainer_v2`, built by `make controllers`) on the
+tests' control plane, with the process kubelet and the cluster DNS: what the platform's TrainJobs
+rely on. A TrainJob on a torch ClusterTrainingRuntime becomes a JobSet whose indexed Job runs one
+pod per node; each node is told its rank and the master's stable name (``PET_*``, as torchrun reads
+them), which resolves through the JobSet's headless Service; the status server's token and CA are
+projected into each pod (the ``TrainJobStatus`` gate)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import replace
+
+import pytest
+
+from server_ext.runtimes.kube.backend import KubeBackend
+from tests.kube.job_env import NODES, SETTINGS, state, until
+from tests.kube.test_job_packages import TRAINER, USER, body, service, shipped
+from tests.kube.test_training_operator import IP, following, logs, network, pytorch_body, tf_body  # noqa: F401
+
+pytestmark = pytest.mark.kube
+TRAINER_API = "/apis/trainer.kubeflow.org/v1alpha1"
+JOBSET, INDEX = "jobset.sigs.k8s.io/jobset-name", "batch.kubernetes.io/job-completion-index"
+
+
+def torch_runtime(name: str) -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": name, "labels": {"trainer.kubeflow.org/framework": "torch"}},
+            "spec": {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [
+                {"name": "node", "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": {"template": {"spec": {"containers": [
+                        {"name": "node", "image": "python:3.11-slim"}]}}}}}]}}}}
+
+
+def ended(kube_cluster, ns: str, name: str):
+    for job in kube_cluster.items("trainer.kubeflow.org", "v1alpha1", "trainjobs", ns):
+        conditions = (job.get("status") or {}).get("conditions") or []
+        if job["metadata"]["name"] == name and any(c["type"] in ("Complete", "Failed") and c["status"] == "True"
+                                                   for c in conditions):
+            return job
+    return None
+
+
+async def test_a_two_node_trainjob_knows_its_ranks_and_finds_its_master(trainer_v2, kube, kube_cluster, kube_target,
+                                                                         runner):
+    ns = kube_target.namespace
+    kube_cluster.kubelet(mode="process", nodes=NODES)
+    await kube.request("POST", f"{TRAINER_API}/clustertrainingruntimes", torch_runtime(f"torch-{ns}"))
+    # each retries the lookup, as a rendezvous does: a name resolves once the JobSet's Service has the pod
+    script = ('echo "rank=$PET_NODE_RANK of $PET_NNODES master=$PET_MASTER_ADDR:$PET_MASTER_PORT"; '
+              'for i in $(seq 60); do getent hosts "$PET_MASTER_ADDR" && break; sleep 0.5; done | cut -d" " -f1; '
+              'test -s "$KUBEFLOW_TRAINER_SERVER_TOKEN" && echo token; '
+              '[ "$PET_NODE_RANK" = 0 ] && sleep 5; true')  # the master stays while the other looks it up
+    job = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": "two"},
+           "spec": {"runtimeRef": {"name": f"torch-{ns}"}, "trainer": {"numNodes": 2, "command": ["sh", "-c", script]}}}
+    try:
+        await kube.request("POST", f"{TRAINER_API}/namespaces/{ns}/trainjobs", job)
+        done = await until(lambda: ended(kube_cluster, ns, "two"), timeout=90, what="the TrainJob ended")
+        assert [c["type"] for c in done["status"]["conditions"] if c["status"] == "True"] == ["Complete"]
+        pods = sorted(kube_cluster.items("", "v1", "pods", ns, labelSelector="jobset.sigs.k8s.io/jobset-name=two"),
+                      key=lambda p: p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+        master_ip = pods[0]["status"]["podIP"]
+        for rank, pod in enumerate(pods):
+            log = await kube.request("GET", f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}/log")
+            assert log.split("\n")[:3] == [f"rank={rank} of 2 master=two-node-0-0.two:29500", master_ip, "token"], log
+    finally:
+        await kube.request("DELETE", f"{TRAINER_API}/clustertrainingruntimes/torch-{ns}")
+
+
+# ---- the platform's jobs as TrainJobs ------------------------------------------------------------------
+@pytest.fixture
+async def v2_backend(kube, runner, _operator_log, platform_runtime):
+    """The jobs backend with ``training_api: auto`` on a cluster that serves Trainer v2."""
+    b = KubeBackend(kube, replace(SETTINGS, training_api="auto"), poll_interval=0.1)
+    yield b
+    await b.close()
+
+
+def trainjob(kube_cluster, ns: str) -> dict:
+    (obj,) = kube_cluster.items("trainer.kubeflow.org", "v1alpha1", "trainjobs", ns)
+    return obj
+
+
+async def test_a_pytorch_job_of_three_runs_as_a_trainjob_and_meets_at_its_master(v2_backend, backend, network,
+                                                                                   kube_cluster, kube_target):
+    ns = kube_target.namespace
+    kube_cluster.kubelet(mode="process", nodes=NODES)
+    # made on v1 before the switch: still listed, described and read after it
+    v1 = service(backend, ns)
+    await v1.create(USER, ns, shipped(body("before"), TRAINER))
+    await state(backend, ns, "before", "SUCCEEDED", timeout=60)
+
+    jobs = service(v2_backend, ns)
+    await jobs.create(USER, ns, shipped(pytorch_body("ddp"), TRAINER))
+    followed = {i: asyncio.ensure_future(following(v2_backend, ns, "ddp", f"worker-replica-{i}")) for i in (0, 1)}
+    await state(v2_backend, ns, "ddp", "SUCCEEDED", timeout=120)
+    obj = trainjob(kube_cluster, ns)
+    assert obj["spec"]["runtimeRef"]["name"] == "mlplatform-torch" and obj["spec"]["trainer"]["numNodes"] == 3
+    assert not kube_cluster.items("kubeflow.org", "v1", "pytorchjobs", ns)  # nothing on v1
+    name = obj["metadata"]["name"]
+    master_pod = kube_cluster.items("", "v1", "pods", ns, labelSelector=f"{JOBSET}={name},{INDEX}=0")[0]
+    master_ip, master = master_pod["status"]["podIP"], await logs(v2_backend, ns, "ddp", "master-replica-0")
+    host = f"{name}-node-0-0.{name}"
+    assert f"rendezvous: rank 0 listening on {host}={master_ip}:29500 for 2 replicas" in master, master
+    assert master[-1].startswith("done: rmse="), master
+    for i in (0, 1):
+        worker = await asyncio.wait_for(followed[i], 60)
+        assert f"rendezvous: rank {i + 1} met the primary at {host}={master_ip}:29500 (ok 3)" in worker, worker
+    listed = {j["jobId"]: j["state"] for j in (await jobs.list(USER, ns))["jobs"]}
+    assert listed == {"before": "SUCCEEDED", "ddp": "SUCCEEDED"}
+    assert (await logs(v2_backend, ns, "before", "master-replica-0"))[-1].startswith("done: rmse=")
+
+
+async def test_cancel_of_a_running_trainjob_removes_its_pods(v2_backend, kube_cluster, kube_target):
+    ns = kube_target.namespace
+    jobs = service(v2_backend, ns)
+    await jobs.create(USER, ns, shipped(pytorch_body("long", 1, "--epochs=600", "--sleep=0.5"), TRAINER))
+    kube_cluster.kubelet(mode="process", nodes=NODES)
+    await state(v2_backend, ns, "long", "RUNNING", timeout=60)
+    name = trainjob(kube_cluster, ns)["metadata"]["name"]
+    assert (await v2_backend.cancel(ns, "long"))["state"] == "CANCELLING"
+    await state(v2_backend, ns, "long", "CANCELLED", timeout=60)
+    await until(lambda: not kube_cluster.items("", "v1", "pods", ns, labelSelector=f"{JOBSET}={name}"),
+                timeout=60, what="no pods of the TrainJob")
+
+
+async def test_a_tensorflow_job_of_master_workers_and_ps_meets_at_its_master_as_a_trainjob(v2_backend, network,
+                                                                                        kube_cluster, kube_target):
+    """Each node's TF_CONFIG, made by the launcher from its completion index, names the others by the
+    JobSet's stable names; the parameter server never exits: the master's success ends the job."""
+    ns = kube_target.namespace
+    jobs = service(v2_backend, ns)
+    await jobs.create(USER, ns, shipped(tf_body("tfd"), TRAINER))
+    followed = {t: asyncio.ensure_future(following(v2_backend, ns, "tfd", t))
+                for t in ("worker-replica-0", "worker-replica-1")}
+    kube_cluster.kubelet(mode="process", nodes=NODES)
+    await state(v2_backend, ns, "tfd", "SUCCEEDED", timeout=120)
+    name = trainjob(kube_cluster, ns)["metadata"]["name"]
+    host = f"{name}-node-0-0.{name}"
+    master_pod = kube_cluster.items("", "v1", "pods", ns, labelSelector=f"{JOBSET}={name},{INDEX}=0")[0]
+    master_ip, master = master_pod["status"]["podIP"], await logs(v2_backend, ns, "tfd", "master-replica-0")
+    assert f"rendezvous: master 0 listening on {host}={master_ip}:2222 for 3 replicas" in master, master
+    assert any(re.fullmatch(rf"rendezvous: met ps 0 from {IP}, worker 0 from {IP}, worker 1 from {IP}", t)
+               for t in master), master
+    for task, who in (("worker-replica-0", "worker 0"), ("worker-replica-1", "worker 1")):
+        lines = await asyncio.wait_for(followed[task], 60)
+        assert f"rendezvous: {who} met the primary at {host}={master_ip}:2222 (ok 4)" in lines, lines
