@@ -20,7 +20,7 @@ import pathlib
 import re
 import shutil
 import time
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from tests.cluster.kubelet_identity import chown_tree
 from tests.harness.browser import PROJECT_ROOT, screenshot
@@ -82,28 +82,56 @@ def non_loopback_requests(context) -> list[str]:
     return found
 
 
-def wait_kernel_idle(page) -> None:
-    """Until the notebook's kernel says idle (the execution indicator of JupyterLab 4 and Notebook 7)."""
-    page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').first.wait_for(
-        state="attached", timeout=KERNEL_TIMEOUT_MS)
+# The page's own sessions as its server lists them: JupyterLab's page config names the base URL
+# (a hub's single-user servers live under /user/<name>/), and the page's cookie authenticates.
+_SESSIONS_JS = """async () => {
+    const config = JSON.parse(document.getElementById('jupyter-config-data').textContent);
+    const response = await fetch(config.baseUrl + 'api/sessions', {credentials: 'same-origin'});
+    return response.ok ? await response.json() : [];
+}"""
+
+
+def kernel_ready(page, notebook: str) -> bool:
+    """Whether the server has a kernel for the notebook named `notebook` (a file name), idle, with
+    the page's websocket on it, and the page's execution indicator says idle. The indicator alone
+    is not enough: JupyterLab 4 and Notebook 7 draw it as idle before any kernel exists (its
+    initial state), and a cell run then opens a "Select Kernel" dialog (seen in CI under load)."""
+    sessions = page.evaluate(_SESSIONS_JS)
+    kernels = [s["kernel"] for s in sessions if s.get("path", "").split("/")[-1] == notebook and s.get("kernel")]
+    return len(kernels) == 1 and kernels[0].get("execution_state") == "idle" \
+        and kernels[0].get("connections", 0) >= 1 \
+        and page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').count() > 0
+
+
+def wait_kernel_idle(page, notebook: str) -> None:
+    """Until `kernel_ready` (the notebook's one kernel is up, idle and attached to the page)."""
+    if not _poll(lambda: kernel_ready(page, notebook), KERNEL_TIMEOUT_MS / 1000):
+        raise TimeoutError(f"the kernel of {notebook} did not come up: sessions {page.evaluate(_SESSIONS_JS)}")
 
 
 def open_notebook(page, url: str) -> None:
-    """Open a notebook (JupyterLab or Notebook 7) and wait for its cells and an idle kernel."""
+    """Open a notebook (JupyterLab or Notebook 7) and wait for its cells and its idle kernel."""
     page.goto(url)
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=KERNEL_TIMEOUT_MS)
-    wait_kernel_idle(page)
+    wait_kernel_idle(page, _notebook_name(url))
 
+
+def _notebook_name(url: str) -> str:
+    """The notebook's file name in its page's URL (JupyterLab ``…/lab/tree/a.ipynb``, Notebook 7
+    ``…/notebooks/a.ipynb``)."""
+    return unquote(urlsplit(url).path.rstrip("/").split("/")[-1])
 
 
 def run_cell(page, index: int, timeout_ms: int = KERNEL_TIMEOUT_MS, wait: bool = True) -> None:
     """Run the `index`-th cell (click into it, Shift+Enter) and wait until it has run (its prompt
     shows an execution count; with ``wait=False`` only until it has started). A run that has not
-    started (``[*]``) after a few seconds is asked again; a run asked for before the front end
-    attached the kernel opens a "Select Kernel" dialog instead, which is answered with the
-    notebook's own kernel (what a user would click) before asking again. The wait before asking
-    again is long (15 s): on a loaded machine the prompt can take seconds to show a run that did
-    start, and asking again runs the cell twice (a job submitted twice: 409, seen once in CI)."""
+    started (``[*]``) after a few seconds is asked again. A "Select Kernel" dialog (the run came
+    before the front end attached its kernel) is dismissed, not answered: answering starts another
+    kernel, and the kernel change ends a run already sent to the first (in CI: a job submitted
+    twice and the cell's prompt left blank); the run is asked again once the page's kernel is
+    ready (`kernel_ready`). The wait
+    before asking again is long (15 s): on a loaded machine the prompt can take seconds to show a
+    run that did start, and asking again runs the cell twice (a job submitted twice: 409)."""
     prompt = page.locator(".jp-Notebook .jp-Cell").nth(index).locator(".jp-InputArea-prompt")
     started = re.compile(r"\[(\d+|\*)\]")
     select_kernel = page.locator(".jp-Dialog").filter(has_text="Select Kernel")
@@ -113,9 +141,10 @@ def run_cell(page, index: int, timeout_ms: int = KERNEL_TIMEOUT_MS, wait: bool =
         if _poll(lambda: started.search(prompt.inner_text()) or select_kernel.count(), 15.0) \
                 and not select_kernel.count():
             break
-        if select_kernel.count():  # the run came before the kernel was attached: keep the notebook's kernel
-            select_kernel.locator("button.jp-mod-accept").click()
+        if select_kernel.count():
+            select_kernel.locator("button.jp-mod-reject").click()
             select_kernel.wait_for(state="detached")
+            wait_kernel_idle(page, _notebook_name(page.url))
     if wait:
         wait_cell(page, index, timeout_ms)
 
