@@ -170,6 +170,21 @@ def completed_trials(job: dict) -> str | None:
     return f"{done} of {_text(most)}" if most not in (None, "") else done
 
 
+def progress_cells(reported: dict | None, ended: bool) -> list[tuple[str, str]]:
+    """The Training Output Summary's PROGRESS, REMAINING (not once the job ended) and METRICS cells
+    of a job's ``trainingOutput.progress`` (`server_ext.jobs.progress`); none without one."""
+    if not isinstance(reported, dict):
+        return []
+    out = []
+    if reported.get("progressPercentage") is not None:
+        out.append(("PROGRESS", f"{reported['progressPercentage']}%"))
+    if reported.get("estimatedRemainingSeconds") is not None and not ended:
+        out.append(("REMAINING", f"{reported['estimatedRemainingSeconds']}s"))
+    if reported.get("metrics"):
+        out.append(("METRICS", " ".join(f"{m['name']}={m['value']}" for m in reported["metrics"])))
+    return out
+
+
 def summary(job: dict, tz: datetime.tzinfo | None = None) -> str:
     """``describe --summarize``: Job Overview, Training Input Summary and (once there is one) Training
     Output Summary; a sweep's trials follow as gcloud's Training Output Trials table (TRIAL,
@@ -197,6 +212,9 @@ def summary(job: dict, tz: datetime.tzinfo | None = None) -> str:
             cells.append(completed)
         cols.append("ML_UNITS")
         cells.append(_text(out.get("consumedMLUnits")))
+        for col, cell in progress_cells(out.get("progress"), job.get("state") in ("SUCCEEDED", "FAILED", "CANCELLED")):
+            cols.append(col)
+            cells.append(cell)
         parts.append(box("Training Output Summary", cols, [cells]))
         trials = [t for t in out.get("trials") or [] if isinstance(t, dict)]
         if trials:

@@ -35,7 +35,8 @@ Google's rules, kept in the API's own JSON shape. Pure.
   - ``scheduling.maxRunningTime``: a positive Google duration (``7200s``, ``1.5s``);
   - output-only fields (``state``, times, ``trainingOutput``, ``errorMessage``, ``etag``, and the
     platform's ``statusMessage``) are refused on create (`parse_job(doc, create=True)`), accepted
-    when reading back a stored job (``statusMessage`` then dropped: it is not Google's).
+    when reading back a stored job (``statusMessage`` and ``trainingOutput.progress`` then dropped:
+    they are not Google's).
 - `kubernetes_name(job_id)`: a DNS-1123 label for the Kubernetes objects of a job, collision
   free: a lower-case id with ``_`` as ``-`` when that is lossless, else with a short hash of the
   exact jobId appended (``My_Job`` and ``my_job`` never meet); the jobId itself goes in the
@@ -62,7 +63,8 @@ JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 JOB_ID_ANNOTATION = "mlplatform.io/job-id"
-# the platform's own output beside ml.v1's: what a job waits for (`server_ext.jobs.kube.waiting`)
+# the platform's own output beside ml.v1's: what a job waits for (`server_ext.jobs.kube.waiting`); and
+# ``trainingOutput.progress`` (`server_ext.jobs.progress`)
 PLATFORM_OUTPUT = ("statusMessage",)
 OUTPUT_ONLY = ("state", "createTime", "startTime", "endTime", "errorMessage", "trainingOutput", "etag",
                "jobPosition", "predictionOutput", *PLATFORM_OUTPUT)
@@ -103,6 +105,15 @@ def load_config(text: str, source: str = "--config") -> dict:
     return doc
 
 
+def _google_only(doc: dict) -> dict:
+    """`doc` without the platform's own output (`PLATFORM_OUTPUT`, ``trainingOutput.progress``):
+    not in Google's schema."""
+    out = {k: v for k, v in doc.items() if k not in PLATFORM_OUTPUT}
+    if isinstance(out.get("trainingOutput"), dict) and "progress" in out["trainingOutput"]:
+        out["trainingOutput"] = {k: v for k, v in out["trainingOutput"].items() if k != "progress"}
+    return out
+
+
 def parse_job(doc: Any, create: bool = True, *, shipped_package: bool = False) -> Job:
     if not isinstance(doc, dict):
         raise UserInputError("job", "must be a JSON object")
@@ -113,8 +124,7 @@ def parse_job(doc: Any, create: bool = True, *, shipped_package: bool = False) -
                     problems.add(key, "is output only: the service sets it")
         if "predictionInput" in doc:
             problems.add("predictionInput", "prediction jobs are not supported; submit a training job")
-        job = coerce({k: v for k, v in doc.items() if k not in PLATFORM_OUTPUT},  # not in Google's schema
-                     "GoogleCloudMlV1__Job")  # wrong types stop here (all of them told at once)
+        job = coerce(_google_only(doc), "GoogleCloudMlV1__Job")  # wrong types stop here (all of them told at once)
         job_id = job.get("jobId")
         if not job_id:
             problems.add("jobId", "is required")

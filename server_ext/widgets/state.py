@@ -86,7 +86,8 @@ def job_row(job: Mapping) -> dict:
             "createTime": epoch(job.get("createTime")), "startTime": epoch(job.get("startTime")),
             "endTime": epoch(job.get("endTime")), "accelerator": accelerator(ti), "machine": machine(ti),
             "trials": trials, "error": (job.get("errorMessage") or "")[:ERROR_CHARS],
-            "waiting": (job.get("statusMessage") or "")[:ERROR_CHARS]}
+            "waiting": (job.get("statusMessage") or "")[:ERROR_CHARS],
+            "progress": (job.get("trainingOutput") or {}).get("progress")}
 
 
 def tasks(job: Mapping) -> list[str]:

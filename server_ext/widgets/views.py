@@ -26,6 +26,7 @@ import ipywidgets
 import traitlets as t
 
 from server_ext.errors import PlatformError
+from server_ext.jobs import progress
 from server_ext.jobs.listing import compile_filter
 from server_ext.widgets import state
 from server_ext.widgets.sync import LogFollower
@@ -96,6 +97,8 @@ class JobDetail(Widget):
         project = project or client.project
         task = task or "master-replica-0"
         self._tokens: dict[str, float] = {}
+        self._log_progress: dict | None = None  # the last progress line of the master's log seen
+        self._server_progress = False  # whether the job's own JSON carries its progress
         self._logs = LogFollower(client, project, job_id, self._send_log, self._set_status, task=task)
         super().__init__(client, project, job_id=job_id, task=task, follow=follow, log_url=self._url(project, job_id, task),
                          **kwargs)
@@ -116,6 +119,12 @@ class JobDetail(Widget):
 
     def _send_log(self, message: dict) -> None:
         self.send(message)
+        if self.task == "master-replica-0":  # the primary reports progress; a v1 job's shows only in its log
+            reported = progress.latest((text, None) for text in message.get("lines") or [])
+            if reported is not None:
+                self._log_progress = reported
+                if not self._server_progress:
+                    self.job = {**self.job, "progress": reported}
 
     def _on_jobs(self, jobs: dict, error: str) -> None:
         job = jobs.get(self.job_id)
@@ -124,6 +133,9 @@ class JobDetail(Widget):
             return
         self._set_status(error)
         detail = state.detail(job)
+        self._server_progress = detail["progress"] is not None  # a TrainJob's, a local job's
+        if not self._server_progress:
+            detail["progress"] = self._log_progress
         if detail != self.job:
             self.job = detail
         line = state.timeline(self.timeline, job, time.time())

@@ -6,7 +6,7 @@ One notebook: a cell submits the example trainer's job and a 1-trial sweep with 
 and shows ``widgets.jobs()``; the next cells show the job's ``JobDetail`` (``widgets.job(id)``),
 the sweep's monitor (``sweep.widget()``: a sweep handle's widget is its ``SweepMonitor``) and the
 submit form (``widgets.submit()``). The jobs table must render both rows and see them reach
-SUCCEEDED, the detail its state, timeline and log lines, the monitor its trial's plot point, and
+SUCCEEDED, the detail its state, timeline, log lines and the trainer's last progress report (100%, with its metrics), the monitor its trial's plot point, and
 the form its fields, through the DOM hooks of ``server_ext/widgets/protocol.md``. Every request the browser makes must
 stay on 127.0.0.1 (the widgets' JavaScript is vendored in the wheel: no CDN). Screenshot:
 ``artifacts/screenshots/widgets-notebook7.png``.
@@ -69,6 +69,10 @@ def test_widgets_render_in_notebook7(notebook7, browser_page):
     detail = page.locator('.mlp-job-detail[data-job-id="nb7_1"]')
     detail.locator(".mlp-header .mlp-state-SUCCEEDED").wait_for(timeout=120_000)
     detail.locator(".mlp-log-end").filter(has_text="SUCCEEDED").wait_for(timeout=60_000)
+    # the trainer's progress reports (issue 31.4): the last, 3 of 3 epochs, with its metrics
+    detail.locator('.mlp-train-progress[data-percent="100"]').wait_for(timeout=60_000)
+    assert detail.locator(".mlp-progress-bar").get_attribute("value") == "100"
+    assert detail.locator('.mlp-progress-metric[data-name="rmse"]').text_content().startswith("rmse ")
     monitor = page.locator('.mlp-sweep[data-job-id="nb7_sweep"]')
     monitor.locator(".mlp-header .mlp-state-SUCCEEDED").wait_for(timeout=120_000)
     monitor.locator('svg.mlp-objective-plot circle.mlp-trial-point[data-trial-id="1"]').wait_for(timeout=60_000)

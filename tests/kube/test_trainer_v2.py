@@ -3,7 +3,8 @@ tests' control plane, with the process kubelet and the cluster DNS: what the pla
 rely on. A TrainJob on a torch ClusterTrainingRuntime becomes a JobSet whose indexed Job runs one
 pod per node; each node is told its rank and the master's stable name (``PET_*``, as torchrun reads
 them), which resolves through the JobSet's headless Service; the status server's token and CA are
-projected into each pod (the ``TrainJobStatus`` gate)."""
+projected into each pod (the ``TrainJobStatus`` gate), and the example trainer's progress reaches
+the TrainJob's ``status.trainerStatus`` through it."""
 
 from __future__ import annotations
 
@@ -110,6 +111,14 @@ async def test_a_pytorch_job_of_three_runs_as_a_trainjob_and_meets_at_its_master
     listed = {j["jobId"]: j["state"] for j in (await jobs.list(USER, ns))["jobs"]}
     assert listed == {"before": "SUCCEEDED", "ddp": "SUCCEEDED"}
     assert (await logs(v2_backend, ns, "before", "master-replica-0"))[-1].startswith("done: rmse=")
+    # progress (issue 31.4): the trainer posted it to Trainer's status server (its token, its CA, the
+    # Service's name), which wrote the TrainJob's trainerStatus; the v1 job's is its master's last line
+    assert not [t for t in master if "could not report" in t], master
+    status = trainjob(kube_cluster, ns)["status"]["trainerStatus"]
+    assert status["progressPercentage"] == 100 and [m["name"] for m in status["metrics"]] == ["loss", "rmse"]
+    reported = (await v2_backend.get(ns, "ddp"))["trainingOutput"]["progress"]
+    assert reported["progressPercentage"] == 100 and reported["updateTime"].endswith("Z")
+    assert (await v2_backend.get(ns, "before"))["trainingOutput"]["progress"]["progressPercentage"] == 100
 
 
 async def test_cancel_of_a_running_trainjob_removes_its_pods(v2_backend, kube_cluster, kube_target):

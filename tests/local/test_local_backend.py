@@ -484,3 +484,25 @@ async def test_the_exit_marker_is_read_from_a_complete_tmp_and_never_from_a_part
         assert read_exit(marker) is None
     marker.write_text("3\n")
     assert read_exit(marker) == 3
+
+
+async def test_a_running_jobs_progress_is_its_training_output(backend, tmp_path):
+    """The trainer's progress lines (`server_ext.jobs.progress`) reach the job's JSON while it runs
+    (the trainer waits after its first epoch: 1 of 4 is 25%) and its last one stays once it ended."""
+    gate = tmp_path / "go"
+    job_id = uid("progress")
+    await backend.submit(make_plan(job_id, ["--epochs=4", "--sleep=0", f"--wait_for={gate}"]))
+    deadline = time.monotonic() + 30
+    while not ((await backend.get("alice", job_id)).get("trainingOutput") or {}).get("progress"):
+        assert time.monotonic() < deadline, await backend.get("alice", job_id)
+        await asyncio.sleep(0.05)
+    running = await backend.get("alice", job_id)
+    assert running["state"] == "RUNNING"
+    reported = running["trainingOutput"]["progress"]
+    assert reported["progressPercentage"] == 25 and reported["updateTime"].endswith("Z")
+    assert [m["name"] for m in reported["metrics"]] == ["loss", "rmse"]
+    assert [j for j in await backend.list("alice") if j["jobId"] == job_id][0]["trainingOutput"]["progress"] == reported
+    gate.touch()
+    done = await wait_for(backend, "alice", job_id)
+    assert done["state"] == "SUCCEEDED"
+    assert done["trainingOutput"]["progress"]["progressPercentage"] == 100

@@ -50,11 +50,22 @@ JOB_SCHEMA = jsonschema.Draft7Validator(discovery_to_jsonschema("GoogleCloudMlV1
 
 
 def _platform_job_schema() -> jsonschema.Draft7Validator:
-    """Google's Job schema with the platform's one extension: ``acceleratorConfig.type`` also takes
-    the MIG names (``NVIDIA_A100_1G_5GB``), so it is open."""
+    """Google's Job schema with the platform's two extensions: ``acceleratorConfig.type`` also takes
+    the MIG names (``NVIDIA_A100_1G_5GB``), so it is open; ``trainingOutput.progress``."""
     schema = discovery_to_jsonschema("GoogleCloudMlV1__Job")
     schema["definitions"]["GoogleCloudMlV1__AcceleratorConfig"]["properties"]["type"].pop("enum")
+    schema["definitions"]["GoogleCloudMlV1__TrainingOutput"]["properties"]["progress"] = PROGRESS_SCHEMA
     return jsonschema.Draft7Validator(schema)
+
+
+# the platform's second extension: ``trainingOutput.progress`` (docs/jobs.md "Progress")
+PROGRESS_SCHEMA = {"type": "object", "additionalProperties": False, "properties": {
+    "progressPercentage": {"type": "integer", "minimum": 0, "maximum": 100},
+    "estimatedRemainingSeconds": {"type": "integer", "minimum": 0},
+    "metrics": {"type": "array", "items": {"type": "object", "additionalProperties": False,
+                                           "required": ["name", "value"],
+                                           "properties": {"name": {"type": "string"}, "value": {"type": "string"}}}},
+    "updateTime": {"type": "string"}}}
 
 
 PLATFORM_JOB_SCHEMA = _platform_job_schema()

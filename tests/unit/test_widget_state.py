@@ -28,7 +28,7 @@ def test_row_of_a_job():
     assert state.job_row(job()) == {
         "jobId": "j", "state": "RUNNING", "kind": "job", "labels": {"team": "vision"}, "createTime": T0,
         "startTime": T0 + 5.5, "endTime": None, "accelerator": "NVIDIA_A100_1G_5GB x2", "machine": "n1-standard-4",
-        "trials": None, "error": "", "waiting": ""}
+        "trials": None, "error": "", "waiting": "", "progress": None}
     waiting = "waiting for the dataset 'frames' to finish loading (42%)"
     assert state.job_row(job(st="PREPARING", statusMessage=waiting))["waiting"] == waiting
 

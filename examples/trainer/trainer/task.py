@@ -11,6 +11,15 @@ numpy) and reports, after every epoch:
   (``CLOUD_ML_TRIAL_ID``, default ``"0"``), ``global_step`` and the metric tag
   (``CLOUD_ML_HP_METRIC_TAG``, default ``rmse``), every value but the timestamp as a string.
 
+- on the primary, one progress report in the fields of Kubeflow Trainer v2's ``trainerStatus``
+  (``progressPercentage``: epochs done of ``--epochs``; ``estimatedRemainingSeconds`` from the time
+  per epoch so far; ``metrics``: loss and the metric tag, values as strings): a log line
+  ``mlplatform progress: {json}`` (what the platform reads on every runtime) and, when
+  ``KUBEFLOW_TRAINER_SERVER_URL`` is set (a TrainJob's pod with Trainer's ``TrainJobStatus``
+  feature), a POST of ``{"trainerStatus": …}`` to it with the token and CA that Trainer mounts
+  (``KUBEFLOW_TRAINER_SERVER_TOKEN``, ``KUBEFLOW_TRAINER_SERVER_CA_CERT``); a failed POST is said
+  once and training goes on.
+
 Distributed runs: the role comes from ``TF_CONFIG`` (task type and index, as AI Platform and
 ``gcloud ai-platform local train --distributed`` set it) or from ``RANK``/``WORLD_SIZE`` (PyTorch);
 it is logged first. Every role trains; only the primary (``master``/``chief``, rank 0, or a lone
@@ -40,11 +49,15 @@ import math
 import os
 import random
 import socket
+import ssl
 import sys
 import time
+import urllib.error
+import urllib.request
 
 DEFAULT_METRIC_FILE = "/tmp/hypertune/output.metrics"
 DEFAULT_METRIC_TAG = "rmse"
+PROGRESS_PREFIX = "mlplatform progress: "
 TRUE_WEIGHTS = (2.0, -3.0, 0.5)
 TRUE_BIAS = 1.0
 
@@ -160,6 +173,46 @@ class HyperTuneReporter:
                 f.write(json.dumps(entry, sort_keys=True) + "\n")
 
 
+class ProgressReporter:
+    """Reports how far training is (see the module docstring): Kubeflow Trainer's status fields,
+    as a log line and, where Trainer v2 runs the job, to Trainer's status server."""
+
+    def __init__(self, env: dict, total_steps: int, clock=time.monotonic):
+        self.url = env.get("KUBEFLOW_TRAINER_SERVER_URL") or ""
+        self.ca = env.get("KUBEFLOW_TRAINER_SERVER_CA_CERT") or None
+        self.token_path = env.get("KUBEFLOW_TRAINER_SERVER_TOKEN") or ""
+        self.total, self.clock, self.started, self.failed = total_steps, clock, clock(), False
+
+    def status(self, step: int, metrics: dict) -> dict:
+        elapsed = self.clock() - self.started
+        out = {"progressPercentage": int(100 * step / self.total),
+               "metrics": [{"name": name, "value": f"{value:.6g}"} for name, value in metrics.items()]}
+        if step > 0:
+            out["estimatedRemainingSeconds"] = int(round(elapsed / step * (self.total - step)))
+        return out
+
+    def report(self, step: int, metrics: dict) -> None:
+        status = self.status(step, metrics)
+        log(PROGRESS_PREFIX + json.dumps(status, sort_keys=True))
+        if self.url:
+            self.post(status)
+
+    def post(self, status: dict) -> None:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = json.dumps({"trainerStatus": {**status, "lastUpdatedTime": when}}).encode()
+        try:
+            with open(self.token_path) as f:  # read each time: the kubelet renews it
+                token = f.read().strip()
+            request = urllib.request.Request(self.url, data=body, method="POST", headers={
+                "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=5, context=ssl.create_default_context(cafile=self.ca)):
+                pass
+        except (OSError, urllib.error.URLError, ValueError) as e:
+            if not self.failed:  # training goes on; said once
+                log(f"progress: could not report to Kubeflow Trainer at {self.url}: {e}")
+            self.failed = True
+
+
 def write_result(job_dir: str, result: dict) -> None:
     if "://" in job_dir:
         log(f"not writing model.json: {job_dir} is not a local directory")
@@ -245,6 +298,7 @@ def main(argv: list[str] | None = None, env: dict | None = None) -> int:
         serve_forever(role)
     tag = env.get("CLOUD_ML_HP_METRIC_TAG") or DEFAULT_METRIC_TAG
     reporter = HyperTuneReporter(env)
+    progress = ProgressReporter(env, args.epochs)
     train, test = make_data()
     rng = random.Random(1000 + role.index)
     weights, bias = [0.0] * len(TRUE_WEIGHTS), 0.0
@@ -259,6 +313,8 @@ def main(argv: list[str] | None = None, env: dict | None = None) -> int:
         rmse = math.sqrt(mse(weights, bias, test))
         log(f"epoch {epoch}/{args.epochs} loss={loss:.6g} {tag}={rmse:.6g}")
         reporter.report(tag, rmse, epoch * steps_per_epoch)
+        if role.primary:
+            progress.report(epoch, {"loss": loss, tag: rmse})
         if epoch == 1 and args.wait_for:
             wait_for(args.wait_for.replace("{trial}", env.get("CLOUD_ML_TRIAL_ID") or "0"))
         if args.sleep > 0:

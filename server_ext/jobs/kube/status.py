@@ -34,6 +34,9 @@ Guarantees of `job_json`:
   nothing                                                QUEUED
   ====================================================  ==========
 
+A TrainJob's ``status.trainerStatus`` (what its trainer reported to Trainer's status server) is
+the job's ``trainingOutput.progress`` (`server_ext.jobs.progress`), kept once the job has ended.
+
 The batch Job controller (Kubernetes ≥ 1.31) first adds ``SuccessCriteriaMet`` or
 ``FailureTarget`` — the outcome is then decided — and ``Complete`` or ``Failed`` only once its pods
 have terminated; meanwhile no pod is active, so reading the outcome from the first keeps a job
@@ -52,6 +55,7 @@ from typing import Any
 
 from server_ext.jobs.kube.kubeflow import CANCEL_ANNOTATION, SPEC_ANNOTATION
 from server_ext.jobs.model import JOB_ID_ANNOTATION
+from server_ext.jobs.progress import progress
 
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
@@ -150,6 +154,10 @@ def job_json(obj: dict) -> dict:
     out["state"] = state
     if error:
         out["errorMessage"] = error
+    trainer = status.get("trainerStatus")
+    reported = progress(trainer, rfc3339(trainer.get("lastUpdatedTime"))) if isinstance(trainer, dict) else None
+    if reported:
+        out["trainingOutput"] = {"progress": reported}
     if meta.get("resourceVersion"):
         out["etag"] = base64.b64encode(str(meta["resourceVersion"]).encode()).decode()
     return out

@@ -48,6 +48,11 @@ Guarantees:
   job it misses gets a Workload with no queue that Kueue never admits ("LocalQueue  doesn't
   exist"); a named queue that Kueue learns of later is found by its Workloads then.
 
+- `get` of a job carries ``trainingOutput.progress`` (`server_ext.jobs.progress`): a TrainJob's
+  from its ``status.trainerStatus``; a v1 job's from the last progress line among the last
+  `job_logs.PROGRESS_TAIL` lines of its master's log, read at most every `PROGRESS_TTL` seconds.
+  `list` carries only the TrainJobs' (it answers from the watch caches, reading no log).
+
 Request and response bodies are never logged.
 """
 
@@ -91,6 +96,7 @@ log = logging.getLogger("mlplatform.jobs.kube")
 MERGE_PATCH = "application/merge-patch+json"
 _NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 WORKLOADS_WAIT = 5  # seconds a project just opened waits for its Kueue Workloads (optional: `required_caches`)
+PROGRESS_TTL = 10.0  # seconds a v1 job's progress, read from its log, is reused by `get`
 
 
 class KubeBackend:
@@ -112,6 +118,7 @@ class KubeBackend:
         self._kueue: bool | None = None  # whether the cluster serves Kueue's Workloads (asked once)
         self._trainer: bool | None = None  # whether the cluster serves Trainer v2's TrainJobs (asked once)
         self._claims: dict[tuple[str, str], list] = {}  # (project, jobId) → [lock, submits holding or awaiting it]
+        self._progress: dict[tuple[str, str], tuple[float, dict | None]] = {}  # (project, jobId) → (when, progress)
 
     # ---- caches --------------------------------------------------------------------------------------
     async def _project(self, project: str) -> Project:
@@ -228,8 +235,27 @@ class KubeBackend:
         p, experiment = await self._sweep(project, job_id)
         if experiment is not None:
             return p.sweeps.json_of(experiment)
-        p, _, obj = await self._job(project, job_id)
-        return waiting.with_message(job_json(obj), obj, p.waiting())
+        p, kind, obj = await self._job(project, job_id)
+        job = waiting.with_message(job_json(obj), obj, p.waiting())
+        if kind != "TrainJob" and job["state"] not in ("QUEUED", "PREPARING"):
+            reported = await self._log_progress(project, job_id, kind, obj)
+            if reported:
+                job.setdefault("trainingOutput", {})["progress"] = reported
+        return job
+
+    async def _log_progress(self, project: str, job_id: str, kind: str, obj: dict) -> dict | None:
+        """A v1 job's progress: the last progress line of its master's log, read at most every
+        `PROGRESS_TTL` seconds per job (a TrainJob's comes from its status: `job_json`)."""
+        key, now = (project, job_id), asyncio.get_running_loop().time()
+        seen = self._progress.get(key)
+        if seen is not None and now - seen[0] < PROGRESS_TTL:
+            return seen[1]
+        tasks = tasks_of(kind, obj)
+        source = TaskLog(self.kube, project, job_id, tasks[0], tasks[0],
+                         pod_selector(kind, obj["metadata"]["name"], tasks[0], tasks), CONTAINER[kind])
+        reported = await source.progress()
+        self._progress[key] = (now, reported)
+        return reported
 
     async def list(self, project: str) -> list[dict]:
         return (await self._project(project)).jobs()

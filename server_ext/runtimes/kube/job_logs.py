@@ -12,6 +12,8 @@ What `TaskLog.lines` guarantees:
   when the container has terminated and every line was sent (a replaced pod continues the
   numbering); without ``follow`` it ends at the current end of the log. A last line without its
   newline is sent only once the container has ended (or without ``follow``);
+- `TaskLog.progress` reads the last `PROGRESS_TAIL` lines once (``tailLines``) for the last
+  progress line: what a Training Operator v1 job reports (`server_ext.jobs.progress`);
 - between tries it waits with `pause` (until a job of the project changes, or a poll interval:
   pods are not watched); an error other than a pod not there yet, a container not started or
   (following) an unavailable server is `UpstreamError` with the API's reason.
@@ -27,10 +29,12 @@ from typing import AsyncIterator, Awaitable, Callable
 
 from hub_ext.core.errors import UpstreamError
 from hub_ext.kube.client import Kube, KubeError, NotFound, Unavailable, reason
+from server_ext.jobs import progress
 from server_ext.jobs.backend import LogLine
 from server_ext.runtimes.kube import pods as kube_pods
 
 log = logging.getLogger("mlplatform.jobs.kube")
+PROGRESS_TAIL = 200  # log lines looked at for a job's last progress line
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,22 @@ class TaskLog:
             if pod is not None and pod["metadata"].get("uid") != pod_uid:
                 pod_name = None  # replaced under the same name: look it up again
             await pause()
+
+
+    async def progress(self, tail: int = PROGRESS_TAIL) -> dict | None:
+        """The last progress line (`server_ext.jobs.progress`) among the last `tail` lines of the
+        task's newest pod; None when there is none, no pod, or its log cannot be read."""
+        try:
+            found = await kube_pods.task_pod(self.kube, self.project, self.job_id, self.selector)
+            if found is None:
+                return None
+            reader = kube_pods.read_log(self.kube, self.project, found[0], self.container, False,
+                                        timestamps=True, tail=tail)
+            async with contextlib.aclosing(reader) as lines:
+                return progress.latest([(text, when) for when, text in [timed(raw) async for raw in lines]])
+        except (KubeError, UpstreamError) as e:
+            log.debug("job %s in %s: no progress from the log of %s: %s", self.job_id, self.project, self.task, e)
+            return None
 
 
 def _text(raw: bytes) -> str:

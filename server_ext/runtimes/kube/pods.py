@@ -58,10 +58,12 @@ async def get_pod(kube: Kube, project: str, name: str, job_id: str) -> dict | No
 
 
 def read_log(kube: Kube, project: str, pod: str, container: str, follow: bool,
-             timestamps: bool = False) -> AsyncIterator[bytes]:
-    """The raw lines of one log request (the last may lack its newline): `Kube.stream`'s."""
+             timestamps: bool = False, tail: int | None = None) -> AsyncIterator[bytes]:
+    """The raw lines of one log request (the last may lack its newline; with `tail`, only the last
+    `tail` lines): `Kube.stream`'s."""
     query = [("container", container)] + ([("follow", "true")] if follow else [])
     query += [("timestamps", "true")] if timestamps else []
+    query += [("tailLines", str(tail))] if tail else []
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=kube.timeout,
                                     sock_read=None if follow else max(kube.timeout, 60))
     return kube.stream(f"/api/v1/namespaces/{project}/pods/{pod}/log", query, "*/*", timeout)

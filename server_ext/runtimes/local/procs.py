@@ -306,7 +306,7 @@ async def wait_any(replicas: Iterable[Replica], event: asyncio.Event, timeout: f
             w.cancel()
 
 
-def _read_chunk(path: pathlib.Path, offset: int) -> bytes:
+def read_chunk(path: pathlib.Path, offset: int) -> bytes:
     try:
         with open(path, "rb") as f:
             f.seek(offset)
@@ -329,7 +329,7 @@ class _Stamps:
     async def reach(self, start: int) -> None:
         """Read records until one at or beyond log offset `start` (or the file's end)."""
         while not self.records or self.records[-1][0] < start:
-            chunk = await asyncio.to_thread(_read_chunk, self.path, self.offset)
+            chunk = await asyncio.to_thread(read_chunk, self.path, self.offset)
             if not chunk:
                 return
             self.offset += len(chunk)
@@ -356,7 +356,7 @@ async def read_log(path: pathlib.Path, task: str, after: int, follow: bool, ende
     stamps = _Stamps(stamps_path(path))
     while True:
         done = ended()  # asked before reading: whatever was written before it ended is still read
-        chunk = await asyncio.to_thread(_read_chunk, path, offset)
+        chunk = await asyncio.to_thread(read_chunk, path, offset)
         if chunk:
             offset += len(chunk)
             *lines, rest = (pending + chunk).split(b"\n")

@@ -16,6 +16,9 @@ Guarantees (the states a job goes through here):
   the cancel keeps its outcome);
 - when a job ends, the replicas still running are stopped the same way before the final state is
   written (`JobRecords.finish_record`), so a final state means no process is left;
+- while it runs, the last progress line of the master's log (`server_ext.jobs.progress`) is the
+  job's ``trainingOutput.progress``, looked at every ``poll_s`` and once more after the last
+  process ended;
 - each replica's pid, start time and exit are kept in the job's record (`JobRecord.procs`) as they
   change, so a later backend re-adopts or judges them (`supervise` is what it runs for them).
 """
@@ -24,14 +27,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pathlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
 
+from server_ext.jobs import progress
 from server_ext.jobs.local.env import command, decide, mounts_env, port_tasks, task_env
 from server_ext.jobs.plan import JobPlan
 from server_ext.runtimes.local import package as local_package
-from server_ext.runtimes.local.procs import Replica, free_ports, start_replica, stop, wait_any
+from server_ext.runtimes.local.procs import Replica, free_ports, read_chunk, start_replica, stop, wait_any
 from server_ext.runtimes.local.store import JobRecord, JobRecords
 
 log = logging.getLogger("mlplatform.jobs.local")
@@ -121,9 +126,32 @@ async def stop_replicas(host: Host, rec: JobRecord, live: Live) -> None:
                     ", ".join(map(str, left)))
 
 
+class ProgressTail:
+    """The master's log read as it grows, for the last progress line in it (`server_ext.jobs.progress`)."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path, self.offset, self.pending = path, 0, b""
+
+    async def latest(self) -> dict | None:
+        found = None
+        while chunk := await asyncio.to_thread(read_chunk, self.path, self.offset):
+            self.offset += len(chunk)
+            *lines, self.pending = (self.pending + chunk).split(b"\n")
+            found = progress.latest((raw.decode("utf-8", "replace"), now()) for raw in lines) or found
+        return found
+
+
+async def _report_progress(host: Host, rec: JobRecord, tail: ProgressTail) -> None:
+    reported = await tail.latest()
+    if reported is not None:
+        await host.update_record(rec, trainingOutput={**(rec.job.get("trainingOutput") or {}), "progress": reported})
+
+
 async def supervise(host: Host, rec: JobRecord, live: Live) -> None:
     events = [(task, r.code) for task, r in live.procs.items() if r.ended]
+    tail = ProgressTail(host.job_dir(rec.project, rec.job_id) / f"{rec.tasks[0]}.log")  # the master first
     while True:
+        await _report_progress(host, rec, tail)
         for task, r in live.procs.items():
             if r.ended or r.alive():
                 continue
@@ -137,6 +165,7 @@ async def supervise(host: Host, rec: JobRecord, live: Live) -> None:
                      and (c := await asyncio.to_thread(r.ended_by_itself)) is not None]
             decision = decide(events + ended)
             await stop_replicas(host, rec, live)
+            await _report_progress(host, rec, tail)
             await host.finish_record(rec, *(decision or ("CANCELLED",)))
             return
         decision = decide(events)
@@ -144,6 +173,7 @@ async def supervise(host: Host, rec: JobRecord, live: Live) -> None:
             decision = ("FAILED", "Every replica ended but the master's end was not seen.")
         if decision is not None:
             await stop_replicas(host, rec, live)
+            await _report_progress(host, rec, tail)
             await host.finish_record(rec, *decision)
             return
         await wait_any(live.procs.values(), live.cancel, host.poll_s)

@@ -9,6 +9,9 @@
 //   .mlp-header .mlp-state.mlp-state-<S>    the job's state badge; .mlp-duration, .mlp-age ticking
 //   .mlp-job-error                          the job's errorMessage (hidden when "")
 //   .mlp-job-waiting                        what the job waits for, its statusMessage (hidden when "")
+//   .mlp-train-progress[data-percent="<n>"]       the trainer's last progress report (hidden when none):
+//     progress.mlp-progress-bar (max 100), .mlp-progress-text ("42% · about 1m 3s left"),
+//     .mlp-progress-metrics (one .mlp-progress-metric[data-name="<name>"] per metric: "name value")
 //   ol.mlp-timeline > li.mlp-timeline-entry[data-state="<S>"]   one per state change, oldest
 //                                           first, with .mlp-state badge and time.mlp-time
 //   select.mlp-task                         the task whose log is shown (the `task` trait)
@@ -41,6 +44,10 @@ const CSS = `
 .mlp-job-detail button:disabled { cursor: default; opacity: 0.5; }
 .mlp-job-detail .mlp-status, .mlp-job-detail .mlp-job-error { color: var(--jp-error-color1, #d32f2f); }
 .mlp-job-detail .mlp-job-waiting { color: var(--jp-ui-font-color2, #616161); }
+.mlp-job-detail .mlp-train-progress { display: flex; gap: 10px; align-items: center; flex-wrap: wrap; margin: 4px 0; }
+.mlp-job-detail .mlp-progress-bar { width: 16em; }
+.mlp-job-detail .mlp-progress-metrics { display: inline-flex; gap: 10px; color: var(--jp-ui-font-color2, #616161);
+  font-family: var(--jp-code-font-family, monospace); }
 .mlp-job-detail .mlp-timeline { list-style: none; display: flex; flex-wrap: wrap; gap: 4px 14px; padding: 0; margin: 4px 0; }
 .mlp-job-detail .mlp-timeline .mlp-time { margin-left: 4px; color: var(--jp-ui-font-color2, #616161); }
 .mlp-job-detail .mlp-timeline .mlp-gap { margin-left: 4px; color: var(--jp-ui-font-color3, #9e9e9e); font-size: 0.9em; }
@@ -148,6 +155,12 @@ function render({ model, el }) {
   header.append(title, stateSlot, meta, age, duration);
   const jobError = h("div", "mlp-job-error");
   const jobWaiting = h("div", "mlp-job-waiting");
+  const progressBox = h("div", "mlp-train-progress");
+  const progressBar = h("progress", "mlp-progress-bar");
+  progressBar.max = 100;
+  const progressText = h("span", "mlp-progress-text");
+  const progressMetrics = h("span", "mlp-progress-metrics");
+  progressBox.append(progressBar, progressText, progressMetrics);
   const timeline = h("ol", "mlp-timeline");
 
   const toolbar = h("div", "mlp-toolbar");
@@ -174,7 +187,7 @@ function render({ model, el }) {
   const log = h("div", "mlp-log");
   log.setAttribute("role", "log");
   const logEnd = h("div", "mlp-log-end");
-  root.append(status, header, jobError, jobWaiting, timeline, toolbar, earlier, log, logEnd);
+  root.append(status, header, jobError, jobWaiting, progressBox, timeline, toolbar, earlier, log, logEnd);
   el.appendChild(root);
 
   // ---- traits
@@ -192,9 +205,27 @@ function render({ model, el }) {
     jobError.hidden = !job.error;
     jobWaiting.textContent = job.waiting || "";
     jobWaiting.hidden = !job.waiting;
+    showProgress(job.progress);
     cancel.disabled = !job.state || FINAL.includes(job.state) || job.state === "CANCELLING";
     showTasks();
     tick();
+  }
+  function showProgress(p) {
+    progressBox.hidden = !p;
+    if (!p) return;
+    const known = typeof p.progressPercentage === "number";
+    progressBox.setAttribute("data-percent", known ? String(p.progressPercentage) : "");
+    if (known) progressBar.value = p.progressPercentage;
+    else progressBar.removeAttribute("value"); // indeterminate
+    const left = typeof p.estimatedRemainingSeconds === "number" && !FINAL.includes((model.get("job") || {}).state)
+      ? "about " + formatSeconds(p.estimatedRemainingSeconds) + " left" : "";
+    progressText.textContent = [known ? p.progressPercentage + "%" : "", left].filter(Boolean).join(" · ");
+    progressMetrics.replaceChildren(...(p.metrics || []).map((m) => {
+      const span = h("span", "mlp-progress-metric");
+      span.setAttribute("data-name", m.name);
+      span.textContent = m.name + " " + m.value;
+      return span;
+    }));
   }
   function tick() {
     const job = model.get("job") || {};

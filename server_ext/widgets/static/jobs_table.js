@@ -18,6 +18,8 @@
 //   td.mlp-job-id, .mlp-error, .mlp-waiting, .mlp-kind, .mlp-labels (.mlp-label chips), .mlp-accelerator,
 //   .mlp-machine, .mlp-age, .mlp-duration, .mlp-trial-count (sweeps: "3/10")   the cells
 //   .mlp-state.mlp-state-<STATE>            the state badge (also in JobDetail and SweepMonitor)
+//   .mlp-row-progress                       beside a job's badge until it ends: its last reported
+//                                           progressPercentage ("42%"), when the job's JSON has one
 //   .mlp-empty                              shown when no row is visible
 
 const STATES = ["QUEUED", "PREPARING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLING", "CANCELLED"];
@@ -168,9 +170,11 @@ function render({ model, el }) {
     const { row, tr, cells } = entry;
     const all = fields === null;
     const has = (f) => all || Object.prototype.hasOwnProperty.call(fields, f);
-    if (has("state")) {
+    if (has("state") || has("progress")) {
       tr.setAttribute("data-state", row.state || "");
-      cells.state.replaceChildren(badge(row.state));
+      const p = row.progress && typeof row.progress.progressPercentage === "number" && !FINAL.includes(row.state)
+        ? row.progress.progressPercentage : null;
+      cells.state.replaceChildren(badge(row.state), ...(p === null ? [] : [h("span", "mlp-row-progress", " " + p + "%")]));
     }
     if (has("error")) {
       cells.error.textContent = row.error || "";

@@ -11,7 +11,7 @@ import pytest
 
 from tests.local.rest.conftest import PROJECT, job_body
 from tests.sse import sse_events
-from tests.unit.test_job_model import JOB_SCHEMA
+from tests.unit.test_job_model import PLATFORM_JOB_SCHEMA as JOB_SCHEMA  # Google's, with the progress the trainer reports
 
 pytestmark = pytest.mark.local
 
