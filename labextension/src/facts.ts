@@ -1,6 +1,7 @@
 /**
  * One job's facts in its detail view, as a description list: its state (badge and plain words),
- * project, accelerator, times and, for a sweep, its trials' progress. A fact without a value is
+ * project, accelerator, times, for a sweep its trials' progress, and the trainer's last progress
+ * report (a bar and `progressText`: docs/jobs.md "Progress"). A fact without a value is
  * left out; `tickRunTime` keeps "Ran for" going while a job runs. Plain DOM; every string through
  * `trans.__`.
  */
@@ -8,7 +9,7 @@
 import { TranslationBundle } from '@jupyterlab/translation';
 
 import { el } from './dom';
-import { Job, accelerator, explainState, formatTime, isSweep, runTime, trialProgress } from './format';
+import { Job, accelerator, explainState, formatTime, isSweep, progressText, runTime, trialProgress } from './format';
 import { badge } from './rows';
 
 const RAN_FOR = 'mlp-ran-for';
@@ -44,6 +45,18 @@ export function jobFacts(project: string, job: Job, trans: TranslationBundle): H
   fact(trans.__('Ran for'), runTime(job, Date.now(), trans))?.classList.add(RAN_FOR); // ticks: `tickRunTime`
   if (isSweep(job)) {
     fact(trans.__('Trials'), trialProgress(job, trans));
+  }
+  const reported = job.trainingOutput?.progress;
+  if (reported) {
+    const box = el('span', 'mlp-train-progress');
+    if (typeof reported.progressPercentage === 'number') {
+      const bar = el('progress', 'mlp-progress-bar');
+      bar.max = 100;
+      bar.value = reported.progressPercentage;
+      box.append(bar, ' ');
+    }
+    box.append(progressText(job, trans));
+    fact(trans.__('Progress'), box);
   }
   return dl;
 }

@@ -93,9 +93,43 @@ export interface Job {
     trials?: Trial[];
     completedTrialCount?: string | number;
     isHyperparameterTuningJob?: boolean;
+    /** The platform's: the trainer's last progress report (docs/jobs.md "Progress"); not ml.v1's. */
+    progress?: Progress;
     [key: string]: unknown;
   };
   [key: string]: unknown;
+}
+
+/** A trainer's progress report, in Kubeflow Trainer v2's trainerStatus fields. */
+export interface Progress {
+  progressPercentage?: number;
+  estimatedRemainingSeconds?: number;
+  metrics?: { name: string; value: string }[];
+  updateTime?: string;
+}
+
+/**
+ * A job's last progress report in words: "42% · about 1m 3s left · loss 0.0123, rmse 0.2" (the
+ * time left only while the job has not ended); "" for a job without one.
+ */
+export function progressText(job: Job, trans: Translate = english): string {
+  const p = job.trainingOutput?.progress;
+  if (!p) {
+    return '';
+  }
+  const parts: string[] = [];
+  if (typeof p.progressPercentage === 'number') {
+    parts.push(trans.__('%1%', String(p.progressPercentage)));
+  }
+  const ended = ['SUCCEEDED', 'FAILED', 'CANCELLED'].includes(job.state ?? '');
+  if (typeof p.estimatedRemainingSeconds === 'number' && !ended) {
+    parts.push(trans.__('about %1 left', formatDuration(p.estimatedRemainingSeconds, trans)));
+  }
+  const metrics = (p.metrics ?? []).map(m => `${m.name} ${m.value}`).join(', ');
+  if (metrics) {
+    parts.push(metrics);
+  }
+  return parts.join(' · ');
 }
 
 /** The job together with the project it lives in (the panel lists several projects at once). */

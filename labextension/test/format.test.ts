@@ -10,6 +10,7 @@ import {
   isActive,
   isSweep,
   plotPoints,
+  progressText,
   runTime,
   sortTrials,
   trialProgress,
@@ -182,5 +183,15 @@ describe("the panel's plots' axes", () => {
     expect(ticks(0.8123, 0.9377)).toEqual([0.85, 0.9]);
     expect(ticks(3, 3)).toEqual([3]);
     expect(ticks(NaN, 1)).toEqual([]);
+  });
+});
+
+describe('progressText', () => {
+  const progress = { progressPercentage: 42, estimatedRemainingSeconds: 63, metrics: [{ name: 'loss', value: '0.0123' }, { name: 'rmse', value: '0.2' }] };
+  it('says the percentage, the time left while the job runs, and the metrics', () => {
+    expect(progressText(job({ trainingOutput: { progress } }))).toBe('42% · about 1m 03s left · loss 0.0123, rmse 0.2');
+    expect(progressText(job({ state: 'SUCCEEDED', trainingOutput: { progress } }))).toBe('42% · loss 0.0123, rmse 0.2');
+    expect(progressText(job({ trainingOutput: { progress: { metrics: [{ name: 'loss', value: '1' }] } } }))).toBe('loss 1');
+    expect(progressText(job())).toBe('');
   });
 });

@@ -110,8 +110,12 @@ def test_the_panel_lists_follows_and_cancels_jobs(lab, browser_page, tmp_path):
     detail = page.locator(f"{PANEL} .mlp-detail-view")
     detail.locator(".mlp-detail-title", has_text="panel_job").wait_for()
     detail.locator(".mlp-log-line").first.wait_for(timeout=30_000)
+    # the trainer's progress (issue 31.4): a bar, the time left while it runs, 100% at the end
+    detail.locator(".mlp-train-progress", has_text="left").wait_for(timeout=30_000)
     shoot(page, tmp_path, "detail-running")
     detail.locator(".mlp-badge", has_text="SUCCEEDED").wait_for(timeout=60_000)
+    detail.locator(".mlp-train-progress", has_text="100% · loss").wait_for(timeout=20_000)
+    assert detail.locator(".mlp-train-progress .mlp-progress-bar").get_attribute("value") == "100"
     log = detail.locator(".mlp-log-viewport")
     lines = lab.api("GET", f"ml/v1/projects/{lab.project}/jobs/panel_job/logs").text.count("\ndata: ")
     page.wait_for_function("([sel, n]) => document.querySelector(sel).textContent.startsWith(n + ' lines')",
