@@ -23,6 +23,7 @@ Nothing is stored: `get`, `cancel`, `trial_metrics` and `logs` know no job, `lis
 from __future__ import annotations
 
 import pathlib
+from dataclasses import replace
 from typing import Any, AsyncIterator
 
 from server_ext.errors import JobNotFound
@@ -49,11 +50,13 @@ class DryRun:
             from server_ext.jobs.kube.kubeflow import job_manifest
             from server_ext.jobs.kube.trainjob import on_trainer_v2, trainjob_manifest
 
+            if on_trainer_v2(plan, self.kube_settings.training_api, served=True):  # asks no cluster
+                plan = replace(plan, trainer_v2=True)
             if plan.sweep is not None:
                 from server_ext.jobs.kube.katib import experiment_manifest
 
                 manifest: Any = experiment_manifest(plan, self.kube_settings)
-            elif on_trainer_v2(plan, self.kube_settings.training_api, served=True):  # asks no cluster
+            elif plan.trainer_v2:
                 manifest = trainjob_manifest(plan, self.kube_settings)
             else:
                 manifest = job_manifest(plan, self.kube_settings)

@@ -283,6 +283,11 @@ def test_every_pod_template_of_a_workload_is_checked():
 def experiment(pod_spec: dict, kind: str = "Job", values=("16", "32")) -> dict:
     if kind == "Job":
         trial = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": pod_spec}}}
+    elif kind == "TrainJob":
+        trial = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "spec": {
+            "runtimeRef": {"name": "mlplatform-torch"}, "trainer": {"command": ["python", "-m", "t", "--units=${trialParameters.units}"]},
+            "runtimePatches": [{"manager": "me", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                {"name": "node", "template": {"spec": {"template": {"spec": pod_spec}}}}]}}}}]}}
     else:
         trial = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "spec": {"pytorchReplicaSpecs": {
             "Master": {"replicas": 1, "template": {"spec": pod_spec}}}}}
@@ -305,6 +310,16 @@ def test_a_trial_template_a_projects_pod_may_not_have_is_refused_naming_the_fiel
     with pytest.raises(UserInputError) as e:
         native_experiment(experiment(with_(path, value)), "vision", "bob")
     assert e.value.field == f"spec.trialTemplate.trialSpec.spec.template.{field}"
+
+
+def test_a_trainjob_trial_is_accepted_and_its_runtime_patches_pods_are_checked():
+    """Issue 31.3: a native Experiment whose trialSpec is a TrainJob (Katib v0.19's trial kind)."""
+    made = native_experiment(experiment(CLEAN, kind="TrainJob"), "vision", "bob")
+    assert made["spec"]["trialTemplate"]["trialSpec"]["kind"] == "TrainJob"
+    with pytest.raises(UserInputError) as e:
+        native_experiment(experiment(with_(("hostNetwork",), True), kind="TrainJob"), "vision", "bob")
+    assert e.value.field == ("spec.trialTemplate.trialSpec.spec.runtimePatches[0].trainingRuntimeSpec.template.spec."
+                             "replicatedJobs[0].template.spec.template.spec.hostNetwork")
 
 
 def test_a_pytorchjob_trials_replica_templates_are_checked_and_every_finding_counted():

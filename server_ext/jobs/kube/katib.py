@@ -19,7 +19,8 @@ program it runs: `katib_trial`.
 - ``trialTemplate``: ``trialSpec`` is `katib_trial.trial_spec` (the plan's job, its main containers
   running the trial program), ``trialParameters`` name each parameter's Katib parameter
   (`katib_params.search_name`); ``primaryContainerName`` is the kind's main container,
-  ``primaryPodLabels`` the operator's master label, success/failure conditions are GJSON paths on
+  ``primaryPodLabels`` the operator's master label (a TrainJob's: node 0 of its JobSet's ``node``
+  job, `TRAINJOB_POD_LABELS`), success/failure conditions are GJSON paths on
   the job's ``status.conditions``; ``retain: true`` keeps each trial's job (and its pods' logs);
 - one metrics collector: Katib's ``File`` collector, format ``JSON``, at `katib_trial.METRICS_FILE`
   (what the trial program writes there: `katib_trial`);
@@ -42,6 +43,7 @@ from hub_ext.core.errors import UserInputError
 from server_ext.jobs.hptuning import FIELD, Spec, parse_spec
 from server_ext.jobs.kube.katib_params import katib_parameters, search_name
 from server_ext.jobs.kube.katib_trial import METRICS_FILE, metric_name, runs_module, trial_spec
+from server_ext.jobs.kube.trainjob import STEP
 from server_ext.jobs.kube.kubeflow import (
     CONTAINER,
     OWNER_ANNOTATION,
@@ -63,7 +65,10 @@ MASTER_POD_LABELS = {"training.kubeflow.org/job-role": "master"}  # the operator
 MAX_NAME = 40
 ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "bayesianoptimization", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
 EARLY_STOPPING = "medianstop"
-_CONDITIONS = {"Job": ("Complete", "Failed"), "PyTorchJob": ("Succeeded", "Failed"), "TFJob": ("Succeeded", "Failed")}
+_CONDITIONS = {"Job": ("Complete", "Failed"), "PyTorchJob": ("Succeeded", "Failed"), "TFJob": ("Succeeded", "Failed"),
+               "TrainJob": ("Complete", "Failed")}
+# a TrainJob's primary pod: node 0 of the runtime's one replicated job (`trainjob.STEP`), Katib's default
+TRAINJOB_POD_LABELS = {"jobset.sigs.k8s.io/replicatedjob-name": STEP, "batch.kubernetes.io/job-completion-index": "0"}
 _CONFIG = {"master": "masterConfig", "worker": "workerConfig", "ps": "parameterServerConfig",
            "evaluator": "evaluatorConfig"}
 _UNSAFE = re.compile(r'["\\$\x00-\x1f\x7f]')
@@ -119,7 +124,8 @@ def experiment_manifest(plan: JobPlan, settings: KubeSettings) -> dict:
         "trialSpec": trial_spec(plan, settings),
     }
     if kind != "Job":
-        template = {"primaryPodLabels": dict(MASTER_POD_LABELS), **template}
+        template = {"primaryPodLabels": dict(TRAINJOB_POD_LABELS if kind == "TrainJob" else MASTER_POD_LABELS),
+                    **template}
     body: dict[str, Any] = {
         "objective": {"type": spec.goal.lower(), "objectiveMetricName": metric_name(spec.metric),
                       "metricStrategies": [{"name": metric_name(spec.metric), "value": "latest"}]},

@@ -4,7 +4,8 @@ Pure: plain dicts and text out, no I/O, the plan is not changed.
 `trial_spec(plan, settings)` guarantees:
 
 - it is `kubeflow.job_manifest` of the plan (the job kind the plan would run: ``PyTorchJob``,
-  ``TFJob`` or ``Job``) without its object metadata (Katib names each trial's job after the Trial,
+  ``TFJob`` or ``Job``), or `trainjob.trainjob_manifest` for a plan on Trainer v2 (its
+  ``spec.trainer`` is the main container of every node), without its object metadata (Katib names each trial's job after the Trial,
   and a trial's job must not look like a platform job);
 - every replica's main container runs `trial_command` (``sh -c`` and one shell program, no args),
   which appends one ``--<name>=<value>`` per parameter after the job's own arguments, as AI Platform
@@ -36,6 +37,7 @@ import unicodedata
 from server_ext.jobs.hptuning import Spec, number_text
 from server_ext.jobs.kube.katib_params import LOG_PY, REVERSE_PY, UNIT_PY, log_params, reversed_params, unit_params
 from server_ext.jobs.kube.kubeflow import RUN_MODULE, KubeSettings, job_manifest, literal, replica_type
+from server_ext.jobs.kube.trainjob import trainjob_manifest
 from server_ext.jobs.plan import JobPlan, Replica
 
 METRICS_FILE = "/var/log/katib/metrics.json"
@@ -237,17 +239,17 @@ def _metric_env(spec: Spec) -> list[dict]:
 
 
 def trial_spec(plan: JobPlan, settings: KubeSettings) -> dict:
-    """The trial template: the plan's job object running `trial_command` in every main container."""
+    """The trial template: the plan's job object running `trial_command` in every main container
+    (a TrainJob's trainer, for a plan on Trainer v2: its nodes are alike)."""
     spec = plan.sweep
     assert spec is not None
-    job = job_manifest(plan, settings)
+    hp_env = [{"name": f"{HP_ENV}{i}", "value": f"${{trialParameters.{p.name}}}"} for i, p in enumerate(spec.params)]
+    job = trainjob_manifest(plan, settings) if plan.trainer_v2 else job_manifest(plan, settings)
     job.pop("metadata")
-    for replica, template in _pod_templates(job, plan):
-        main = template["spec"]["containers"][0]
+    mains = [(plan.replicas[0], job["spec"]["trainer"])] if plan.trainer_v2 else \
+        [(replica, template["spec"]["containers"][0]) for replica, template in _pod_templates(job, plan)]
+    for replica, main in mains:
         main["command"] = trial_command(spec, trainer_argv(plan, replica))
         main.pop("args", None)
-        main["env"] = [*main["env"],
-                       *({"name": f"{HP_ENV}{i}", "value": f"${{trialParameters.{p.name}}}"}
-                         for i, p in enumerate(spec.params)),
-                       *_metric_env(spec)]
+        main["env"] = [*main["env"], *hp_env, *_metric_env(spec)]
     return job

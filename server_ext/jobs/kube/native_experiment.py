@@ -38,12 +38,13 @@
   as strings); ``maxTrialCount`` > 0, ``parallelTrialCount`` > 0 and not above it,
   ``maxFailedTrialCount`` ≥ 0 and not above it (whole numbers); ``trialTemplate.trialSpec`` inline
   (a ConfigMap template is refused: the platform must see the trial's kind) of a kind the platform
-  follows — ``PyTorchJob``/``TFJob`` (``kubeflow.org/v1``) or ``Job`` (``batch/v1``), the kinds whose
-  pods, logs and states it reads; every ``trialParameters[].reference`` names a parameter (or a
+  follows — ``PyTorchJob``/``TFJob`` (``kubeflow.org/v1``), ``Job`` (``batch/v1``) or ``TrainJob``
+  (``trainer.kubeflow.org/v1alpha1``), the kinds whose pods, logs and states it reads; every ``trialParameters[].reference`` names a parameter (or a
   ``${trialSpec.…}`` field) and every ``${trialParameters.x}`` in the trialSpec is declared;
 - the trial's pods are a project's pods: every pod template of the trialSpec (the batch Job's, each
   replica type's) passes `pod_guard.pod_spec_findings` (not privileged, no host namespaces, ports or
-  paths, no ``nodeName``, the project's ServiceAccount, no platform-reserved Secret, no GPU-choosing
+  paths, no ``nodeName``, the project's ServiceAccount (a TrainJob's: each runtime patch's pod
+  template; its runtime's own pods are the platform team's), no platform-reserved Secret, no GPU-choosing
   variable), refused with the first finding's path (``spec.trialTemplate.trialSpec.spec.template.
   spec.containers[0].securityContext.privileged``). The cluster's admission holds the same rules for
   every client; this is the early answer, before any trial is made;
@@ -70,7 +71,7 @@ API_VERSION = "kubeflow.org/v1beta1"
 KUBEFLOW_NAMESPACE = "kubeflow"  # Katib's examples' namespace (Kubeflow's own); user profiles are kubeflow-user-*
 NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 MAX_NAME = 40
-TRIAL_KINDS = ("PyTorchJob", "TFJob", "Job")
+TRIAL_KINDS = ("PyTorchJob", "TFJob", "Job", "TrainJob")
 PARAMETER_TYPES = ("double", "int", "discrete", "categorical")
 TOP_FIELDS = {"apiVersion", "kind", "metadata", "spec", "status"}
 SPEC_FIELDS = {"algorithm", "earlyStopping", "maxFailedTrialCount", "maxTrialCount", "metricsCollectorSpec",
@@ -220,8 +221,9 @@ def _check_template(template: dict, names: set[str]) -> None:
     trial = _mapping(template["trialSpec"], "spec.trialTemplate.trialSpec")
     kind = trial.get("kind")
     if kind not in TRIAL_KINDS or trial.get("apiVersion") != api_version(kind):
-        raise UserInputError("spec.trialTemplate.trialSpec.kind", "must be a PyTorchJob or TFJob (kubeflow.org/v1) "
-                                                                  "or a Job (batch/v1)")
+        raise UserInputError("spec.trialTemplate.trialSpec.kind", "must be a PyTorchJob or TFJob (kubeflow.org/v1), "
+                                                                  "a Job (batch/v1) or a TrainJob "
+                                                                  "(trainer.kubeflow.org/v1alpha1)")
     declared: set[str] = set()
     for i, tp in enumerate(template.get("trialParameters") or []):
         where = f"spec.trialTemplate.trialParameters[{i}]"

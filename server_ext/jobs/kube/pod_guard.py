@@ -149,7 +149,8 @@ def pod_spec_findings(spec: Any, where: str = "spec") -> list[Finding]:
 
 
 def workload_pod_specs(obj: Any, where: str = "") -> Iterator[tuple[str, Mapping]]:
-    """(path, pod spec) of each pod template of a batch Job, PyTorchJob or TFJob (other kinds: none)."""
+    """(path, pod spec) of each pod template of a batch Job, PyTorchJob or TFJob, and of each runtime
+    patch of a TrainJob (other kinds: none)."""
     obj = _map(obj)
     prefix = f"{where}." if where else ""
     spec = _map(obj.get("spec"))
@@ -159,6 +160,15 @@ def workload_pod_specs(obj: Any, where: str = "") -> Iterator[tuple[str, Mapping
         key = REPLICA_SPECS[obj["kind"]]
         for replica, rs in _map(spec.get(key)).items():
             yield f"{prefix}spec.{key}.{replica}.template.spec", _map(_map(_map(rs).get("template")).get("spec"))
+    elif obj.get("kind") == "TrainJob":
+        patches = spec.get("runtimePatches") if isinstance(spec.get("runtimePatches"), list) else []
+        for i, patch in enumerate(patches):
+            jobs = _map(_map(_map(_map(patch).get("trainingRuntimeSpec")).get("template")).get("spec")).get(
+                "replicatedJobs")
+            for j, rj in enumerate(jobs if isinstance(jobs, list) else []):
+                pod = _map(_map(_map(_map(rj).get("template")).get("spec")).get("template")).get("spec")
+                yield (f"{prefix}spec.runtimePatches[{i}].trainingRuntimeSpec.template.spec.replicatedJobs[{j}]."
+                       "template.spec.template.spec"), _map(pod)
 
 
 def workload_findings(obj: Any, where: str = "") -> list[Finding]:

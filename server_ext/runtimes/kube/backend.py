@@ -21,8 +21,8 @@ Guarantees:
 - Which API a job gets (`KubeSettings.training_api`, decided by `trainjob.on_trainer_v2`): ``v1``
   (the default), ``v2`` (a TrainJob for every job `trainjob.unsupported` allows; the others on v1),
   ``auto`` (as ``v2`` where the cluster serves ``trainer.kubeflow.org/v1alpha1``, asked once, else
-  ``v1``). Sweeps' trials stay
-  v1. Wherever Trainer v2 is served the project's TrainJobs are read beside its v1 jobs, so jobs
+  ``v1``); a sweep's trials alike (Katib's TrainJob trials: Katib must have started after Trainer's
+  CRDs were installed, or it does not watch TrainJobs). Wherever Trainer v2 is served the project's TrainJobs are read beside its v1 jobs, so jobs
   made before a switch stay listed, described and streamed.
 - `cancel` merge-patches `kubeflow.cancel_patch` (the controller suspends the job and deletes its
   pods): the job reads CANCELLING, then CANCELLED; a job that already ended is `JobFinished`.
@@ -185,6 +185,8 @@ class KubeBackend:
         if self._taken(p, job_id):
             raise JobExists(project, job_id)
         plan = dataset_copies.with_copy_claims(plan)
+        if on_trainer_v2(plan, self.settings.training_api, bool(self._trainer)):
+            plan = replace(plan, trainer_v2=True)  # a sweep's trials too: Katib runs TrainJob trials
         if plan.sweep is not None:
             if any(d.copy for d in plan.datasets):
                 raise UserInputError(dataset_copies.FIELD, "a sweep's trials cannot share one writable copy of a "
@@ -198,8 +200,6 @@ class KubeBackend:
                                                   lambda obj: kube_sweeps.discard(self.kube, sweeps, project, obj),
                                                   self.staging_env)
             return kube_sweeps.created(sweeps, obj, project, job_id, plan.owner)
-        if on_trainer_v2(plan, self.settings.training_api, bool(self._trainer)):
-            plan = replace(plan, trainer_v2=True)
         cache = p.caches[plan.kind]
 
         async def forget(obj: dict) -> None:  # kube_package deleted it; in case the watch saw it meanwhile
