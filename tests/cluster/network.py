@@ -15,6 +15,10 @@ its `kubernetes` plugin on the API server, listening on 10.244.B.1:53. `resolv_c
 a pod of namespace `ns` gets as /etc/resolv.conf (search `<ns>.svc.cluster.local svc.cluster.local
 cluster.local`, `ndots:5`, as the kubelet writes for `dnsPolicy: ClusterFirst`), and `private_mounts`
 runs a process in a private mount namespace (`unshare -m`, root) with such files bind-mounted.
+CoreDNS also answers ``localhost`` (127.0.0.1, its `hosts` plugin): the controllers run as local
+processes behind ``ExternalName: localhost`` Services, and a pod (a local process too) that calls
+one by its Service name (Trainer's status server: `KUBEFLOW_TRAINER_SERVER_URL`) gets the CNAME
+resolved, as a pod in a cluster gets the controller pod's address.
 """
 
 from __future__ import annotations
@@ -142,6 +146,10 @@ class PodNetwork:
             f"        pods insecure\n"
             f"        fallthrough in-addr.arpa ip6.arpa\n"
             f"        ttl 0\n"
+            f"    }}\n"
+            f"    hosts {{\n"  # an ExternalName Service of `localhost` (a controller run as a local process)
+            f"        127.0.0.1 localhost\n"
+            f"        fallthrough\n"
             f"    }}\n"
             f"    forward . /etc/resolv.conf\n"
             f"}}\n")

@@ -11,7 +11,8 @@ are wired without Deployments, kube-proxy or a cluster network:
 - **katib-controller** runs as ServiceAccount `kubeflow/katib-controller` (released RBAC; its pod
   mutator skips that user). The db-manager address reaches it and every injected metrics collector as
   `KATIB_DB_MANAGER_SERVICE_NAMESPACE=` (empty) + `_IP=127.0.0.1` + `_PORT` (P7). Its katib-config
-  is the released one with `init.controller` ports of our own: its suggestion images (goptuna's Go
+  is the released one with `init.controller` ports of our own and Trainer v2's TrainJob among its
+  `trialResources` (`TRAINJOB_RESOURCE`, as Katib's non-postgres standalone install has it): its suggestion images (goptuna's Go
   service, Katib's Python services skopt, hyperopt, optuna, hyperband and medianstop early stopping)
   are run by the tests' kubelet from what `make controllers` builds (`build.sh`, `build_python.sh`). Certs:
   the rotator's Secret is copied (`CertCopy`) into a directory
@@ -49,6 +50,7 @@ from tests.cluster.service_hosts import ServiceHosts
 from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, delete_all, module_dir, \
     render, sa_kubeconfig
 
+TRAINJOB_RESOURCE = "TrainJob.v1alpha1.trainer.kubeflow.org"  # a trial kind of Katib v0.19 (Kubeflow Trainer v2)
 WEBHOOKS = ("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/katib.kubeflow.org",
             "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/katib.kubeflow.org")
 
@@ -203,6 +205,12 @@ class Katib:
                 config = yaml.safe_load(doc["data"]["katib-config.yaml"])
                 config["init"]["controller"].update(webhookPort=webhook, metricsAddr="0",
                                                     healthzAddr=f"127.0.0.1:{probe}")
+                # Kubeflow Trainer v2's TrainJob as a trial kind, as Katib's own katib-standalone
+                # install lists it (its postgres variant does not): a TrainJob trial's end is seen only
+                # if the controller watches TrainJobs (from its start, and only once their CRD exists)
+                resources = config["init"]["controller"].setdefault("trialResources", [])
+                if TRAINJOB_RESOURCE not in resources:
+                    resources.append(TRAINJOB_RESOURCE)
                 # the suggestions and early stopping as Katib releases them (random, tpe: hyperopt;
                 # grid: optuna; bayesianoptimization: skopt; cmaes, sobol: goptuna; medianstop): their
                 # images are mapped to the services `make controllers` builds
