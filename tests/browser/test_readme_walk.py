@@ -2,7 +2,7 @@
 notebook's terminal", typed as written into a JupyterLab terminal of a server started through the
 spawn form, in `make demo` (the local runtime) and in `make demo-kube` (the Kubernetes runtime:
 the notebook's `kubectl ai-platform` talks to its server's jobs API, which runs the job on real
-Kubeflow Trainer v2 and the sweep on real Katib and the Training Operator). Each command must exit 0; a broken path (a
+Kubeflow Trainer v2 and the sweep on real Katib with TrainJob trials). Each command must exit 0; a broken path (a
 command not on PATH, an example that does not run, a flag the CLI lost) fails here.
 
 The commands are read from README.md (the ``shell`` block after "In a demo notebook's terminal"),
@@ -162,7 +162,7 @@ def test_the_readme_walk_in_make_demo_kube(demo, browser_page):  # noqa: F811
            for p in job_pods if p.metadata.owner_references[0].kind != "ReplicaSet"}
     assert ran and set(ran.values()) == {(own.st_uid, True)}, ran
     # census_1 (one replica) ran as a Kubeflow Trainer v2 TrainJob: the demo's servers have
-    # training_api auto, and the demo runs Trainer (a sweep's trials stay v1)
+    # training_api auto, and the demo runs Trainer (a sweep's trials too: Katib's TrainJob trials)
     census = [p for p in job_pods if p.metadata.labels["mlplatform.io/job"] == "census-1"]
     assert census and {p.metadata.labels.get("jobset.sigs.k8s.io/jobset-name") for p in census} == {"census-1"}, \
         [p.metadata.labels for p in census]
