@@ -126,6 +126,9 @@ async def stop_replicas(host: Host, rec: JobRecord, live: Live) -> None:
                     ", ".join(map(str, left)))
 
 
+_MARK = progress.PREFIX.encode()
+
+
 class ProgressTail:
     """The master's log read as it grows, for the last progress line in it (`server_ext.jobs.progress`)."""
 
@@ -137,7 +140,8 @@ class ProgressTail:
         while chunk := await asyncio.to_thread(read_chunk, self.path, self.offset):
             self.offset += len(chunk)
             *lines, self.pending = (self.pending + chunk).split(b"\n")
-            found = progress.latest((raw.decode("utf-8", "replace"), now()) for raw in lines) or found
+            marked = [raw for raw in lines if _MARK in raw]  # a long log is split, not decoded line by line
+            found = progress.latest((raw.decode("utf-8", "replace"), now()) for raw in marked) or found
         return found
 
 
