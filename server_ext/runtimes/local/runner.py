@@ -17,8 +17,8 @@ Guarantees (the states a job goes through here):
 - when a job ends, the replicas still running are stopped the same way before the final state is
   written (`JobRecords.finish_record`), so a final state means no process is left;
 - while it runs, the last progress line of the master's log (`server_ext.jobs.progress`) is the
-  job's ``trainingOutput.progress``, looked at every ``poll_s`` and once more after the last
-  process ended;
+  job's ``trainingOutput.progress``, looked at every ``poll_s``, written at most every
+  `PROGRESS_EVERY_S`, and once more after the last process ended;
 - each replica's pid, start time and exit are kept in the job's record (`JobRecord.procs`) as they
   change, so a later backend re-adopts or judges them (`supervise` is what it runs for them).
 """
@@ -127,6 +127,7 @@ async def stop_replicas(host: Host, rec: JobRecord, live: Live) -> None:
 
 
 _MARK = progress.PREFIX.encode()
+PROGRESS_EVERY_S = 1.0  # the most often a running job's record takes a new progress report
 
 
 class ProgressTail:
@@ -134,6 +135,8 @@ class ProgressTail:
 
     def __init__(self, path: pathlib.Path):
         self.path, self.offset, self.pending = path, 0, b""
+        self.unwritten: dict | None = None  # the last report read and not yet in the job's record
+        self.written_at = float("-inf")  # when a report last went into it (the event loop's clock)
 
     async def latest(self) -> dict | None:
         found = None
@@ -145,9 +148,13 @@ class ProgressTail:
         return found
 
 
-async def _report_progress(host: Host, rec: JobRecord, tail: ProgressTail) -> None:
-    reported = await tail.latest()
-    if reported is not None:
+async def _report_progress(host: Host, rec: JobRecord, tail: ProgressTail, final: bool = False) -> None:
+    """The last report read into the job's record: at most every `PROGRESS_EVERY_S` while the job
+    runs (each write changes its etag: a watcher is told), and whatever is left at its end."""
+    tail.unwritten = await tail.latest() or tail.unwritten
+    clock = asyncio.get_running_loop().time()
+    if tail.unwritten is not None and (final or clock - tail.written_at >= PROGRESS_EVERY_S):
+        reported, tail.unwritten, tail.written_at = tail.unwritten, None, clock
         await host.update_record(rec, trainingOutput={**(rec.job.get("trainingOutput") or {}), "progress": reported})
 
 
@@ -169,7 +176,7 @@ async def supervise(host: Host, rec: JobRecord, live: Live) -> None:
                      and (c := await asyncio.to_thread(r.ended_by_itself)) is not None]
             decision = decide(events + ended)
             await stop_replicas(host, rec, live)
-            await _report_progress(host, rec, tail)
+            await _report_progress(host, rec, tail, final=True)
             await host.finish_record(rec, *(decision or ("CANCELLED",)))
             return
         decision = decide(events)
@@ -177,7 +184,7 @@ async def supervise(host: Host, rec: JobRecord, live: Live) -> None:
             decision = ("FAILED", "Every replica ended but the master's end was not seen.")
         if decision is not None:
             await stop_replicas(host, rec, live)
-            await _report_progress(host, rec, tail)
+            await _report_progress(host, rec, tail, final=True)
             await host.finish_record(rec, *decision)
             return
         await wait_any(live.procs.values(), live.cancel, host.poll_s)
