@@ -34,6 +34,7 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from hub_ext.core.errors import UserInputError, errors_of
+from server_ext.jobs.backend import FINAL
 
 PROG = "kubectl ai-platform"
 LIST_COLUMNS = (("jobId", "JOB_ID"), ("state", "STATUS"), ("createTime", "CREATED"))
@@ -212,7 +213,7 @@ def summary(job: dict, tz: datetime.tzinfo | None = None) -> str:
             cells.append(completed)
         cols.append("ML_UNITS")
         cells.append(_text(out.get("consumedMLUnits")))
-        for col, cell in progress_cells(out.get("progress"), job.get("state") in ("SUCCEEDED", "FAILED", "CANCELLED")):
+        for col, cell in progress_cells(out.get("progress"), job.get("state") in FINAL):
             cols.append(col)
             cells.append(cell)
         parts.append(box("Training Output Summary", cols, [cells]))
