@@ -199,8 +199,13 @@ async def test_a_reload_while_pods_read_goes_to_a_new_volume_and_they_keep_their
     dataset_claim = await admin.get(claim_path(ns, "frames"))
     assert volumes.VOLUME_ANNOTATION not in dataset_claim["metadata"]["annotations"]
     assert files_of(volume_dir(kube_cluster, dataset_claim)) == second
-    (claim,) = await volume_claims(admin, ns)
-    assert claim["metadata"].get("deletionTimestamp")  # deleted, and kept while 'late' reads it
+
+    async def older_volume_deleted():  # the operator drops it just after writing Loaded
+        claims = await volume_claims(admin, ns)
+        return len(claims) == 1 and claims[0]["metadata"].get("deletionTimestamp") and claims
+
+    (claim,) = await until(older_volume_deleted, "the older volume deleted, kept while 'late' reads it",
+                       timeout=30)
     assert "kubernetes.io/pvc-protection" in claim["metadata"]["finalizers"]
     await still_reads(admin, ns, "late", read(third))
     # a pod that names the older volume itself, writable, gets the current one, read-only

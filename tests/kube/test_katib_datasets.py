@@ -95,7 +95,7 @@ async def test_a_katib_sweeps_trials_wait_for_a_loading_dataset_then_read_it_who
         exp = await admin.get(f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments/on-shards")
         return exp if condition(exp, "Succeeded") or condition(exp, "Failed") else None
 
-    exp = await until_value(finished, "the Experiment finished", timeout=180)
+    exp = await until(finished, "the Experiment finished", timeout=180)
     if not condition(exp, "Succeeded") or exp["status"].get("trialsSucceeded") != 2:
         raise AssertionError(f"{exp['status']}\n{await what_there_is(admin, ns)}\n{await trial_logs(admin, ns)}")  # each trial read the whole dataset
 
@@ -130,16 +130,3 @@ async def trial_logs(admin, ns: str) -> str:
                 text = f"(no log: {e})"
             out.append(f"--- {name}/{c['name']}:\n{text[-1500:]}")
     return "\n".join(out)
-
-
-async def until_value(check, what: str, timeout: float):
-    box: list = []
-
-    async def holds():
-        value = await check()
-        if value:
-            box.append(value)
-        return bool(value)
-
-    await until(holds, what, timeout=timeout)
-    return box[-1]
