@@ -17,10 +17,11 @@ Every key is optional::
     run_as: notebook           # who a job's containers run as on Kubernetes: ``notebook`` (default): the
                                # user the notebook server runs as (runAsUser/runAsGroup, runAsNonRoot),
                                # unless that is root; ``image``: each image's own user
-    training_api: v1           # what runs a job on Kubernetes: ``v1`` (default): the Training Operator
-                               # (PyTorchJob, TFJob) or a batch Job; ``v2``: a Kubeflow Trainer v2
+    training_api: auto         # what runs a job on Kubernetes: ``auto`` (default): ``v2`` where the
+                               # cluster serves Trainer v2, else ``v1``; ``v2``: a Kubeflow Trainer v2
                                # TrainJob on helm-values/trainer-runtimes.yaml wherever one can run the
-                               # job (its replicas alike); ``auto``: ``v2`` where the cluster serves it
+                               # job (its replicas alike); ``v1``: the Training Operator (PyTorchJob,
+                               # TFJob) or a batch Job
 
 `parse_tables(doc, where)` checks the whole mapping and raises one `ConfigError` listing every
 problem by its key (``<where>.machines.dgx-slice.cpu``); catalogue names (aliases, `legacy_gpu`)
@@ -54,7 +55,7 @@ class JobTables:
     runtimes: Runtimes = field(default_factory=Runtimes)
     fetcher_image: str = DEFAULT_FETCHER_IMAGE
     run_as: str = "notebook"
-    training_api: str = "v1"
+    training_api: str = "auto"
 
     def plan_settings(self, accelerators: Mapping[str, Accelerator],
                       limits: Mapping[str, int] | None = None) -> PlanSettings:
@@ -99,7 +100,7 @@ def parse_tables(doc: Any, where: str) -> JobTables:
     run_as = doc.get("run_as", "notebook")
     if run_as not in RUN_AS:
         problems.append(Problem(f"{where}.run_as", f"must be one of {', '.join(RUN_AS)} (got {run_as!r})"))
-    training_api = doc.get("training_api", "v1")
+    training_api = doc.get("training_api", "auto")
     if training_api not in TRAINING_APIS:
         problems.append(Problem(f"{where}.training_api",
                                 f"must be one of {', '.join(TRAINING_APIS)} (got {training_api!r})"))

@@ -19,7 +19,7 @@ create Experiments there and not in another project. Katib's skopt service
 (``bayesianoptimization``) suggests, its medianstop service beside it (as the account Katib makes,
 under the platform's project policies) gives the trials' collectors their stop rules,
 the trials run as TrainJobs of the example trainer on real Kubeflow Trainer v2 (the demo's servers
-have ``training_api: auto``; the package shipped in a ConfigMap, fetched by the runtime's init container),
+have the default ``training_api: auto``; the package shipped in a ConfigMap, fetched by the runtime's init container),
 the metrics collector Katib's pod mutator injects into each trial pod reports, and ``trainingOutput`` (best first
 in the panel) is built from the real Experiment and Trials.
 
@@ -255,7 +255,7 @@ def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page, tmp
     assert any(c["type"] == "Succeeded" and c["status"] == "True" for c in experiment["status"]["conditions"])
     katib_trials = custom(api, "trials", PROJECT)
     kinds = [t["spec"]["runSpec"]["kind"] for t in katib_trials]
-    # the demo's servers have training_api: auto and the demo runs Trainer v2: Katib's TrainJob trials
+    # the demo's servers have the default training_api: auto and the demo runs Trainer v2: Katib's TrainJob trials
     # (the single-replica TensorFlow job of AI Platform's default framework, on the platform's runtime)
     assert kinds == ["TrainJob"] * 3, kinds
     trial_pods = [p for p in core.list_namespaced_pod(PROJECT).items

@@ -162,7 +162,7 @@ def test_the_readme_walk_in_make_demo_kube(demo, browser_page):  # noqa: F811
            for p in job_pods if p.metadata.owner_references[0].kind != "ReplicaSet"}
     assert ran and set(ran.values()) == {(own.st_uid, True)}, ran
     # census_1 (one replica) ran as a Kubeflow Trainer v2 TrainJob: the demo's servers have
-    # training_api auto, and the demo runs Trainer (a sweep's trials too: Katib's TrainJob trials)
+    # the default training_api auto, and the demo runs Trainer (a sweep's trials too: Katib's TrainJob trials)
     census = [p for p in job_pods if p.metadata.labels["mlplatform.io/job"] == "census-1"]
     assert census and {p.metadata.labels.get("jobset.sigs.k8s.io/jobset-name") for p in census} == {"census-1"}, \
         [p.metadata.labels for p in census]

@@ -16,8 +16,8 @@ It starts, in this order (everything the tests use, nothing played):
   katib-controller, goptuna suggestions, its metrics collectors), out of cluster
   (`tests.controllers`, `make controllers`); Katib only where the pod network runs (root);
 - the real Kubeflow Trainer v2.3.0 and JobSet v0.12.0 (`tests.controllers.trainer_system`) with the
-  platform's runtime (``helm-values/trainer-runtimes.yaml``); the users' servers run with the job
-  tables' ``training_api: auto``, so their PyTorch and one-replica jobs are TrainJobs (`docs/jobs.md`);
+  platform's runtime (``helm-values/trainer-runtimes.yaml``); under the job tables' default
+  ``training_api: auto`` the users' PyTorch and one-replica jobs are TrainJobs (`docs/jobs.md`);
 - the real Kueue v0.17.0 (`tests.controllers.kueue_system`, started after Trainer, so it queues TrainJobs too) with the platform's configuration
   (``helm-values/kueue.yaml``): the hub finds it and makes each project's queues, so a server or
   job that does not fit waits in its project's queue (`docs/queueing.md`);
@@ -113,8 +113,6 @@ def _demo_uid(spawner):
 
 
 c.PlatformSpawner.uid = _demo_uid
-# the servers' job tables: Trainer v2 first where the cluster serves it (it does here)
-c.PlatformSpawner.args = ['--MLPlatformApp.job_tables={{"training_api": "auto"}}']
 """
 
 

@@ -16,8 +16,10 @@ from server_ext.jobs.plan import PlanSettings, Runtime, Runtimes, plan_job
 CATALOG = parse_accelerators({"a100": {"type": "gpu", "product": "NVIDIA-A100-SXM4-40GB"}})
 RUNTIMES = Runtimes({**Runtimes().table, "python-3.11": {"3.11": Runtime("python:3.11-slim")}})
 PLAN_SETTINGS = PlanSettings(Machines(CATALOG), RUNTIMES)
+# the v1 path (Training Operator, batch Jobs): its tests run as before where a module starts Trainer v2 too;
+# Trainer's modules ask for ``auto`` themselves
 SETTINGS = KubeSettings(MountSettings({"gcp-credential": "mlplatform.io/gcp-credential",
-                                       "aws-credential": "mlplatform.io/aws-credential"}))
+                                       "aws-credential": "mlplatform.io/aws-credential"}), training_api="v1")
 NODES = [{"name": "cpu-1", "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}}]
 MODULE = {"pythonModule": "trainer.task", "packageUris": ["gs://bucket/trainer-0.1.tar.gz"]}
 

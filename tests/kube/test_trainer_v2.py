@@ -159,6 +159,46 @@ async def test_a_tensorflow_job_of_master_workers_and_ps_meets_at_its_master_as_
         assert f"rendezvous: {who} met the primary at {host}={master_ip}:2222 (ok 4)" in lines, lines
 
 
+async def test_a_cluster_of_trainer_v2_alone_runs_what_a_trainjob_can_and_refuses_the_rest(
+        kube, runner, _operator_log, platform_runtime, kube_cluster, kube_target):
+    """A cluster without the Training Operator: the test proxy answers kubeflow.org/v1 (its discovery,
+    the namespace's PyTorchJobs and TFJobs) 404, as such an API server does. The default
+    ``training_api`` (``auto``) runs a one-replica job as a TrainJob and lists it; a job of unlike
+    replicas (no TrainJob of ours) is refused, naming why, and nothing is made."""
+    from hub_ext.core.errors import UserInputError
+    from server_ext.jobs.kube.kubeflow import KubeSettings
+
+    ns = kube_target.namespace
+    assert KubeSettings(SETTINGS.mounts).training_api == "auto"  # the platform's default
+    kube_cluster.inject_fault(None, r"^/apis/kubeflow\.org/v1(\?|$)", status=404, count=5)
+    kube_cluster.inject_fault(None, rf"^/apis/kubeflow\.org/v1/namespaces/{ns}/", status=404, count=1000)
+    kube_cluster.clear_requests()
+    b = KubeBackend(kube, replace(SETTINGS, training_api="auto"), poll_interval=0.1)
+    try:
+        jobs = service(b, ns)
+        await jobs.create(USER, ns, shipped(body("alone"), TRAINER))
+        kube_cluster.kubelet(mode="process", nodes=NODES)
+        await state(b, ns, "alone", "SUCCEEDED", timeout=90)
+        assert trainjob(kube_cluster, ns)["metadata"]["annotations"]["mlplatform.io/job-id"] == "alone"
+        unlike = pytorch_body("unlike", 1)
+        unlike["trainingInput"]["workerType"] = "n1-standard-8"
+        with pytest.raises(UserInputError) as refused:
+            await jobs.create(USER, ns, shipped(unlike, TRAINER))
+        assert refused.value.field == "trainingInput" and refused.value.message == (
+            "this job needs the Kubeflow Training Operator (a PyTorchJob), which this cluster does not run, and "
+            "cannot run as a Kubeflow Trainer v2 TrainJob: its worker replicas differ from its master (image, "
+            "machine or accelerator): a TrainJob's nodes are alike")
+        assert [j["jobId"] for j in (await jobs.list(USER, ns))["jobs"]] == ["alone"]
+        assert not kube_cluster.items("kubeflow.org", "v1", "pytorchjobs", ns)  # straight to the API server
+        assert not [c for c in kube_cluster.items("", "v1", "configmaps", ns)
+                    if c["metadata"]["name"].startswith("unlike")]  # its package neither
+        asked = [r.path for r in kube_cluster.requests() if r.path.startswith("/apis/kubeflow.org/v1/")]
+        assert asked == [], asked  # no watch of a kind the cluster lacks
+    finally:
+        kube_cluster.clear_faults()
+        await b.close()
+
+
 # ---- sweeps of TrainJob trials (issue 31.3) -----------------------------------------------------------
 # Real Katib v0.19 (its own TrainJob trial kind), its controller started after Trainer's CRDs exist
 # (`katib_on_trainer`): a Katib started before does not watch TrainJobs. An AI Platform hptuning job

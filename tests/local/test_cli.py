@@ -160,9 +160,9 @@ def test_dry_run_builds_the_package_and_prints_its_configmap(cli, tmp_path):
                "-n", "team", "--dry-run")
     assert done.returncode == 0, done.stderr
     job, configmap = yaml.safe_load_all(done.stdout)
-    assert job["kind"] == "TFJob" and configmap["kind"] == "ConfigMap"
+    assert job["kind"] == "TrainJob" and configmap["kind"] == "ConfigMap"
     assert (configmap["metadata"]["name"], configmap["metadata"]["namespace"]) == ("j1-package", "team")
-    assert configmap["metadata"]["ownerReferences"] == [{"apiVersion": job["apiVersion"], "kind": "TFJob",
+    assert configmap["metadata"]["ownerReferences"] == [{"apiVersion": job["apiVersion"], "kind": "TrainJob",
                                                          "name": "j1"}]  # the uid comes with the created job
     (filename, data), = configmap["binaryData"].items()
     assert filename == "trainer-0.0.0.tar.gz" and base64.b64decode(data)[:2] == b"\x1f\x8b"
@@ -192,7 +192,7 @@ def test_dry_run_applies_the_package_size_rule(cli, tmp_path):
     assert refused.stderr.endswith("more than the 0.9 MB that can ship inside the cluster; set --staging-bucket\n")
     staged = cli(*argv, "--staging-bucket", "gs://my-bucket")
     assert staged.returncode == 0, staged.stderr
-    assert [d["kind"] for d in yaml.safe_load_all(staged.stdout)] == ["TFJob"]  # no ConfigMap
+    assert [d["kind"] for d in yaml.safe_load_all(staged.stdout)] == ["TrainJob"]  # no ConfigMap
     assert "would be staged to gs://my-bucket/big/packages/" in staged.stderr
     assert "/trainer-0.0.0.tar.gz\n" in staged.stderr
     assert not (tmp_path / "state").exists()  # nothing was created

@@ -139,7 +139,7 @@ def test_dry_run_accepts_a_configured_region(tmp_path):
     code, out, err = run_cli(SUBMIT + ["j", *CODE, "--region", "europe-west4", "--dry-run"],
                              {**ENV, "MLPLATFORM_CONFIG": str(settings)})
     assert code == 0, err
-    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["TFJob"]
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["TrainJob"]  # training_api auto: v2 first
 
 
 

@@ -251,16 +251,16 @@ def test_dry_run_prints_only_yaml_documents_without_a_cluster():
 
 def test_dry_run_on_trainer_v2_prints_the_trainjob(tmp_path):
     settings = tmp_path / "kubectl-ai-platform.yaml"
-    settings.write_text("jobs: {training_api: auto}\n")
     argv = SUBMIT + ["ddp", *CODE, "--runtime-version", "pytorch-2.5", "--scale-tier", "custom",
                      "--master-machine-type", "n1-standard-8", "--worker-machine-type", "n1-standard-8",
                      "--worker-count", "2", "-n", "team", "--dry-run"]
-    code, out, err = run_cli(argv, {**ENV, "MLPLATFORM_CONFIG": str(settings)})
+    code, out, err = run_cli(argv)  # the default, training_api auto: v2 first
     assert (code, err) == (0, "")
     (doc,) = yaml.safe_load_all(out)
     assert (doc["kind"], doc["spec"]["runtimeRef"]["name"], doc["spec"]["trainer"]["numNodes"]) == (
         "TrainJob", "mlplatform-torch", 3)
-    code, out, err = run_cli(argv)  # the default: v1
+    settings.write_text("jobs: {training_api: v1}\n")
+    code, out, err = run_cli(argv, {**ENV, "MLPLATFORM_CONFIG": str(settings)})
     assert [d["kind"] for d in yaml.safe_load_all(out)] == ["PyTorchJob"], err
 
 

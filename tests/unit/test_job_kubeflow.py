@@ -123,9 +123,13 @@ SCHEMAS = {"PyTorchJob": _crd_schema("pytorchjobs"), "TFJob": _crd_schema("tfjob
 
 def check_kubernetes(manifest: dict) -> None:
     """CRD schema with nothing pruned (operator kinds) or kubernetes-validate (batch Jobs), and every
-    pod template with kubernetes-validate."""
+    pod template with kubernetes-validate; a TrainJob's node pod (its runtime patch with the
+    trainer's container fields; the Trainer CRD's own check is the kube tier's)."""
     kind = manifest["kind"]
-    if kind in SCHEMAS:
+    if kind == "TrainJob":
+        templates = trainjob_node_templates(manifest)
+        assert templates
+    elif kind in SCHEMAS:
         pruned = copy.deepcopy(manifest)
         assert prune(pruned, SCHEMAS[kind]) == [] and pruned == manifest
         assert validate(manifest, SCHEMAS[kind]) == []
@@ -138,6 +142,22 @@ def check_kubernetes(manifest: dict) -> None:
         kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate",
                                       "metadata": {"name": manifest["metadata"]["name"]}, "template": template},
                                      K8S_VERSION, strict=True)
+
+
+def trainjob_node_templates(manifest: dict) -> list[dict]:
+    """A TrainJob's node pod templates as the runtime gets them: each runtime patch's step, its first
+    container given the TrainJob's trainer fields (image, command, args, env, resources)."""
+    trainer = manifest["spec"]["trainer"]
+    main = {name: trainer[field] for name, field in (("image", "image"), ("command", "command"), ("args", "args"),
+                                                     ("env", "env"), ("resources", "resourcesPerNode"))
+            if field in trainer}
+    templates = []
+    for patch in manifest["spec"].get("runtimePatches") or []:
+        for step in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+            template = step["template"]["spec"]["template"]
+            first, *rest = template["spec"]["containers"]
+            templates.append({**template, "spec": {**template["spec"], "containers": [{**first, **main}, *rest]}})
+    return templates
 
 
 @pytest.mark.parametrize("name", sorted(JOBS))

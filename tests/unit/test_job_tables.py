@@ -58,10 +58,10 @@ def test_jobs_run_as_the_notebooks_user_unless_told_the_images():
     assert parse_tables({"run_as": "image"}, "x").kube_settings(mounts, (1000, 100)).run_as is None
 
 
-def test_jobs_run_on_the_training_operator_unless_told_trainer_v2():
+def test_jobs_run_on_trainer_v2_where_served_unless_told_otherwise():
     mounts = MountSettings(DEFAULT_CREDENTIAL_TYPES)
-    assert parse_tables(None, "x").kube_settings(mounts).training_api == "v1"
-    for api in ("v2", "auto"):
+    assert parse_tables(None, "x").kube_settings(mounts).training_api == "auto"
+    for api in ("v1", "v2", "auto"):
         assert parse_tables({"training_api": api}, "x").kube_settings(mounts).training_api == api
 
 
@@ -132,7 +132,7 @@ def test_the_plugin_plans_with_its_settings_files_tables(tmp_path):
 
     path = tmp_path / "kubectl-ai-platform.yaml"
     path.write_text("jobs:\n  legacy_gpu: 3g.20gb\n  fetcher_image: registry.example.com/tools:1\n"
-                    "  machines: {dgx-small: {cpu: 6, memory_gib: 24}}\n")
+                    "  machines: {dgx-small: {cpu: 6, memory_gib: 24}}\n  training_api: v1\n")  # a TFJob's pod
     env = {"JUPYTERHUB_USER": "alice", "MLPLATFORM_CONFIG": str(path)}
 
     def dry_run(*flags):

@@ -125,7 +125,7 @@ class KubeSettings:
     packages_dir: str = "/mlplatform/packages"  # where a package ConfigMap is mounted (fetch-code only)
     fs_group: int | None = 100  # the group that may read mounted credentials (mode 0440)
     run_as: tuple[int, int] | None = None  # (uid, gid) every container runs as (non-root); None: the image's user
-    training_api: str = "v1"  # v1 | v2 | auto: Training Operator v1 or Trainer v2 (`runtimes.kube.backend`)
+    training_api: str = "auto"  # v1 | v2 | auto: Training Operator v1 or Trainer v2 (`runtimes.kube.backend`)
 
 
 def api_version(kind: str) -> str:

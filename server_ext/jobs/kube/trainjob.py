@@ -25,7 +25,8 @@ every pod is `kubeflow.pod_template` of the plan's replica, carried over field b
 - ``trainingInput.scheduling.maxRunningTime`` becomes ``activeDeadlineSeconds``; nothing restarts
   (the runtime: ``restartPolicy: Never``, no JobSet restarts, ``backoffLimit: 0``).
 
-`on_trainer_v2(plan, training_api, served)` decides whether a plan runs as a TrainJob;
+`on_trainer_v2(plan, training_api, served)` decides whether a plan runs as a TrainJob, and
+`why_not_v2` says why not (for a cluster without the Training Operator, where that is an error);
 `unsupported(plan)` says why a plan cannot run as a TrainJob (its replicas differ, or it is a
 custom container of several TensorFlow replicas, which reads its own ``TF_CONFIG``), or "".
 `kubeflow.pod_selector` selects one task's pod (the JobSet's name, the node's completion index) and
@@ -82,6 +83,15 @@ def on_trainer_v2(plan: JobPlan, training_api: str, served: bool) -> bool:
     """Whether `plan` runs as a TrainJob: ``training_api`` ``v2``, or ``auto`` where the cluster
     serves Trainer v2 (`served`), and a TrainJob of ours can run it."""
     return (training_api == "v2" or (training_api == "auto" and served)) and not unsupported(plan)
+
+
+def why_not_v2(plan: JobPlan, training_api: str, served: bool) -> str:
+    """Why `plan` does not run as a TrainJob (`on_trainer_v2` false), in words for its submitter."""
+    if training_api == "v1":
+        return "the platform's job tables say training_api: v1"
+    if training_api == "auto" and not served:
+        return "the cluster serves no Kubeflow Trainer v2 (trainer.kubeflow.org/v1alpha1) either"
+    return unsupported(plan)
 
 
 def _tensorflow(plan: JobPlan) -> bool:

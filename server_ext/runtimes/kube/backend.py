@@ -18,12 +18,15 @@ Guarantees:
   writable copy (``frames:copy``) becomes a claim from its snapshot owned by the object
   (`dataset_copies`; not for sweeps): if either fails the object is deleted again and the error
   raised, so all exist or none.
-- Which API a job gets (`KubeSettings.training_api`, decided by `trainjob.on_trainer_v2`): ``v1``
-  (the default), ``v2`` (a TrainJob for every job `trainjob.unsupported` allows; the others on v1),
-  ``auto`` (as ``v2`` where the cluster serves ``trainer.kubeflow.org/v1alpha1``, asked once, else
-  ``v1``); a sweep's trials alike (Katib's TrainJob trials: Katib must have started after Trainer's
-  CRDs were installed, or it does not watch TrainJobs). Wherever Trainer v2 is served the project's TrainJobs are read beside its v1 jobs, so jobs
-  made before a switch stay listed, described and streamed.
+- Which API a job gets (`KubeSettings.training_api`, decided by `trainjob.on_trainer_v2`): ``auto``
+  (the default: as ``v2`` where the cluster serves ``trainer.kubeflow.org/v1alpha1``, asked once,
+  else ``v1``), ``v2`` (a TrainJob for every job `trainjob.unsupported` allows; the others on v1),
+  ``v1``; a sweep's trials alike (Katib's TrainJob trials: Katib must have started after Trainer's
+  CRDs were installed, or it does not watch TrainJobs). Wherever Trainer v2 is served the project's
+  TrainJobs are read beside its v1 jobs, so jobs made before a switch stay listed, described and
+  streamed. A cluster without the Training Operator (``kubeflow.org/v1``, asked once) has no
+  PyTorchJob/TFJob caches, and a job that would need one is refused (`UserInputError` on
+  ``trainingInput``, saying why no TrainJob runs it) before anything is made.
 - `cancel` merge-patches `kubeflow.cancel_patch` (the controller suspends the job and deletes its
   pods): the job reads CANCELLING, then CANCELLED; a job that already ended is `JobFinished`.
 - `logs` reads the log of the task's main container (``pytorch``, ``tensorflow``, ``trainer`` or
@@ -82,14 +85,22 @@ from server_ext.jobs.kube.kubeflow import (
     resource_path,
 )
 from server_ext.jobs.kube.native_experiment import native_experiment
-from server_ext.jobs.kube.trainjob import on_trainer_v2, trainjob_manifest
+from server_ext.jobs.kube.trainjob import on_trainer_v2, trainjob_manifest, why_not_v2
 from server_ext.jobs.kube.status import job_json
 from server_ext.jobs.model import JOB_ID_ANNOTATION
 from server_ext.jobs.plan import JobPlan, task_name
 from server_ext.runtimes.kube import dataset_copies, job_create
 from server_ext.runtimes.kube import sweeps as kube_sweeps
 from server_ext.runtimes.kube.job_logs import TaskLog
-from server_ext.runtimes.kube.project_caches import Project, kueue_served, open_project, tasks_of, trainer_served
+from server_ext.runtimes.kube.project_caches import (
+    V1_KINDS,
+    Project,
+    kueue_served,
+    open_project,
+    tasks_of,
+    trainer_served,
+    training_operator_served,
+)
 
 log = logging.getLogger("mlplatform.jobs.kube")
 
@@ -117,6 +128,7 @@ class KubeBackend:
         self._katib: bool | None = None  # whether the cluster serves Katib (asked once)
         self._kueue: bool | None = None  # whether the cluster serves Kueue's Workloads (asked once)
         self._trainer: bool | None = None  # whether the cluster serves Trainer v2's TrainJobs (asked once)
+        self._v1: bool | None = None  # whether the cluster serves the Training Operator v1 (asked once)
         self._claims: dict[tuple[str, str], list] = {}  # (project, jobId) → [lock, submits holding or awaiting it]
         self._progress: dict[tuple[str, str], tuple[float, dict | None]] = {}  # (project, jobId) → (when, progress)
 
@@ -125,14 +137,16 @@ class KubeBackend:
         if not _NAMESPACE.fullmatch(project or ""):
             raise UserInputError("project", f"{project!r} is not a project name (a DNS label)")
         if self._projects.get(project) is None and self._katib is None:
-            self._katib = await kube_sweeps.katib_served(self.kube)
+            v1 = await training_operator_served(self.kube)  # either raises: asked again next time
+            katib = await kube_sweeps.katib_served(self.kube)
             self._kueue = await kueue_served(self.kube)
             self._trainer = await trainer_served(self.kube)
+            self._v1, self._katib = v1, katib
         p = opened = self._projects.get(project)
         if p is None:
             p = self._projects[project] = open_project(self.kube, self.settings, project, bool(self._katib),
                                                        self.watch_timeout, kueue=bool(self._kueue),
-                                                       trainer=bool(self._trainer))
+                                                       trainer=bool(self._trainer), v1=bool(self._v1))
         for cache in p.required_caches():
             if not await cache.wait_loaded(self.load_timeout):
                 if cache.state == "forbidden" and self._projects.get(project) is p:
@@ -187,6 +201,10 @@ class KubeBackend:
         plan = dataset_copies.with_copy_claims(plan)
         if on_trainer_v2(plan, self.settings.training_api, bool(self._trainer)):
             plan = replace(plan, trainer_v2=True)  # a sweep's trials too: Katib runs TrainJob trials
+        elif plan.kind in V1_KINDS and not self._v1:
+            raise UserInputError("trainingInput", f"this job needs the Kubeflow Training Operator (a {plan.kind}), "
+                                 "which this cluster does not run, and cannot run as a Kubeflow Trainer v2 TrainJob: "
+                                 + why_not_v2(plan, self.settings.training_api, bool(self._trainer)))
         if plan.sweep is not None:
             if any(d.copy for d in plan.datasets):
                 raise UserInputError(dataset_copies.FIELD, "a sweep's trials cannot share one writable copy of a "

@@ -2,8 +2,9 @@
 
 Guarantees:
 
-- `open_project` starts one `WatchCache` per kind (`KINDS`: ``PyTorchJob``, ``TFJob``, ``Job``, and
-  ``TrainJob`` where the cluster serves Trainer v2: jobs made on v1 stay listed after a switch) in the
+- `open_project` starts one `WatchCache` per kind (``Job``; ``PyTorchJob`` and ``TFJob`` where the
+  cluster serves the Training Operator v1, `V1_KINDS`; ``TrainJob`` where it serves Trainer v2: jobs
+  made on v1 stay listed after a switch, and a cluster of Trainer v2 alone works) in the
   project's namespace, limited to the platform's objects (`SELECTOR`:
   ``app.kubernetes.io/managed-by=jupyterhub-mlplatform``): one list each, then watches with bookmarks
   resumed from the last resourceVersion (a re-list only after 410 Gone); two more label-filtered
@@ -27,7 +28,8 @@ import logging
 from dataclasses import dataclass, field
 
 from hub_ext.core.credentials import MANAGED_BY
-from hub_ext.kube.client import KUEUE_API, Kube, KubeError, path_of
+from hub_ext.core.errors import UpstreamError
+from hub_ext.kube.client import KUEUE_API, Kube, KubeError, path_of, reason
 from hub_ext.kube.watchcache import WatchCache
 from hub_ext.operator.rules.gates import GATED_LABEL
 from server_ext.jobs.kube import queued, waiting
@@ -39,8 +41,9 @@ from server_ext.runtimes.kube import sweeps as kube_sweeps
 
 log = logging.getLogger("mlplatform.jobs.kube")
 
-KINDS = ("PyTorchJob", "TFJob", "Job")
+V1_KINDS = ("PyTorchJob", "TFJob")  # the Training Operator v1's (kubeflow.org/v1)
 TRAINER_API = "/apis/trainer.kubeflow.org/v1alpha1"
+TRAINING_OPERATOR_API = "/apis/kubeflow.org/v1"
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 _REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
 _ROLE_OF_TYPE = {"master": "master", "chief": "master", "worker": "worker", "ps": "ps",
@@ -155,6 +158,17 @@ async def trainer_served(kube: Kube) -> bool:
     return await _served(kube, TRAINER_API)
 
 
+async def training_operator_served(kube: Kube) -> bool:
+    """Whether the cluster serves the Training Operator v1's PyTorchJobs and TFJobs (discovery of
+    kubeflow.org/v1, which Kubeflow Notebooks share); `UpstreamError` if it cannot tell (its jobs
+    would go unlisted)."""
+    try:
+        body = await kube.get(TRAINING_OPERATOR_API)
+    except KubeError as e:
+        raise UpstreamError("discover the Training Operator (kubeflow.org/v1)", reason(e)) from None
+    return {"pytorchjobs", "tfjobs"} <= {r.get("name") for r in (body or {}).get("resources") or []}
+
+
 async def _served(kube: Kube, api: str) -> bool:
     try:
         return await kube.get(api) is not None
@@ -163,12 +177,13 @@ async def _served(kube: Kube, api: str) -> bool:
 
 
 def open_project(kube: Kube, settings: KubeSettings, project: str, katib: bool, watch_timeout: int,
-                 kueue: bool = False, trainer: bool = False) -> Project:
-    """The caches of `project`, started (loading: see `WatchCache.wait_loaded`); TrainJobs too where
-    the cluster serves Trainer v2 (`trainer`)."""
+                 kueue: bool = False, trainer: bool = False, v1: bool = True) -> Project:
+    """The caches of `project`, started (loading: see `WatchCache.wait_loaded`): batch Jobs; PyTorchJobs
+    and TFJobs where the cluster serves the Training Operator (`v1`); TrainJobs where it serves
+    Trainer v2 (`trainer`)."""
     caches: dict[str, WatchCache] = {}
     p = Project(caches, name=project)
-    for kind in (*KINDS, *(("TrainJob",) if trainer else ())):
+    for kind in (*(V1_KINDS if v1 else ()), "Job", *(("TrainJob",) if trainer else ())):
         caches[kind] = WatchCache(kube, resource_path(kind, project), label_selector=SELECTOR,
                                   watch_timeout=watch_timeout, on_change=p.pulse, transform=typed(kind)).start()
     mounts = settings.mounts
