@@ -161,7 +161,7 @@ test: $(VENV)/.stamp node_modules/.stamp $(LABEXT) chromium $(CLUSTER) controlle
 	@failed=""; $(foreach t,$(TIERS),xdist_$(t)='$(XDIST.$(t))';) \
 	for tier in $(TIERS); do \
 	  start=$$(date +%s); eval "xdist=\$$xdist_$$tier"; \
-	  $(PY) -m pytest -m $$tier $$xdist $(PYTEST_ARGS); rc=$$?; \
+	  $(PY) -m pytest -m $$tier $$xdist --durations=15 $(PYTEST_ARGS); rc=$$?; \
 	  echo "tier $$tier: $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	  [ $$rc -eq 0 ] || failed="$$failed $$tier(exit $$rc)"; \
 	done; \

@@ -36,12 +36,12 @@ import argparse
 import os
 import secrets
 import shutil
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from hub_ext.local.files import PRIVATE_UMASK, private_dir, tighten
+from hub_ext.core.ports import free_port  # noqa: F401  (the demo harnesses take it from here too)
 
 #: The project root of a source checkout (where ``node_modules/`` lives).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -205,13 +205,6 @@ def find_proxy_command(root: Path = PROJECT_ROOT) -> str:
             "configurable-http-proxy not found: run `make node_modules` (npm install) first"
         )
     return found
-
-
-def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def banner(url: str, demo_secrets: DemoSecrets) -> str:

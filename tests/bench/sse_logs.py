@@ -38,7 +38,6 @@ import json
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,8 @@ import time
 from dataclasses import dataclass, field
 
 import aiohttp
+
+from hub_ext.core.ports import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PROJECT = "bench"
@@ -85,12 +86,6 @@ def text_len(i: int) -> int:
 
 
 # ---- the server and its memory -----------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 def start_server(tmp: pathlib.Path) -> tuple[subprocess.Popen, str]:
     port = free_port()

@@ -19,7 +19,6 @@ import contextlib
 import os
 import pathlib
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -29,6 +28,7 @@ import urllib.request
 import yaml
 
 from tests.cluster.pki import PKI, Pair
+from hub_ext.core.ports import free_port  # noqa: F401  (the controllers' harnesses take it from here)
 
 HERE = pathlib.Path(__file__).resolve().parent
 BIN = pathlib.Path(os.environ.get("MLPLATFORM_CLUSTER_BIN", HERE / "bin"))
@@ -38,12 +38,6 @@ ADMISSION = ("NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,NodeRest
              "StorageObjectInUseProtection,CertificateApproval,CertificateSigning,CertificateSubjectRestriction,"
              "ClusterTrustBundleAttest,DefaultIngressClass,PodTopologyLabels,MutatingAdmissionPolicy,"
              "MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kubeconfig(server: str, ca: pathlib.Path, *, pair: Pair | None = None, token: str | None = None,

@@ -19,7 +19,6 @@ import contextlib
 import json
 import logging
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,8 @@ from typing import Iterator
 
 import pytest
 import requests
+
+from hub_ext.core.ports import free_port
 
 ALLOW_ALL_S3 = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
 
@@ -102,12 +103,6 @@ class GcsStore:
         return {"GOOGLE_APPLICATION_CREDENTIALS": str(key), "STORAGE_EMULATOR_HOST": self.url}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def s3_server() -> Iterator[S3Store]:
     """moto's S3 server in a thread of this process, IAM auth on, with a bucket and two users."""
@@ -146,7 +141,7 @@ def gcs_server(log_path: pathlib.Path) -> Iterator[GcsStore]:
     log = log_path.open("wb")
     try:
         for _attempt in range(3):
-            port = _free_port()
+            port = free_port()
             proc = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
                                      "--port", str(port), "--in-memory", "--default-bucket", bucket, "-q"],
                                     stdout=log, stderr=subprocess.STDOUT)

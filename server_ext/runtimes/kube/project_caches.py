@@ -42,6 +42,7 @@ from server_ext.runtimes.kube import sweeps as kube_sweeps
 log = logging.getLogger("mlplatform.jobs.kube")
 
 V1_KINDS = ("PyTorchJob", "TFJob")  # the Training Operator v1's (kubeflow.org/v1)
+KINDS = (*V1_KINDS, "Job")  # what a cluster with the Training Operator and without Trainer v2 is watched for
 TRAINER_API = "/apis/trainer.kubeflow.org/v1alpha1"
 TRAINING_OPERATOR_API = "/apis/kubeflow.org/v1"
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
@@ -183,7 +184,7 @@ def open_project(kube: Kube, settings: KubeSettings, project: str, katib: bool, 
     Trainer v2 (`trainer`)."""
     caches: dict[str, WatchCache] = {}
     p = Project(caches, name=project)
-    for kind in (*(V1_KINDS if v1 else ()), "Job", *(("TrainJob",) if trainer else ())):
+    for kind in (*(KINDS if v1 else ("Job",)), *(("TrainJob",) if trainer else ())):
         caches[kind] = WatchCache(kube, resource_path(kind, project), label_selector=SELECTOR,
                                   watch_timeout=watch_timeout, on_change=p.pulse, transform=typed(kind)).start()
     mounts = settings.mounts

@@ -46,7 +46,6 @@ import functools
 import os
 import pathlib
 import signal
-import socket
 import sys
 from collections import deque
 from dataclasses import dataclass
@@ -54,7 +53,6 @@ from typing import AsyncIterator, Callable, Iterable, Mapping, Sequence
 
 from hub_ext.local.files import PRIVATE_UMASK, private_opener
 from server_ext.jobs.backend import LogLine
-from server_ext.jobs.local.env import HOST
 
 # $0 is the exit file, "$@" the tagger and the replica's argv: run it, then record its status atomically. The
 # trap keeps the wrapper alive through a stop's SIGTERM until the marker is in place: caught while the program
@@ -149,19 +147,6 @@ def _group_exists(pgid: int) -> bool:
     except (ProcessLookupError, PermissionError):
         return False
     return True
-
-
-def free_ports(n: int) -> list[int]:
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((HOST, 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _status(path: pathlib.Path) -> int | None:

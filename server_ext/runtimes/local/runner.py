@@ -32,11 +32,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
 
+from hub_ext.core.ports import free_ports
 from server_ext.jobs import progress
-from server_ext.jobs.local.env import command, decide, mounts_env, port_tasks, task_env
+from server_ext.jobs.local.env import HOST, command, decide, mounts_env, port_tasks, task_env
 from server_ext.jobs.plan import JobPlan
 from server_ext.runtimes.local import package as local_package
-from server_ext.runtimes.local.procs import Replica, free_ports, read_chunk, start_replica, stop, wait_any
+from server_ext.runtimes.local.procs import Replica, read_chunk, start_replica, stop, wait_any
 from server_ext.runtimes.local.store import JobRecord, JobRecords
 
 log = logging.getLogger("mlplatform.jobs.local")
@@ -104,7 +105,7 @@ async def spawn(host: Host, rec: JobRecord, plan: JobPlan, live: Live, base: dic
                 pythonpath: list[str]) -> None:
     job_dir = host.job_dir(rec.project, rec.job_id)
     wanted = port_tasks(plan)
-    ports = dict(zip(wanted, free_ports(len(wanted))))
+    ports = dict(zip(wanted, free_ports(len(wanted), HOST)))
     argv = command(plan, host.python)
     for task in rec.tasks:
         env = task_env(plan, task, base=base, ports=ports, pythonpath=pythonpath,
