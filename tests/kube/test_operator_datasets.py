@@ -514,16 +514,16 @@ async def loading_shards(admin: Kube, ns: str, s3_store, slow_s3) -> dict[str, b
 
 
 @contextlib.asynccontextmanager
-async def jobs_service(admin: Kube, ns: str):
-    """(backend, service): the platform's jobs service on Kubernetes for `ns`, whose only dataset is
-    ``shards`` as the API server has it now."""
+async def jobs_service(admin: Kube, ns: str, settings=JOB_SETTINGS):
+    """(backend, service): the platform's jobs service on Kubernetes for `ns` (`settings`: the v1
+    path's unless told), whose only dataset is ``shards`` as the API server has it now."""
     async def files(_project: str) -> Available:
         return Available(datasets=(dataset_from_pvc(await admin.get(claim_path(ns, "shards")), JOB_SETTINGS.mounts),))
 
     async def projects(_user: str) -> list[str]:
         return [ns]
 
-    backend = KubeBackend(admin, JOB_SETTINGS, poll_interval=0.1)
+    backend = KubeBackend(admin, settings, poll_interval=0.1)
     try:
         yield backend, JobService(backend, PLAN_SETTINGS, projects, files)
     finally:
