@@ -40,8 +40,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from hub_ext.local.files import PRIVATE_UMASK, private_dir, tighten
 from hub_ext.core.ports import free_port  # noqa: F401  (the demo harnesses take it from here too)
+from hub_ext.local.files import PRIVATE_UMASK, private_dir, tighten
 
 #: The project root of a source checkout (where ``node_modules/`` lives).
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
