@@ -39,10 +39,12 @@ from __future__ import annotations
 import os
 import pathlib
 import tempfile
+import time
 
 import yaml
 
 from tests.cluster.controlplane import free_port
+from tests.cluster.rest import ApiError
 from tests.controllers.outofcluster import BIN, HERE, CertCopy, ControllerProcess, apply, delete_all, module_dir, \
     remove_crds, render, sa_kubeconfig
 
@@ -195,7 +197,32 @@ class TrainerV2:
         platform team applies it; their names."""
         docs = [d for d in yaml.safe_load_all(pathlib.Path(path).read_text()) if d]
         apply(self.cluster, docs)
-        return [d["metadata"]["name"] for d in docs]
+        names = [d["metadata"]["name"] for d in docs]
+        for name in names:
+            self.wait_known(name)
+        return names
+
+    def wait_known(self, runtime: str, timeout: float = 30) -> None:
+        """Wait until Trainer's TrainJob webhook knows the ClusterTrainingRuntime `runtime` (it reads
+        runtimes from its controller's cache, a moment behind the API server: a TrainJob created at
+        once can be refused "must be created before the TrainJob"): a server-side dry run of a
+        TrainJob naming it is admitted."""
+        probe = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                 "metadata": {"name": "runtime-known-probe", "namespace": "default"},
+                 "spec": {"runtimeRef": {"name": runtime}}}
+        deadline, last = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            try:
+                self.cluster.run(self.cluster.rest.request(
+                    "POST", "/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs", probe,
+                    params={"dryRun": "All"}))
+                return
+            except ApiError as e:
+                if "must be created before" not in str(e):
+                    return  # refused for another reason: the runtime itself was found
+                last = e
+                time.sleep(0.2)
+        raise TimeoutError(f"Trainer's webhook never knew the runtime {runtime}: {last}")
 
     # ---- stop ------------------------------------------------------------------------------------------
     def stop(self) -> None:

@@ -50,6 +50,7 @@ async def test_a_two_node_trainjob_knows_its_ranks_and_finds_its_master(trainer_
     ns = kube_target.namespace
     kube_cluster.kubelet(mode="process", nodes=NODES)
     await kube.request("POST", f"{TRAINER_API}/clustertrainingruntimes", torch_runtime(f"torch-{ns}"))
+    await asyncio.to_thread(trainer_v2.wait_known, f"torch-{ns}")  # its webhook reads runtimes from a cache
     # each retries the lookup, as a rendezvous does: a name resolves once the JobSet's Service has the pod
     script = ('echo "rank=$PET_NODE_RANK of $PET_NNODES master=$PET_MASTER_ADDR:$PET_MASTER_PORT"; '
               'for i in $(seq 60); do getent hosts "$PET_MASTER_ADDR" && break; sleep 0.5; done | cut -d" " -f1; '

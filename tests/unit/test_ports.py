@@ -30,3 +30,9 @@ def test_a_port_held_by_a_listener_is_never_given():
         held.listen()
         taken = held.getsockname()[1]
         assert all(p != taken for _ in range(50) for p in free_ports(20))
+
+
+def test_a_process_never_hands_out_a_port_twice_in_a_row():
+    """Servers started side by side are each given a port before either listens: never the same."""
+    ports = [free_port() for _ in range(2000)]
+    assert len(set(ports)) == len(ports)
