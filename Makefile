@@ -43,9 +43,8 @@ XDIST.hub := -n auto --maxprocesses 4
 # controllers): 765 s in one process at cfb7698; 541 s under -n 2 while a Go build shared the 2 cores.
 XDIST.kube := -n auto --maxprocesses 4
 # The browser tier too (each test starts its own hub or notebook server and Chromium; they mostly wait):
-# 380 s in one process, 263-282 s in two (four runs) on the 2-core machine. The tests on `make demo-kube`
-# share one demo, so they are one xdist group (tests/browser/conftest.py): one worker runs them all.
-XDIST.browser := -n auto --maxprocesses 4 --dist loadgroup
+# 380 s in one process, 263-282 s in two (four runs) on the 2-core machine.
+XDIST.browser := -n auto --maxprocesses 4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils postgresql nftables

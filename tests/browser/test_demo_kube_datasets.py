@@ -5,9 +5,8 @@ dataset on the Datasets page; the real operator's loader (a Job of the process-m
 it into the dataset's volume; the spawn form offers it; her server starts with it mounted at
 ``/datasets/sample``, where the emulator's objects are, byte for byte.
 
-The demo is `python -m tests.harness.demo_kube` started as `make demo-kube` starts it (`demo`, one
-per session shared by the tier's demo-kube tests: tests/browser/conftest.py); the key pair is read
-from its banner, as a user reads it.
+The demo is `python -m tests.harness.demo_kube` started as `make demo-kube` starts it (the same
+launcher as `test_demo_kube_sweep`); the key pair is read from its banner, as a user reads it.
 """
 
 from __future__ import annotations
@@ -17,10 +16,9 @@ import re
 
 import pytest
 
-from tests.browser.test_demo_kube_sweep import log_in, server_pod, start_in_lab
+from tests.browser.test_demo_kube_sweep import demo, log_in, server_pod, start_in_lab  # noqa: F401  (`demo`: a fixture)
 from tests.harness.browser import screenshot
 from tests.harness.demo_kube import SAMPLE
-from tests.harness.demo_kube_process import DEMO_KUBE_GROUP
 
 pytestmark = pytest.mark.browser
 
@@ -35,12 +33,11 @@ def banner_store(output: str) -> tuple[str, str, str]:
     return keys.group(1), keys.group(2), bucket.group(1)
 
 
-@pytest.mark.xdist_group(DEMO_KUBE_GROUP)
-def test_demo_kube_a_dataset_from_s3_mounted_in_a_server(demo, browser_page):
+def test_demo_kube_a_dataset_from_s3_mounted_in_a_server(demo, browser_page):  # noqa: F811
     url, password = demo.login()
     key_id, secret, bucket = banner_store(demo.output())
     page = browser_page
-    log_in(page, url, password, USER)
+    log_in(page, url, password)
     hint = page.locator(".mlplatform-no-mounts")
     assert "Nothing to mount from" in hint.inner_text()
     screenshot(page, "demo-kube-spawn-form-no-mounts")
@@ -82,7 +79,7 @@ def test_demo_kube_a_dataset_from_s3_mounted_in_a_server(demo, browser_page):
     page.check(f"#credential--{PROJECT}--demo-s3")
     page.check(f"#dataset--{PROJECT}--sample")
     screenshot(page, "demo-kube-spawn-form-mounts")
-    start_in_lab(page, USER)
+    start_in_lab(page)
 
     core, pod = server_pod(demo.workdir, PROJECT)
     mounts = {m.mount_path: m.name for c in pod.spec.containers for m in c.volume_mounts or []}
@@ -92,3 +89,4 @@ def test_demo_kube_a_dataset_from_s3_mounted_in_a_server(demo, browser_page):
     where = pathlib.Path(core.read_persistent_volume(volume).spec.host_path.path)  # the provisioner's volume
     for key, body in SAMPLE.items():
         assert (where / key.removeprefix("sample/")).read_bytes() == body, key
+    assert demo.stop() == 0, demo.output()

@@ -1,13 +1,12 @@
 """`make demo-kube` as a user runs it, and a hyperparameter sweep through the hub and Chromium on the
 Kubernetes runtime with real Katib (issue 15 items 3 and 5).
 
-`python -m tests.harness.demo_kube` is started as a subprocess, as `make demo-kube` starts it
-(`demo`, shared with the tier's other demo-kube tests: tests/browser/conftest.py): its own control
-plane, process-mode kubelet with the declared GPU/MIG nodes, CoreDNS, the real Training Operator,
-Trainer v2, Kueue and Katib v0.19.0, and JupyterHub with PlatformSpawner. The test reads the login
-from what it prints, and in Chromium bob logs in, spawns a CPU server in his personal project (a pod
+`python -m tests.harness.demo_kube` is started as a subprocess, as `make demo-kube` starts it: its
+own control plane, process-mode kubelet with the declared GPU/MIG nodes, CoreDNS, the real Training
+Operator and real Katib v0.19.0, and JupyterHub with PlatformSpawner. The test reads the login from
+what it prints, and in Chromium alice logs in, spawns a CPU server in her personal project (a pod
 the process-mode kubelet runs) and lands in JupyterLab. From the file browser's "Submit as training
-job" on the example trainer he submits a sweep with the default algorithm and early stopping, as
+job" on the example trainer she submits a sweep with the default algorithm and early stopping, as
 the example's own ``hptuning_config.yaml`` asks (3 trials, 2 in parallel), and
 the panel's sweep monitor shows it: its trials appear and finish, best first, and the job SUCCEEDED.
 
@@ -15,7 +14,7 @@ Nothing in that path is played: the JupyterLab server's jobs service (in the pod
 Experiment with the **notebook pod's own identity** — no kubeconfig of the hub's, no admin: the
 kubelet writes a kubeconfig into the pod's home whose user is a ``tokenFile``, the pod's projected
 ServiceAccount token, and the API server authenticates it as the project's ServiceAccount
-(``system:serviceaccount:user-bob:<the pod's serviceAccountName>``), which the project's RBAC lets
+(``system:serviceaccount:user-alice:<the pod's serviceAccountName>``), which the project's RBAC lets
 create Experiments there and not in another project. Katib's skopt service
 (``bayesianoptimization``) suggests, its medianstop service beside it (as the account Katib makes,
 under the platform's project policies) gives the trials' collectors their stop rules,
@@ -24,9 +23,8 @@ have the default ``training_api: auto``; the package shipped in a ConfigMap, fet
 the metrics collector Katib's pod mutator injects into each trial pod reports, and ``trainingOutput`` (best first
 in the panel) is built from the real Experiment and Trials.
 
-At the end of the session the demo gets Ctrl-C (SIGINT to the launcher's process group, as a
-terminal sends it): it exits 0, leaving no process, no address on ``lo`` and no mount
-(`tests.harness.demo_kube_process.stop_cleanly`).
+Then Ctrl-C (SIGINT to the launcher's process group, as a terminal sends it): it exits 0, leaving no
+process, no address on ``lo`` and no mount.
 """
 
 from __future__ import annotations
@@ -35,20 +33,27 @@ import json
 import os
 import pathlib
 import re
+import secrets
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 import requests
 import yaml
 
+from hub_ext.local.demo import free_port
 from tests.browser.test_lab_panel import PANEL
+from tests.conftest import ROOT
 from tests.harness.browser import screenshot
-from tests.harness.demo_kube_process import DEMO_KUBE_GROUP
+from tests.harness.hub import related_processes
 from tests.harness.notebook_ui import copy_trainer
 from tests.kube.platform_env import pod_home
 
 pytestmark = pytest.mark.browser
 
-USER, PROJECT, JOB = "bob", "user-bob", "kube_sweep"  # the demo is shared (tests/browser/conftest.py)
+USER, PROJECT, JOB = "alice", "user-alice", "kube_sweep"
 SWEEP = """goal: MINIMIZE
 hyperparameterMetricTag: rmse
 maxTrials: 3
@@ -57,13 +62,70 @@ enableTrialEarlyStopping: true
 params:
 - {parameterName: learning_rate, type: DOUBLE, minValue: 0.01, maxValue: 0.2}
 """
+MARKER = "MLPLATFORM_DEMO_KUBE_TEST"
+
+
+class Launcher:
+    """`python -m tests.harness.demo_kube` as a user starts it, its output in a file."""
+
+    def __init__(self, workdir: pathlib.Path):
+        self.workdir, self.port = workdir, free_port()
+        self.log = workdir.parent / "demo-kube.out"
+        self.marker = f"{MARKER}={secrets.token_hex(8)}"
+        env = {**os.environ, MARKER: self.marker.split("=", 1)[1]}
+        self.started = time.monotonic()
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tests.harness.demo_kube", "--port", str(self.port),
+                                          "--workdir", str(workdir)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def login(self, timeout: float = 240) -> tuple[str, str]:
+        """(URL, password) from the banner."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = re.search(r"URL:\s+(\S+)/hub/login\n.*?Password:\s+(\S+)", self.output(), re.S)
+            if found:
+                return found.group(1), found.group(2)
+            assert self.proc.poll() is None, f"demo-kube exited ({self.proc.returncode}):\n{self.output()}"
+            time.sleep(0.5)
+        raise TimeoutError(f"demo-kube printed no login in {timeout} s:\n{self.output()}")
+
+    def processes(self):
+        return related_processes(self.proc.pid, self.proc.pid, self.marker.encode())
+
+    def stop(self, timeout: float = 120) -> int:
+        os.killpg(self.proc.pid, signal.SIGINT)  # Ctrl-C in its terminal (SIGTERM: the same handler)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            raise
+
+
+@pytest.fixture
+def demo(tmp_path):
+    launcher = Launcher(tmp_path / "demo")
+    try:
+        yield launcher
+    finally:
+        if launcher.proc.poll() is None:  # the test failed before its own stop
+            try:
+                launcher.stop()
+            finally:
+                print(f"--- demo-kube output ---\n{launcher.output()[-6000:]}")
+
+
 def admin_api(workdir: pathlib.Path):
     import kubernetes
 
     return kubernetes.config.new_client_from_config(config_file=str(workdir / "admin.kubeconfig"))
 
 
-def log_in(page, url: str, password: str, user: str) -> None:
+def log_in(page, url: str, password: str, user: str = USER) -> None:
     """Log in on the hub's login page; the spawn form comes."""
     page.goto(f"{url}/hub/login")
     page.fill("#username_input", user)
@@ -72,7 +134,7 @@ def log_in(page, url: str, password: str, user: str) -> None:
     page.wait_for_url(re.compile(r"/hub/spawn"), timeout=60_000)
 
 
-def start_in_lab(page, user: str) -> None:
+def start_in_lab(page, user: str = USER) -> None:
     """Press the spawn form's Start and wait for JupyterLab."""
     page.click("input[type=submit], button[type=submit]")
     page.wait_for_url(re.compile(rf"/user/{user}/"), timeout=120_000)
@@ -134,16 +196,15 @@ def server_environ(home: pathlib.Path) -> dict[str, str]:
     raise AssertionError(f"no notebook server process with HOME={home}")
 
 
-@pytest.mark.xdist_group(DEMO_KUBE_GROUP)
 def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page, tmp_path):
     url, password = demo.login()
     if "sweeps: none" in demo.output():
         pytest.skip("no pod network/DNS here (not root, or `ip addr add` refused): the demo runs no Katib")
     page = browser_page
-    log_in(page, url, password, USER)
+    log_in(page, url, password)
     page.get_by_label("CPU only").check()
     page.check(f"#project-{PROJECT}")
-    start_in_lab(page, USER)
+    start_in_lab(page)
 
     core, pod = server_pod(demo.workdir, PROJECT)
     api = core.api_client
@@ -209,3 +270,17 @@ def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page, tmp
     assert sorted(t["finalMetric"]["objectiveValue"] for t in out["trials"]) == observed
     assert metric == [pytest.approx(v, rel=1e-3) for v in observed]
 
+    # Ctrl-C: everything goes
+    processes = demo.processes()
+    corefile = (demo.workdir / "cluster" / "network" / "Corefile").read_text()
+    pod_address = re.search(r"bind (\S+)", corefile).group(1)
+    started = time.monotonic()
+    assert demo.stop() == 0, demo.output()
+    stopped_in = time.monotonic() - started
+    time.sleep(1)
+    left = [p for p in processes if p.alive()] + [p for p in demo.processes() if p.alive()]
+    assert not left, "\n".join(f"{p.pid}: {p.cmdline}" for p in left)
+    lo = subprocess.run(["ip", "addr", "show", "lo"], capture_output=True, text=True).stdout
+    assert f"inet {pod_address}/" not in lo
+    assert str(demo.workdir) not in pathlib.Path("/proc/self/mountinfo").read_text()
+    assert "demo-kube: stopped" in demo.output() and stopped_in < 90, (stopped_in, demo.output()[-2000:])
