@@ -18,7 +18,8 @@ up to 30 s), so a create that timed out is never sent twice. What still fails is
 No other module sees an `ApiException` from these calls (KubeSpawner's own calls raise theirs,
 which `reason` also describes). `get` and `delete` treat 404 as "not there"; `stream` yields the raw
 lines of a streaming GET (a pod's log, a watch). `path_of` knows where each kind the platform
-manages lives. No request or response body is ever logged.
+manages lives; `serves` asks discovery whether an API group version has given resources. No request
+or response body is ever logged.
 """
 
 from __future__ import annotations
@@ -268,3 +269,13 @@ class Kube:
         async for line in self.stream(path, list(query.items()), "application/json", timeout):
             if line.strip():
                 yield json.loads(line)
+
+
+async def serves(kube: Kube, group_version: str, plurals: set[str], what: str) -> bool:
+    """Whether discovery of `group_version` (``kubeflow.org/v1``) lists every resource of `plurals`
+    (a group version the cluster lacks lists none); `UpstreamError` naming `what` if it cannot tell."""
+    try:
+        body = await kube.get(f"/apis/{group_version}")
+    except KubeError as e:
+        raise UpstreamError(f"discover {what} ({group_version})", reason(e)) from None
+    return plurals <= {r.get("name") for r in (body or {}).get("resources") or []}

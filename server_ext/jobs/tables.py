@@ -55,7 +55,7 @@ class JobTables:
     runtimes: Runtimes = field(default_factory=Runtimes)
     fetcher_image: str = DEFAULT_FETCHER_IMAGE
     run_as: str = "notebook"
-    training_api: str = "auto"
+    training_api: str = KubeSettings.training_api  # the one default: ``auto``
 
     def plan_settings(self, accelerators: Mapping[str, Accelerator],
                       limits: Mapping[str, int] | None = None) -> PlanSettings:
@@ -100,7 +100,7 @@ def parse_tables(doc: Any, where: str) -> JobTables:
     run_as = doc.get("run_as", "notebook")
     if run_as not in RUN_AS:
         problems.append(Problem(f"{where}.run_as", f"must be one of {', '.join(RUN_AS)} (got {run_as!r})"))
-    training_api = doc.get("training_api", "auto")
+    training_api = doc.get("training_api", KubeSettings.training_api)
     if training_api not in TRAINING_APIS:
         problems.append(Problem(f"{where}.training_api",
                                 f"must be one of {', '.join(TRAINING_APIS)} (got {training_api!r})"))

@@ -15,6 +15,8 @@ from dataclasses import replace
 
 import pytest
 
+from hub_ext.core.errors import UserInputError
+from server_ext.jobs.kube.kubeflow import KubeSettings
 from server_ext.runtimes.kube.backend import KubeBackend
 from tests.kube.job_env import NODES, SETTINGS, state, until
 from tests.kube.test_katib_real import INJECTION, ROOT, condition, sweep_body, trials_of
@@ -161,20 +163,17 @@ async def test_a_tensorflow_job_of_master_workers_and_ps_meets_at_its_master_as_
 
 
 async def test_a_cluster_of_trainer_v2_alone_runs_what_a_trainjob_can_and_refuses_the_rest(
-        kube, runner, _operator_log, platform_runtime, kube_cluster, kube_target):
+        v2_backend, kube_cluster, kube_target):
     """A cluster without the Training Operator: the test proxy answers kubeflow.org/v1 (its discovery,
-    the namespace's PyTorchJobs and TFJobs) 404, as such an API server does. The default
-    ``training_api`` (``auto``) runs a one-replica job as a TrainJob and lists it; a job of unlike
-    replicas (no TrainJob of ours) is refused, naming why, and nothing is made."""
-    from hub_ext.core.errors import UserInputError
-    from server_ext.jobs.kube.kubeflow import KubeSettings
-
-    ns = kube_target.namespace
+    the namespace's PyTorchJobs and TFJobs) 404, as such an API server does (before the backend's
+    first request: it discovers then). The default ``training_api`` (``auto``) runs a one-replica job
+    as a TrainJob and lists it; a job of unlike replicas (no TrainJob of ours) is refused, naming why,
+    and nothing is made."""
+    ns, b = kube_target.namespace, v2_backend
     assert KubeSettings(SETTINGS.mounts).training_api == "auto"  # the platform's default
     kube_cluster.inject_fault(None, r"^/apis/kubeflow\.org/v1(\?|$)", status=404, count=5)
     kube_cluster.inject_fault(None, rf"^/apis/kubeflow\.org/v1/namespaces/{ns}/", status=404, count=1000)
     kube_cluster.clear_requests()
-    b = KubeBackend(kube, replace(SETTINGS, training_api="auto"), poll_interval=0.1)
     try:
         jobs = service(b, ns)
         await jobs.create(USER, ns, shipped(body("alone"), TRAINER))
@@ -197,7 +196,6 @@ async def test_a_cluster_of_trainer_v2_alone_runs_what_a_trainjob_can_and_refuse
         assert asked == [], asked  # no watch of a kind the cluster lacks
     finally:
         kube_cluster.clear_faults()
-        await b.close()
 
 
 # ---- sweeps of TrainJob trials (issue 31.3) -----------------------------------------------------------

@@ -28,8 +28,7 @@ import logging
 from dataclasses import dataclass, field
 
 from hub_ext.core.credentials import MANAGED_BY
-from hub_ext.core.errors import UpstreamError
-from hub_ext.kube.client import KUEUE_API, Kube, KubeError, path_of, reason
+from hub_ext.kube.client import KUEUE_API, Kube, KubeError, path_of, serves
 from hub_ext.kube.watchcache import WatchCache
 from hub_ext.operator.rules.gates import GATED_LABEL
 from server_ext.jobs.kube import queued, waiting
@@ -44,7 +43,7 @@ log = logging.getLogger("mlplatform.jobs.kube")
 V1_KINDS = ("PyTorchJob", "TFJob")  # the Training Operator v1's (kubeflow.org/v1)
 KINDS = (*V1_KINDS, "Job")  # what a cluster with the Training Operator and without Trainer v2 is watched for
 TRAINER_API = "/apis/trainer.kubeflow.org/v1alpha1"
-TRAINING_OPERATOR_API = "/apis/kubeflow.org/v1"
+TRAINING_OPERATOR_API = "kubeflow.org/v1"
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED_BY.items())
 _REPLICA_SPECS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}
 _ROLE_OF_TYPE = {"master": "master", "chief": "master", "worker": "worker", "ps": "ps",
@@ -163,11 +162,7 @@ async def training_operator_served(kube: Kube) -> bool:
     """Whether the cluster serves the Training Operator v1's PyTorchJobs and TFJobs (discovery of
     kubeflow.org/v1, which Kubeflow Notebooks share); `UpstreamError` if it cannot tell (its jobs
     would go unlisted)."""
-    try:
-        body = await kube.get(TRAINING_OPERATOR_API)
-    except KubeError as e:
-        raise UpstreamError("discover the Training Operator (kubeflow.org/v1)", reason(e)) from None
-    return {"pytorchjobs", "tfjobs"} <= {r.get("name") for r in (body or {}).get("resources") or []}
+    return await serves(kube, TRAINING_OPERATOR_API, {"pytorchjobs", "tfjobs"}, "the Training Operator")
 
 
 async def _served(kube: Kube, api: str) -> bool:
@@ -184,7 +179,7 @@ def open_project(kube: Kube, settings: KubeSettings, project: str, katib: bool, 
     Trainer v2 (`trainer`)."""
     caches: dict[str, WatchCache] = {}
     p = Project(caches, name=project)
-    for kind in (*(KINDS if v1 else ("Job",)), *(("TrainJob",) if trainer else ())):
+    for kind in (*(V1_KINDS if v1 else ()), "Job", *(("TrainJob",) if trainer else ())):
         caches[kind] = WatchCache(kube, resource_path(kind, project), label_selector=SELECTOR,
                                   watch_timeout=watch_timeout, on_change=p.pulse, transform=typed(kind)).start()
     mounts = settings.mounts

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from hub_ext.core.errors import UpstreamError, UserInputError
-from hub_ext.kube.client import Conflict, Kube, KubeError, NotFound, reason
+from hub_ext.kube.client import Conflict, Kube, KubeError, NotFound, reason, serves
 from hub_ext.kube.watchcache import WatchCache
 from server_ext.errors import JobFinished, JobNotFound
 from server_ext.jobs.backend import FINAL
@@ -191,12 +191,7 @@ def _with_trouble(view: dict, words: str) -> dict:
 
 async def katib_served(kube: Kube) -> bool:
     """Whether the cluster serves Katib's Experiments and Trials (discovery); `UpstreamError` if it cannot tell."""
-    try:
-        body = await kube.get(f"/apis/{GROUP_VERSION}")
-    except KubeError as e:
-        raise UpstreamError("discover Katib (kubeflow.org/v1beta1)", reason(e)) from None
-    plurals = {r.get("name") for r in (body or {}).get("resources") or []}
-    return {"experiments", "trials"} <= plurals
+    return await serves(kube, GROUP_VERSION, {"experiments", "trials"}, "Katib")
 
 
 def open_sweeps(kube: Kube, project: str, selector: str, watch_timeout: int, on_change: Callable[[], None]) -> Sweeps:
