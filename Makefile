@@ -43,8 +43,9 @@ XDIST.hub := -n auto --maxprocesses 4
 # controllers): 765 s in one process at cfb7698; 541 s under -n 2 while a Go build shared the 2 cores.
 XDIST.kube := -n auto --maxprocesses 4
 # The browser tier too (each test starts its own hub or notebook server and Chromium; they mostly wait):
-# 380 s in one process, 263-282 s in two (four runs) on the 2-core machine.
-XDIST.browser := -n auto --maxprocesses 4
+# 380 s in one process, 263-282 s in two (four runs) on the 2-core machine. A module's tests run on one
+# worker (--dist loadscope): tests/browser/test_demo_kube.py's three tests share one `make demo-kube`.
+XDIST.browser := -n auto --maxprocesses 4 --dist loadscope
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: demo test $(addprefix test-,$(TIERS)) bench chromium venv cluster labextension controllers dnsutils postgresql nftables

@@ -8,7 +8,9 @@ command not on PATH, an example that does not run, a flag the CLI lost) fails he
 The commands are read from README.md (the ``shell`` block after "In a demo notebook's terminal"),
 not copied. After each one the test types one line of its own, ``echo "<n> $?" >> <file>``, and reads
 that file from the host (the server's home is a directory here), so it knows when each command
-ended and how. The time of each command and of the whole walk is printed.
+ended and how. The time of each command and of the whole walk is printed. In `make demo` alice
+walks it (here); in `make demo-kube` carol, as anyone else of the README's table may
+(`tests/browser/test_demo_kube.py`, whose tests share one demo).
 """
 
 from __future__ import annotations
@@ -16,18 +18,15 @@ from __future__ import annotations
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import time
 
 import pytest
 
 from hub_ext.local.demo import DemoSecrets, demo_config, demo_source
-from tests.browser.test_demo_kube_sweep import demo, log_in, server_pod, start_in_lab  # noqa: F401  (`demo`: a fixture)
 from tests.conftest import ROOT
 from tests.harness.browser import screenshot
-from tests.harness.demo_kube import DEMO_UID_BASE
-from tests.kube.platform_env import pod_home
+from tests.harness.demo_kube_process import log_in, start_in_lab
 
 pytestmark = pytest.mark.browser
 
@@ -108,13 +107,13 @@ def report(where: str, results: list[tuple[str, int, float]], total: float) -> N
         print(f"  {seconds:6.1f} s  exit {code}  {command}")
 
 
-def login_and_start(page, url: str, password: str, profile: str, project_label: str) -> float:
-    """Log in as alice and start a server; seconds from Start to JupyterLab."""
-    log_in(page, url, password)
+def login_and_start(page, url: str, password: str, user: str, profile: str, project_label: str) -> float:
+    """Log in as `user` and start a server; seconds from Start to JupyterLab."""
+    log_in(page, url, password, user)
     page.get_by_label(profile).check()
     page.get_by_label(project_label).check()
     clicked = time.monotonic()
-    start_in_lab(page)
+    start_in_lab(page, user)
     return time.monotonic() - clicked
 
 
@@ -125,50 +124,10 @@ def test_the_readme_walk_in_make_demo(hub_factory, browser_page, tmp_path):
                                               allow_root=os.geteuid() == 0)))
     page = browser_page
     started = time.monotonic()
-    spawn = login_and_start(page, hub.url, demo_secrets.user_password, "CPU only", "Personal")
+    spawn = login_and_start(page, hub.url, demo_secrets.user_password, USER, "CPU only", "Personal")
     print(f"\nmake demo: Start to JupyterLab {spawn:.1f} s")
     results = walk(page, f"{hub.url}/user/{USER}", state / "users" / USER)
     screenshot(page, "readme-walk-demo-terminal")
     report("make demo", results, time.monotonic() - started)
     assert [(c, code) for c, code, _ in results] == [(c, 0) for c, _, _ in results]
     assert job_state(page, f"{hub.url}/user/{USER}", f"user-{USER}", "census_1") == "SUCCEEDED"
-
-
-def test_the_readme_walk_in_make_demo_kube(demo, browser_page):  # noqa: F811
-    url, password = demo.login()
-    answering = time.monotonic() - demo.started  # the banner comes once the hub answers
-    if "sweeps: none" in demo.output():
-        pytest.skip("no pod network/DNS here (not root, or `ip addr add` refused): the demo runs no Katib")
-    page = browser_page
-    started = time.monotonic()
-    spawn = login_and_start(page, url, password, "CPU only", "Personal")
-    print(f"\nmake demo-kube: the hub answering {answering:.1f} s after the launch, "
-          f"Start to JupyterLab {spawn:.1f} s")
-    core, pod = server_pod(demo.workdir, f"user-{USER}")
-    home = pod_home(demo.workdir / "kubelet", f"user-{USER}", pod.metadata.name)
-    results = walk(page, f"{url}/user/{USER}", home)
-    screenshot(page, "readme-walk-demo-kube-terminal")
-    report("make demo-kube", results, time.monotonic() - started)
-    assert [(c, code) for c, code, _ in results] == [(c, 0) for c, _, _ in results]
-    assert job_state(page, f"{url}/user/{USER}", f"user-{USER}", "census_1") == "SUCCEEDED"
-    # the server ran as alice's own uid, not root: another demo user's uid cannot enter its files,
-    # and alice's reads neither the demo's admin kubeconfig nor the hub's state
-    own = home.parent.stat()
-    assert own.st_uid >= DEMO_UID_BASE and own.st_mode & 0o777 == 0o700, (own.st_uid, oct(own.st_mode))
-    # and so did the jobs and trials it submitted (the kubelet runs a pod as its securityContext says;
-    # Katib's suggestion service, a ReplicaSet's pod, runs Katib's code as its image's user)
-    job_pods = core.list_namespaced_pod(f"user-{USER}", label_selector="mlplatform.io/job").items
-    ran = {p.metadata.name: (p.spec.security_context.run_as_user, p.spec.security_context.run_as_non_root)
-           for p in job_pods if p.metadata.owner_references[0].kind != "ReplicaSet"}
-    assert ran and set(ran.values()) == {(own.st_uid, True)}, ran
-    # census_1 (one replica) ran as a Kubeflow Trainer v2 TrainJob: the demo's servers have
-    # the default training_api auto, and the demo runs Trainer (a sweep's trials too: Katib's TrainJob trials)
-    census = [p for p in job_pods if p.metadata.labels["mlplatform.io/job"] == "census-1"]
-    assert census and {p.metadata.labels.get("jobset.sigs.k8s.io/jobset-name") for p in census} == {"census-1"}, \
-        [p.metadata.labels for p in census]
-    for uid, path in ((own.st_uid + 1, home), (own.st_uid, demo.workdir / "admin.kubeconfig"),
-                      (own.st_uid, demo.workdir / "hub" / "jupyterhub.sqlite")):
-        tried = subprocess.run(["setpriv", f"--reuid={uid}", "--regid=100", "--clear-groups", "--", "cat"
-                                if path.is_file() else "ls", str(path)], capture_output=True, text=True)
-        assert tried.returncode != 0 and "Permission denied" in tried.stderr, (uid, path, tried)
-    assert demo.stop() == 0, demo.output()
