@@ -5,6 +5,9 @@
                                      merged as ``helm -f a.yaml -f b.yaml`` merges them
     mlplatform render-project --config FILE --user NAME [--group G ...] [--admin]
                                      the Kubernetes objects of that user's projects, as YAML
+    mlplatform doctor [--config FILE ...] [--kubeconfig F] [--context C] [--hub-account NS/NAME] [--json]
+                                     check a cluster for everything the platform needs, each problem
+                                     with its fix (`hub_ext.cli.doctor`)
     mlplatform demo [--port N]       start the local platform (what `make demo` runs)
     mlplatform operator [...]        the cluster side (`hub_ext.operator`): credential webhooks and
                                      the dataset loader controller, on kopf
@@ -36,6 +39,7 @@ import sys
 from typing import Any
 
 
+from hub_ext.cli import doctor
 from hub_ext.cli.config_files import Unreadable, load_config, load_located
 from hub_ext.core.errors import ConfigError, Problem
 from hub_ext.core.profiles import resolve
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     render.add_argument("--group", action="append", default=[], metavar="G",
                         help="a JupyterHub group of the user (repeat for several)")
     render.add_argument("--admin", action="store_true", help="the user is a hub admin (every project; no limits in their own)")
+    doctor.add_parser(sub)
     demo = sub.add_parser("demo", help="start the local platform on http://127.0.0.1:8000")
     demo.add_argument("--port", type=int, default=None)
     demo.add_argument("--state-dir", type=pathlib.Path, default=None)
@@ -169,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"error: {f}: no such file", file=sys.stderr)
                 return 2
         return check_config(args.file[0], more=tuple(args.file[1:]))
+    if args.command == "doctor":
+        return doctor.run(args)
     if args.command == "render-project":
         if not args.config.exists():
             print(f"error: {args.config}: no such file", file=sys.stderr)

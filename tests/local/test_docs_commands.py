@@ -109,6 +109,9 @@ NOT_RUN: dict[str, NotRun] = {
     "--create-namespace -f helm-values/kueue.yaml": NotRun(
         "needs a cluster, Helm and Kueue's chart registry (the kube tier runs kueue-manager with this file's "
         "configuration: tests/controllers/kueue_system.py)"),
+    "mlplatform doctor --config helm-values/values.yaml --hub-account jhub/hub": NotRun(
+        "needs a cluster (tests/kube/test_doctor.py runs it against the real control plane)",
+        "mlplatform doctor --help", flags_in_help=True),
     # docs/operator.md: benchmarks
     **{command: NotRun(_BENCH, _help(command), flags_in_help=True) for command in (
         ".venv/bin/python -m tests.bench.dataset_loader --objects 1000 --mb 100 --rounds 3",
