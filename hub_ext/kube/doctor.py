@@ -118,7 +118,7 @@ async def _apis(run: _Run) -> None:
                     served.append(group_version)
         if served:
             run.served.add(api.name)
-            run.add(f"api: {api.name}", OK, f"{', '.join(served)} ({api.used_for})")
+            run.add(f"api: {api.name}", OK, f"{', '.join(served)}: {api.used_for}")
             continue
         found = sorted({f"{g}/{v}" for gv, _ in api.choices for g in [gv.split('/')[0]] for v in groups.get(g, [])})
         wanted = " or ".join(f"{gv} ({', '.join(sorted(p))})" for gv, p in api.choices)
@@ -249,17 +249,17 @@ async def _probe(run: _Run) -> None:
         return
     ns = projects[0]["metadata"]["name"]
     probe = {"apiVersion": "v1", "kind": "Secret", "type": "aws-credential",
-             "metadata": {"name": "mlplatform-doctor-probe", "namespace": ns}}
+             "metadata": {"name": "doctor-probe", "namespace": ns}}
     fix = ("see the webhook lines above; the API server must reach the operator's Service and trust its CA "
            f"(kubectl -n {run.settings.operator_namespace} logs deployment/{OPERATOR_DEPLOYMENT})")
     try:
         await run.kube.request("POST", f"/api/v1/namespaces/{ns}/secrets", probe, query={"dryRun": "All"})
     except KubeError as e:
-        text = e.body if isinstance(e.body, str) else str(e.body)
+        text = _message(e.body)
         if f'admission webhook "{CREDENTIAL_WEBHOOK}" denied' in text:
             run.add(check, OK, f"a dry-run credential Secret in {ns} was sent to {CREDENTIAL_WEBHOOK} and refused by it")
         elif "failed calling webhook" in text:
-            run.add(check, FAIL, f"the API server could not call the operator: {_message(text)}", fix)
+            run.add(check, FAIL, f"the API server could not call the operator: {text}", fix)
         else:
             run.add(check, FAIL, f"a dry-run credential Secret in {ns} was refused before the webhook: {reason(e)}", fix)
         return
@@ -267,11 +267,12 @@ async def _probe(run: _Run) -> None:
                          f"({CREDENTIAL_WEBHOOK} was not called)", "kubectl apply -f helm-values/operator.yaml")
 
 
-def _message(text: str) -> str:
+def _message(body: str) -> str:
+    """The API's Status message of an answer (its first 500 characters)."""
     try:
-        return json.loads(text).get("message", text)[:300]
+        return str(json.loads(body).get("message", body))[:500]
     except (ValueError, AttributeError):
-        return text[:300]
+        return body[:500]
 
 
 async def _nodes(run: _Run) -> None:

@@ -14,7 +14,9 @@ group-owned by `fsGroup` with group write and setgid, as a kubelet applies `fsGr
 supports ownership management (without `fsGroup` a claim is left as it is: not writable, as on a
 node). Directories on the way (the kubelet's work directory, the interpreter's) get search permission
 (``g+x,o+x``: traverse, not list; group too, since a user of group 0 is judged by the group's bits
-on root's directories), each change logged once.
+on root's directories), checked at every pod start, not once: another pytest run on the machine
+closes ``/tmp/pytest-of-<user>`` again (pytest keeps it 0700 at each session's start), and every
+later non-root pod of a run beside it would otherwise meet "Permission denied".
 """
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import stat
 from dataclasses import dataclass
 
 log = logging.getLogger("tests.cluster.kubelet")
-_TRAVERSABLE: set[pathlib.Path] = set()
 
 
 class NonRootRefused(LookupError):
@@ -73,13 +74,10 @@ def identity(pod: dict, container: dict, image_user: int = 0, image_group: int =
 def traversable(path: pathlib.Path) -> None:
     """Every directory above `path` searchable by others (the host's own modes otherwise kept)."""
     for d in pathlib.Path(os.path.realpath(path)).parents:
-        if d in _TRAVERSABLE:
-            continue
         mode = d.stat().st_mode
         if not mode & stat.S_IXOTH or not mode & stat.S_IXGRP:  # group too: a user of group 0 is judged by it
             os.chmod(d, stat.S_IMODE(mode) | stat.S_IXOTH | stat.S_IXGRP)
             log.info("test kubelet: %s made searchable (g+x, o+x) for pods that do not run as root", d)
-        _TRAVERSABLE.add(d)
 
 
 def _tree(top: pathlib.Path):
