@@ -180,6 +180,15 @@ class Kueue:
                     if e.status != 404:
                         raise
 
+    def halt(self) -> None:
+        """Stop the manager and nothing else: for a cluster that is going away with everything in it
+        (`make demo-kube`'s Ctrl-C), where uninstalling would only wait on finalizers."""
+        if self._certs:
+            self._certs.stop()
+        if self.process is not None:
+            self.process.stop()
+            self.process = None
+
     def stop(self) -> None:
         """Uninstall: Kueue's CRDs and so its objects deleted (while the manager still runs, so that it
         lets go of its finalizers), the manager stopped, its webhook configurations deleted. The rest

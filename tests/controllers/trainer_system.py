@@ -225,6 +225,13 @@ class TrainerV2:
         raise TimeoutError(f"Trainer's webhook never knew the runtime {runtime}: {last}")
 
     # ---- stop ------------------------------------------------------------------------------------------
+    def halt(self) -> None:
+        """Stop the controllers and nothing else: for a cluster that is going away with everything in it
+        (`make demo-kube`'s Ctrl-C), where uninstalling would only wait on finalizers."""
+        for controller in reversed(self.controllers):
+            controller.stop()
+        self.controllers = []
+
     def stop(self) -> None:
         """Uninstall (the module docstring); the namespaces, RBAC, Services and Secrets stay for a later
         start."""

@@ -225,8 +225,8 @@ class Demo:
             asyncio.run(self.platform_operator.stop())
         for part in (self.kubelet, self.katib, self.kueue, self.trainer, self.operator, self.cluster):
             if part is not None:
-                try:
-                    part.stop()
+                try:  # the control plane goes with everything in it: Kueue and Trainer are not uninstalled
+                    getattr(part, "halt", part.stop)()
                 except Exception as e:  # go on: the rest must stop too
                     print(f"demo-kube: stopping {type(part).__name__}: {e}", file=sys.stderr, flush=True)
         if self._store_context is not None:
