@@ -37,11 +37,14 @@ PYTEST_ARGS ?=
 # process (each worker would spend ~12 s collecting for ~30 s of tests).
 XDIST.local := -n auto
 # The hub tier too (each worker starts its own control plane, hub and servers, so at most 4 of them):
-# 532 s in one process on the quiet 2-core machine; 331 s and 459 s in two while helpers ran builds.
-XDIST.hub := -n auto --maxprocesses 4
+# 532 s in one process on the quiet 2-core machine; 331 s and 459 s in two while helpers ran builds. A module's
+# tests run on one worker (--dist loadscope): a module-scoped hub (test_login, test_jobs_api_hub) starts once.
+XDIST.hub := -n auto --maxprocesses 4 --dist loadscope
 # The kube tier too (a control plane, CoreDNS and Training Operator per worker; its tests mostly wait on
-# controllers): 765 s in one process at cfb7698; 541 s under -n 2 while a Go build shared the 2 cores.
-XDIST.kube := -n auto --maxprocesses 4
+# controllers): 765 s in one process at cfb7698; 541 s under -n 2 while a Go build shared the 2 cores. A
+# module's tests run on one worker (--dist loadscope), so a module's controllers (Katib, Kueue, Trainer v2)
+# start once, not on each worker its tests were spread over.
+XDIST.kube := -n auto --maxprocesses 4 --dist loadscope
 # The browser tier too (each test starts its own hub or notebook server and Chromium; they mostly wait):
 # 380 s in one process, 263-282 s in two (four runs) on the 2-core machine. A module's tests run on one
 # worker (--dist loadscope): tests/browser/test_demo_kube.py's three tests share one `make demo-kube`.
