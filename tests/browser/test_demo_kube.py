@@ -54,7 +54,7 @@ from tests.browser.test_readme_walk import job_state, login_and_start, report, w
 from tests.harness.browser import screenshot
 from tests.harness.demo_kube import DEMO_UID_BASE, SAMPLE
 from tests.harness.demo_kube_process import Launcher, log_in, server_pod, start_in_lab, stop_cleanly
-from tests.harness.notebook_ui import copy_trainer
+from tests.harness.notebook_ui import copy_trainer, open_submit_form
 from tests.kube.platform_env import pod_home
 
 pytestmark = pytest.mark.browser
@@ -228,14 +228,7 @@ def test_demo_kube_a_sweep_from_jupyterlab_on_real_katib(demo, browser_page):
     assert who == f"system:serviceaccount:{project}:{pod.spec.service_account_name}", who
     assert may(api, who, "create", project) and not may(api, who, "create", "vision")
 
-    page.goto(f"{url}/user/{user}/lab/tree/trainer/trainer")
-    item = page.locator('.jp-DirListing-item[title*="task.py"], .jp-DirListing-item:has-text("task.py")').first
-    item.wait_for(timeout=120_000)
-    item.click(button="right")
-    page.locator(".lm-Menu-itemLabel", has_text="Submit as training job").click()
-    form = page.locator(".mlp-submit-form")
-    form.wait_for()
-    form.locator(".mlp-field-accelerator option").first.wait_for(state="attached")  # the server's choices came
+    form = open_submit_form(page, f"{url}/user/{user}/lab/tree/trainer/trainer")
     assert form.locator(".mlp-field-package_path").input_value() == "trainer/trainer"
     form.locator(".mlp-field-job_id").fill(JOB)
     form.locator(".mlp-field-args").fill("--epochs=3 --sleep=0.2")

@@ -10,22 +10,16 @@ from __future__ import annotations
 import pytest
 
 from tests.browser.test_lab_panel import AXE, PANEL, lab, shoot  # noqa: F401  (the fixture)
+from tests.harness.notebook_ui import open_submit_form
 
 pytestmark = pytest.mark.browser
 
 
 def test_submit_as_training_job_from_the_file_browser(lab, browser_page, tmp_path):  # noqa: F811
     page = browser_page
-    page.goto(f"{lab.url}lab/tree/trainer/trainer?token={lab.token}")
-    item = page.locator('.jp-DirListing-item[title*="task.py"], .jp-DirListing-item:has-text("task.py")').first
-    item.wait_for(timeout=120_000)
-    item.click(button="right")
-    page.locator(".lm-Menu-itemLabel", has_text="Submit as training job").click()
-    form = page.locator(".mlp-submit-form")
-    form.wait_for()
+    form = open_submit_form(page, f"{lab.url}lab/tree/trainer/trainer?token={lab.token}")
     assert form.locator(".mlp-field-package_path").input_value() == "trainer/trainer"
     assert form.locator(".mlp-field-module").input_value() == "trainer.task"
-    form.locator(".mlp-field-accelerator option").first.wait_for(state="attached")
 
     # a mistake the form's checks find, and one only the server can: each next to its field
     form.locator(".mlp-field-args").fill('--epochs="3')

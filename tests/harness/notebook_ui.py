@@ -50,6 +50,20 @@ def copy_trainer(root) -> None:
         chown_tree(root / "trainer", owner.st_uid, owner.st_gid)
 
 
+def open_submit_form(page, tree_url: str):
+    """The file browser at `tree_url` (the example trainer's package), "Submit as training job" from
+    task.py's context menu; the form once the server's choices (accelerators) have come."""
+    page.goto(tree_url)
+    item = page.locator('.jp-DirListing-item[title*="task.py"], .jp-DirListing-item:has-text("task.py")').first
+    item.wait_for(timeout=120_000)
+    item.click(button="right")
+    page.locator(".lm-Menu-itemLabel", has_text="Submit as training job").click()
+    form = page.locator(".mlp-submit-form")
+    form.wait_for()
+    form.locator(".mlp-field-accelerator option").first.wait_for(state="attached")
+    return form
+
+
 def console_errors(page) -> list[str]:
     """The page's console errors and uncaught exceptions, collected from now on."""
     found: list[str] = []
