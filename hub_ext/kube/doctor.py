@@ -6,7 +6,8 @@ less) or ``fail`` (something the platform needs is missing or broken), with the 
 
 1. the API server's version (ValidatingAdmissionPolicy needs 1.30);
 2. the APIs of `hub_ext.manifests.needs.APIS` (Trainer v2 or the Training Operator; Katib, Kueue
-   and volume snapshots are optional), with the versions found where a needed one is not served;
+   and volume snapshots are optional), with the versions found where a needed one is not served,
+   and where Trainer v2 is served, the platform's ClusterTrainingRuntimes;
 3. the cluster-scoped objects of each shipped manifest, and whether the project policies name the
    hub's ServiceAccount (the one hand edit of project-policies.yaml);
 4. the hub's and the operator's cluster-wide rights, one SubjectAccessReview per access;
@@ -37,8 +38,8 @@ from hub_ext.core.catalog import Accelerator, PRODUCT_LABEL
 from hub_ext.kube.client import Forbidden, Kube, KubeError, reason
 from hub_ext.manifests.needs import (
     APIS, CLUSTER_OBJECTS, CREDENTIAL_WEBHOOK, DCGM_SELECTORS, HUB_ACCOUNT, HUB_CLUSTER_RULES, MIN_KUBERNETES,
-    OPERATOR_ACCOUNT, OPERATOR_CLUSTER_RULES, OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE, WEBHOOK_CONFIGURATIONS,
-    access_checks, nodes_offering, service_account_user)
+    OPERATOR_ACCOUNT, OPERATOR_CLUSTER_RULES, OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE, TRAINER_API,
+    TRAINER_RUNTIMES, WEBHOOK_CONFIGURATIONS, access_checks, nodes_offering, service_account_user)
 from hub_ext.manifests.queues import LOCAL_QUEUE
 from hub_ext.manifests.tenancy import HUB_BINDING, OPERATOR_BINDING, PROJECT_LABEL
 
@@ -119,6 +120,8 @@ async def _apis(run: _Run) -> None:
         if served:
             run.served.add(api.name)
             run.add(f"api: {api.name}", OK, f"{', '.join(served)}: {api.used_for}")
+            if TRAINER_API in served:
+                await _runtimes(run)
             continue
         found = sorted({f"{g}/{v}" for gv, _ in api.choices for g in [gv.split('/')[0]] for v in groups.get(g, [])})
         wanted = " or ".join(f"{gv} ({', '.join(sorted(p))})" for gv, p in api.choices)
@@ -127,6 +130,17 @@ async def _apis(run: _Run) -> None:
             run.add(f"api: {api.name}", FAIL, f"{detail}. The platform needs it for {api.used_for}", api.fix)
         else:
             run.add(f"api: {api.name}", WARN, f"{detail}. Without it, {api.without}", api.fix)
+
+
+async def _runtimes(run: _Run) -> None:
+    missing = [name for name in TRAINER_RUNTIMES
+               if await run.kube.get(f"/apis/{TRAINER_API}/clustertrainingruntimes/{name}") is None]
+    if missing:
+        run.add("trainer runtimes", FAIL, f"Trainer v2 is served, so jobs run as TrainJobs, but its ClusterTrainingRuntime "
+                                          f"{', '.join(missing)} is missing: every TrainJob would be refused",
+                "kubectl apply -f helm-values/trainer-runtimes.yaml")
+    else:
+        run.add("trainer runtimes", OK, ", ".join(TRAINER_RUNTIMES))
 
 
 async def _manifests(run: _Run) -> None:

@@ -8,7 +8,8 @@
   keeps the files and these lists equal. `access_checks` expands rules into the single
   (verb, group, resource, subresource, name) questions a SubjectAccessReview asks.
 - `CLUSTER_OBJECTS`: the cluster-scoped objects the manifests install, by kind, so a missing one
-  is named with the file that makes it (a unit test keeps them in step with the files).
+  is named with the file that makes it (a unit test keeps them in step with the files);
+  `TRAINER_RUNTIMES`, those of helm-values/trainer-runtimes.yaml, needed where Trainer v2 is served.
 - `nodes_offering`: the nodes that can run an accelerator of the catalogue (its node selector and a
   non-zero allocatable of its resource).
 """
@@ -28,6 +29,10 @@ WEBHOOK_CONFIGURATIONS = {
     "ValidatingWebhookConfiguration": ("mlplatform-credential-secrets",),
     "MutatingWebhookConfiguration": ("mlplatform-credential-mounts", "mlplatform-member-accounts"),
 }
+# the ClusterTrainingRuntimes of helm-values/trainer-runtimes.yaml, which TrainJobs name (where Trainer v2 is
+# served, the jobs' default training_api "auto" runs them as TrainJobs)
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+TRAINER_RUNTIMES = ("mlplatform-torch",)
 # the operator's webhook that a server-side dry run of a credential Secret reaches
 CREDENTIAL_WEBHOOK = "credential-secrets.operator.mlplatform.io"
 # the Service of the NVIDIA DCGM exporter (its Helm chart's and the GPU Operator's labels)
@@ -44,7 +49,7 @@ class Api:
 
 
 APIS = (
-    Api("training jobs", (("trainer.kubeflow.org/v1alpha1", frozenset({"trainjobs", "clustertrainingruntimes"})),
+    Api("training jobs", ((TRAINER_API, frozenset({"trainjobs", "clustertrainingruntimes"})),
                           ("kubeflow.org/v1", frozenset({"pytorchjobs", "tfjobs"}))),
         "ml.v1 training jobs (Kubeflow Trainer v2 TrainJobs, or Training Operator v1 PyTorchJobs/TFJobs)", None,
         "install Kubeflow Trainer v2.3 (and kubectl apply -f helm-values/trainer-runtimes.yaml), or the "

@@ -10,7 +10,10 @@ trials) on it follow."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -160,6 +163,28 @@ async def test_a_tensorflow_job_of_master_workers_and_ps_meets_at_its_master_as_
     for task, who in (("worker-replica-0", "worker 0"), ("worker-replica-1", "worker 1")):
         lines = await asyncio.wait_for(followed[task], 60)
         assert f"rendezvous: {who} met the primary at {host}={master_ip}:2222 (ok 4)" in lines, lines
+
+
+def test_the_doctor_checks_the_platforms_runtime_where_trainer_v2_is_served(platform_runtime, kube_cluster, tmp_path):
+    """`mlplatform doctor` (tests/kube/test_doctor.py has the rest): with Trainer v2 and the platform's
+    runtime it says so; with the runtime missing (the proxy answers its read 404), it names the file
+    that makes it, and fails."""
+    kubeconfig = kube_cluster.write_kubeconfig(tmp_path / "admin.kubeconfig")
+
+    def doctor() -> tuple[int, dict]:
+        proc = subprocess.run([sys.executable, "-m", "hub_ext.cli", "doctor", f"--kubeconfig={kubeconfig}", "--json"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        return proc.returncode, {f["check"]: f for f in json.loads(proc.stdout)}
+
+    _, found = doctor()
+    assert found["api: training jobs"]["detail"].startswith("trainer.kubeflow.org/v1alpha1, kubeflow.org/v1: ")
+    assert found["trainer runtimes"] == {"check": "trainer runtimes", "status": "ok",
+                                         "detail": ", ".join(platform_runtime), "fix": ""}
+    kube_cluster.inject_fault("GET", r"/clustertrainingruntimes/mlplatform-torch$", status=404, count=1)
+    rc, found = doctor()
+    assert rc == 1 and found["trainer runtimes"]["status"] == "fail"
+    assert "ClusterTrainingRuntime mlplatform-torch is missing" in found["trainer runtimes"]["detail"]
+    assert found["trainer runtimes"]["fix"] == "kubectl apply -f helm-values/trainer-runtimes.yaml"
 
 
 async def test_a_cluster_of_trainer_v2_alone_runs_what_a_trainjob_can_and_refuses_the_rest(

@@ -13,8 +13,9 @@ import yaml
 from hub_ext.cli import doctor
 from hub_ext.core.catalog import parse_accelerators
 from hub_ext.manifests.needs import (
-    CLUSTER_OBJECTS, HUB_CLUSTER_RULES, OPERATOR_CLUSTER_RULES, Access, access_checks, nodes_offering,
-    service_account_user)
+    CLUSTER_OBJECTS, HUB_CLUSTER_RULES, OPERATOR_CLUSTER_RULES, TRAINER_RUNTIMES, Access, access_checks,
+    nodes_offering, service_account_user)
+from server_ext.jobs.kube.trainjob import RUNTIME
 
 pytestmark = pytest.mark.unit
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -39,6 +40,13 @@ def test_the_cluster_objects_checked_are_every_cluster_scoped_object_of_the_mani
     for path, objects in CLUSTER_OBJECTS.items():
         shipped = {(d["kind"], d["metadata"]["name"]) for d in _docs(path) if d["kind"] not in namespaced}
         assert set(objects) == shipped, path
+
+
+def test_the_trainer_runtimes_checked_are_those_shipped_and_the_one_jobs_name():
+    shipped = tuple(d["metadata"]["name"] for d in _docs("helm-values/trainer-runtimes.yaml")
+                    if d["kind"] == "ClusterTrainingRuntime")
+    assert TRAINER_RUNTIMES == shipped
+    assert RUNTIME in TRAINER_RUNTIMES
 
 
 def test_access_checks_expand_each_rule_into_single_questions():
