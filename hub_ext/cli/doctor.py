@@ -92,10 +92,11 @@ def _settings(args: argparse.Namespace) -> DoctorSettings:
         for f in args.config:
             if not f.exists():
                 raise ValueError(f"--config: {f}: no such file")
-        values = located_settings(*load_config(args.config[0], *args.config[1:]))[0]
-        accelerators = Runtime.parse(values, kubespawner_traits()).accelerators
-        if account is None and values.get("hub_namespace"):
-            account = f"{values['hub_namespace']}/hub"
+        c, section = load_config(args.config[0], *args.config[1:])
+        accelerators = Runtime.parse(located_settings(c, section)[0], kubespawner_traits()).accelerators
+        hub_namespace = (c.get("PlatformSpawner") or {}).get("hub_namespace")
+        if account is None and hub_namespace:
+            account = f"{hub_namespace}/hub"
     if account is not None and (account.count("/") != 1 or not all(account.split("/"))):
         raise ValueError(f"--hub-account: must be NAMESPACE/NAME, not {account!r}")
     return DoctorSettings(**({"hub_account": account} if account else {}), operator_namespace=args.operator_namespace,

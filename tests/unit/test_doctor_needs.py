@@ -109,3 +109,18 @@ def test_a_config_with_problems_exits_2_with_each_problem(tmp_path):
     err = io.StringIO()
     assert doctor.run(_args(config=[config]), io.StringIO(), err) == 2
     assert "accelerators['x'].type" in err.getvalue()
+
+
+@pytest.mark.parametrize("name, text", [
+    ("jupyterhub_config.py", "c.PlatformSpawner.hub_namespace = 'ml'\n"
+                             "c.PlatformConfig.profiles = {'cpu': {'display_name': 'CPU', 'default': True}}\n"
+                             "c.PlatformConfig.everyone = {'profiles': ['cpu']}\n"),
+    ("values.yaml", "hub:\n  config:\n    PlatformSpawner: {hub_namespace: ml}\n    PlatformConfig:\n"
+                    "      profiles: {cpu: {display_name: CPU, default: true}}\n      everyone: {profiles: [cpu]}\n"),
+])
+def test_the_hub_account_is_the_configs_hub_namespaces_unless_given(tmp_path, name, text):
+    config = tmp_path / name
+    config.write_text(text)
+    assert doctor._settings(_args(config=[config])).hub_account == "ml/hub"
+    assert doctor._settings(_args(config=[config], hub_account="jhub/hub")).hub_account == "jhub/hub"
+    assert doctor._settings(_args()).hub_account == "jhub/hub"
