@@ -34,12 +34,12 @@ from typing import Mapping
 
 from cryptography import x509
 
-from hub_ext.core.catalog import Accelerator, PRODUCT_LABEL
-from hub_ext.kube.client import Forbidden, Kube, KubeError, reason
+from hub_ext.core.catalog import Accelerator
+from hub_ext.kube.client import Forbidden, Kube, KubeError, path_of, reason
 from hub_ext.manifests.needs import (
     APIS, CLUSTER_OBJECTS, CREDENTIAL_WEBHOOK, DCGM_SELECTORS, HUB_ACCOUNT, HUB_CLUSTER_RULES, MIN_KUBERNETES,
     OPERATOR_ACCOUNT, OPERATOR_CLUSTER_RULES, OPERATOR_DEPLOYMENT, OPERATOR_NAMESPACE, TRAINER_API,
-    TRAINER_RUNTIMES, WEBHOOK_CONFIGURATIONS, access_checks, nodes_offering, service_account_user)
+    TRAINER_RUNTIMES, WEBHOOK_CONFIGURATIONS, access_checks, nodes_offering, service_account_user, strategy_hint)
 from hub_ext.manifests.queues import LOCAL_QUEUE
 from hub_ext.manifests.tenancy import HUB_BINDING, OPERATOR_BINDING, PROJECT_LABEL
 
@@ -66,7 +66,6 @@ class DoctorSettings:
     hub_account: str = HUB_ACCOUNT  # namespace/name
     operator_namespace: str = OPERATOR_NAMESPACE
     accelerators: Mapping[str, Accelerator] | None = None  # None: no catalogue given, nodes not checked
-    now: datetime.datetime | None = None
 
 
 @dataclass
@@ -198,7 +197,7 @@ async def _operator(run: _Run) -> None:
         run.add("operator", OK if ready else FAIL, f"{ready} of {wanted} replicas ready",
                 f"kubectl -n {ns} describe deployment {OPERATOR_DEPLOYMENT}; kubectl -n {ns} logs "
                 f"deployment/{OPERATOR_DEPLOYMENT}")
-    now = run.settings.now or datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.timezone.utc)
     for kind, names in WEBHOOK_CONFIGURATIONS.items():
         for name in names:
             config = await run.kube.get(f"{_KINDS[kind]}/{name}")
@@ -301,23 +300,11 @@ async def _nodes(run: _Run) -> None:
                                                   f"{len(offering)} node(s): {', '.join(sorted(offering))}")
             continue
         selector = ", ".join(f"{k}={v}" for k, v in acc.node_selector) or "no labels"
-        hint = _strategy_hint(acc, nodes)
+        hint = strategy_hint(acc, nodes)
         run.add(f"accelerator {acc.name}", FAIL, f"no node offers {acc.resource} with {selector}{hint}",
                 "label the GPU nodes as the catalogue says (GPU Feature Discovery sets nvidia.com/gpu.product), "
                 "set the NVIDIA device plugin's MIG strategy to the catalogue's, or correct "
                 f"accelerators['{acc.name}']")
-
-
-def _strategy_hint(acc: Accelerator, nodes: list[dict]) -> str:
-    if acc.type != "mig":
-        return ""
-    products = {(n["metadata"].get("labels") or {}).get(PRODUCT_LABEL, "") for n in nodes}
-    if acc.strategy == "mixed" and any(p.endswith(f"-MIG-{acc.mig_profile}") for p in products):
-        return f" (nodes labelled *-MIG-{acc.mig_profile} use the 'single' MIG strategy)"
-    mixed = f"nvidia.com/mig-{acc.mig_profile}"
-    if acc.strategy == "single" and any(mixed in ((n.get("status") or {}).get("allocatable") or {}) for n in nodes):
-        return f" (nodes offer {mixed}: the 'mixed' MIG strategy)"
-    return ""
 
 
 async def _dcgm(run: _Run) -> None:
@@ -336,12 +323,10 @@ async def _projects(run: _Run) -> None:
     behind = []
     for ns in namespaces:
         name = ns["metadata"]["name"]
-        wanted = [(f"RoleBinding {b}", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{name}/rolebindings/{b}")
-                  for b in (HUB_BINDING, OPERATOR_BINDING)]
+        wanted = [("RoleBinding", HUB_BINDING), ("RoleBinding", OPERATOR_BINDING)]
         if "queueing" in run.served:
-            wanted.append((f"LocalQueue {LOCAL_QUEUE}",
-                           f"/apis/kueue.x-k8s.io/v1beta2/namespaces/{name}/localqueues/{LOCAL_QUEUE}"))
-        missing = [what for what, path in wanted if await run.kube.get(path) is None]
+            wanted.append(("LocalQueue", LOCAL_QUEUE))
+        missing = [f"{kind} {obj}" for kind, obj in wanted if await run.kube.get(path_of(kind, name, obj)) is None]
         if missing:
             behind.append(f"{name} ({', '.join(missing)})")
     if behind:

@@ -11,7 +11,8 @@
   is named with the file that makes it (a unit test keeps them in step with the files);
   `TRAINER_RUNTIMES`, those of helm-values/trainer-runtimes.yaml, needed where Trainer v2 is served.
 - `nodes_offering`: the nodes that can run an accelerator of the catalogue (its node selector and a
-  non-zero allocatable of its resource).
+  non-zero allocatable of its resource); `strategy_hint`: where none can, whether the nodes use the
+  other MIG strategy.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from hub_ext.core.catalog import Accelerator
+from hub_ext.core.catalog import PRODUCT_LABEL, Accelerator
 
 MIN_KUBERNETES = (1, 30)  # ValidatingAdmissionPolicy and webhook matchConditions are GA from 1.30
 HUB_ACCOUNT = "jhub/hub"  # z2jh's hub ServiceAccount in the namespace the manifests name
@@ -171,6 +172,19 @@ def nodes_offering(acc: Accelerator, nodes: Iterable[Mapping]) -> dict[str, int]
         if count:
             out[node["metadata"]["name"]] = count
     return out
+
+
+def strategy_hint(acc: Accelerator, nodes: list[dict]) -> str:
+    """Why no node offers a MIG accelerator, where the nodes use the other MIG strategy ('' otherwise)."""
+    if acc.type != "mig":
+        return ""
+    products = {(n["metadata"].get("labels") or {}).get(PRODUCT_LABEL, "") for n in nodes}
+    if acc.strategy == "mixed" and any(p.endswith(f"-MIG-{acc.mig_profile}") for p in products):
+        return f" (nodes labelled *-MIG-{acc.mig_profile} use the 'single' MIG strategy)"
+    mixed = f"nvidia.com/mig-{acc.mig_profile}"
+    if acc.strategy == "single" and any(mixed in ((n.get("status") or {}).get("allocatable") or {}) for n in nodes):
+        return f" (nodes offer {mixed}: the 'mixed' MIG strategy)"
+    return ""
 
 
 def _count(value) -> int:

@@ -28,6 +28,17 @@ PROJECT = "doctor-p"
 RBAC = "rbac.authorization.k8s.io"
 
 
+def run_doctor(kubeconfig, *args: str) -> tuple[int, dict[str, dict], str]:
+    """`mlplatform doctor` as an administrator runs it: (exit status, the findings by check with --json, else
+    {}, its printed report with --json's stderr, else stdout)."""
+    proc = subprocess.run([sys.executable, "-m", "hub_ext.cli", "doctor", f"--kubeconfig={kubeconfig}", *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    if "--json" not in args:
+        return proc.returncode, {}, proc.stdout
+    return proc.returncode, {f["check"]: f for f in json.loads(proc.stdout)}, proc.stderr
+
+
 @pytest.fixture
 def world(kube_cluster, operator, tmp_path):
     install_platform(kube_cluster)
@@ -43,13 +54,7 @@ def world(kube_cluster, operator, tmp_path):
     kubeconfig = kube_cluster.write_kubeconfig(tmp_path / "admin.kubeconfig")
 
     def doctor(*args: str) -> tuple[int, dict[str, dict], str]:
-        proc = subprocess.run([sys.executable, "-m", "hub_ext.cli", "doctor", f"--kubeconfig={kubeconfig}",
-                               "--config", str(config), "--hub-account=jhub/hub", *args],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120)
-        assert "Traceback" not in proc.stderr, proc.stderr
-        if "--json" not in args:
-            return proc.returncode, {}, proc.stdout
-        return proc.returncode, {f["check"]: f for f in json.loads(proc.stdout)}, proc.stderr
+        return run_doctor(kubeconfig, "--config", str(config), "--hub-account=jhub/hub", *args)
 
     try:
         yield doctor

@@ -10,10 +10,7 @@ trials) on it follow."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
@@ -22,6 +19,7 @@ from hub_ext.core.errors import UserInputError
 from server_ext.jobs.kube.kubeflow import KubeSettings
 from server_ext.runtimes.kube.backend import KubeBackend
 from tests.kube.job_env import NODES, SETTINGS, state, until
+from tests.kube.test_doctor import run_doctor
 from tests.kube.test_katib_real import INJECTION, ROOT, condition, sweep_body, trials_of
 from tests.kube.test_job_packages import TRAINER, USER, body, service, shipped
 from tests.kube.test_training_operator import IP, following, logs, network, pytorch_body, tf_body  # noqa: F401
@@ -170,18 +168,12 @@ def test_the_doctor_checks_the_platforms_runtime_where_trainer_v2_is_served(plat
     runtime it says so; with the runtime missing (the proxy answers its read 404), it names the file
     that makes it, and fails."""
     kubeconfig = kube_cluster.write_kubeconfig(tmp_path / "admin.kubeconfig")
-
-    def doctor() -> tuple[int, dict]:
-        proc = subprocess.run([sys.executable, "-m", "hub_ext.cli", "doctor", f"--kubeconfig={kubeconfig}", "--json"],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120)
-        return proc.returncode, {f["check"]: f for f in json.loads(proc.stdout)}
-
-    _, found = doctor()
+    _, found, _ = run_doctor(kubeconfig, "--json")
     assert found["api: training jobs"]["detail"].startswith("trainer.kubeflow.org/v1alpha1, kubeflow.org/v1: ")
     assert found["trainer runtimes"] == {"check": "trainer runtimes", "status": "ok",
                                          "detail": ", ".join(platform_runtime), "fix": ""}
     kube_cluster.inject_fault("GET", r"/clustertrainingruntimes/mlplatform-torch$", status=404, count=1)
-    rc, found = doctor()
+    rc, found, _ = run_doctor(kubeconfig, "--json")
     assert rc == 1 and found["trainer runtimes"]["status"] == "fail"
     assert "ClusterTrainingRuntime mlplatform-torch is missing" in found["trainer runtimes"]["detail"]
     assert found["trainer runtimes"]["fix"] == "kubectl apply -f helm-values/trainer-runtimes.yaml"
