@@ -5,7 +5,9 @@ the API's failures become the platform's exceptions.
 Guarantees: transient failures (429, 5xx, timeouts, dropped connections) are retried a few times
 with a short backoff, except that a POST is retried only when the server said it did nothing
 (429, 503, or a 403 "status unknown for quota": a new project's quota not yet counted, waited for
-up to 30 s), so a create that timed out is never sent twice. What still fails is raised as a
+up to 30 s), or when a webhook could not be called (a 500 "failed calling webhook": admission failed
+before anything was stored; sent once more after `WEBHOOK_RETRY_S`, as an operator restarting or
+answering late on a busy node is gone in a moment), so a create that timed out is never sent twice. What still fails is raised as a
 `KubeError` (an `UpstreamError`: HTTP 502 at a face, its `reason` safe to show), by kind:
 
     KubeError        any other refusal; ``code`` the API's HTTP status, ``body`` its answer (never logged)
@@ -49,6 +51,8 @@ def timestamp() -> str:
 # the API server's refusal when a webhook of `mlplatform operator` (helm-values/operator.yaml) fails
 _OPERATOR_HOOK = re.compile(r'failed calling webhook "([a-z0-9-]+)\.operator\.mlplatform\.io"')
 NOT_PROCESSED = {429, 503}
+_WEBHOOK_CALL_FAILED = "failed calling webhook"  # a webhook's denial says "denied the request" instead
+WEBHOOK_RETRY_S = 1.0
 # A ResourceQuota made moments ago (a new project's) has no usage counted yet, and until the quota
 # controller counts it the API server refuses every create it governs with 403 "status unknown for
 # quota" — nothing was done, so a POST too is sent again, every QUOTA_PENDING_POLL s, a while.
@@ -185,7 +189,7 @@ class Kube:
         object's metadata only)."""
         retry_on = NOT_PROCESSED if method == "POST" else TRANSIENT
         action = f"{_VERBS.get(method, method)} {path}"
-        quota_waits = 0
+        quota_waits = webhook_tries = 0
         attempt = 0
         while True:
             try:
@@ -198,6 +202,11 @@ class Kube:
                 if e.status == 403 and _QUOTA_PENDING in str(e.body or "") and quota_waits < QUOTA_PENDING_TRIES:
                     quota_waits += 1  # refused before anything was done: a new quota not yet counted
                     await asyncio.sleep(QUOTA_PENDING_POLL)
+                    continue
+                if (e.status == 500 and e.status not in retry_on and webhook_tries < 1
+                        and _WEBHOOK_CALL_FAILED in str(e.body or "")):
+                    webhook_tries += 1  # refused before anything was stored: a POST too may go again
+                    await asyncio.sleep(WEBHOOK_RETRY_S)
                     continue
                 if e.status not in retry_on or attempt == self.retries:
                     raise error_of(e.status, e.reason, e.body, action) from None

@@ -139,6 +139,31 @@ async def test_a_create_refused_by_a_quota_not_yet_counted_is_sent_again(monkeyp
     assert len(answers.calls) == 1
 
 
+async def test_a_create_whose_webhook_could_not_be_called_is_sent_once_more(monkeypatch):
+    """A webhook that could not be called (the API server's 500 "failed calling webhook"): admission
+    failed before anything was stored, so a POST goes once more; a second such answer is raised, and
+    a webhook's denial or another 500 is never sent again."""
+    import hub_ext.kube.client as kube_module
+    monkeypatch.setattr(kube_module, "WEBHOOK_RETRY_S", 0)
+    late = refused(500, "InternalError", 'Internal error occurred: failed calling webhook "member-accounts.operator.'
+                                         'mlplatform.io": failed to call webhook: context deadline exceeded')
+    path = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/p/trainjobs"
+    answers = Answers(late, {"kind": "TrainJob"})
+    assert await Kube(answers, backoff=0).request("POST", path, {}) == {"kind": "TrainJob"}
+    assert len(answers.calls) == 2
+    answers = Answers(late, late, {"kind": "TrainJob"})
+    with pytest.raises(Unavailable) as caught:
+        await Kube(answers, backoff=0).request("POST", path, {})
+    assert len(answers.calls) == 2 and "webhook member-accounts) is not answering" in caught.value.reason
+    for other in (refused(500, "InternalError", "etcdserver: request timed out"),
+                  refused(400, "BadRequest", 'admission webhook "member-accounts.operator.mlplatform.io" denied '
+                                             "the request: spec: no")):
+        answers = Answers(other, {"kind": "TrainJob"})
+        with pytest.raises(KubeError):
+            await Kube(answers, backoff=0).request("POST", path, {})
+        assert len(answers.calls) == 1
+
+
 async def test_a_timeout_is_unavailable_with_no_code_and_a_post_is_not_sent_twice():
     answers = Answers(asyncio.TimeoutError(), {"kind": "ConfigMap"})
     with pytest.raises(Unavailable) as caught:
