@@ -1,7 +1,8 @@
-"""`mlplatform operator`: one kopf operator with the platform's webhooks and dataset controller.
+"""`mlplatform operator`: one kopf operator with the platform's webhooks, its dataset controller and
+the observations of early-stopped Katib Trials (`early_stopped`).
 
 Every replica serves the admission webhooks (stateless: any replica answers any review); only the
-replica holding the Lease (`leader`) acts in the dataset controller. The webhook server is kopf's,
+replica holding the Lease (`leader`) acts in the dataset controller and on Trials. The webhook server is kopf's,
 on our certificate (`tls`), reloaded when the files change; kopf manages no webhook configuration
 (they ship in helm-values/operator.yaml, scoped to project namespaces) and posts no log lines as
 Events (a handler's message could name a credential). SIGTERM/SIGINT stop it cleanly: the Lease is
@@ -19,7 +20,7 @@ import kopf
 import kubernetes_asyncio
 
 from hub_ext.kube.client import Kube
-from hub_ext.operator import dataset_controller, gate_keeper, health, logs, member_webhook, webhooks
+from hub_ext.operator import dataset_controller, early_stopped, gate_keeper, health, logs, member_webhook, webhooks
 from hub_ext.operator.context import OperatorContext
 from hub_ext.operator.leader import Leader
 from hub_ext.operator.projects import ProjectNamespaces
@@ -68,6 +69,7 @@ def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistr
     webhooks.register(registry, ctx)
     member_webhook.register(registry, ctx)
     dataset_controller.register(registry, ctx, gate_keeper.register(registry, ctx))
+    early_stopped.register(registry, ctx)
     return registry
 
 

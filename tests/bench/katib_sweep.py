@@ -68,9 +68,10 @@ def quantiles(values: list[float]) -> tuple[float, float]:
     return statistics.median(ordered), p95
 
 
-async def namespace(kube, cluster: Cluster) -> str:
+async def namespace(kube, cluster: Cluster, labels: dict | None = None) -> str:
+    """A namespace for one sweep (Katib's injection label, and `labels`), with the runner account."""
     ns = f"bench-{uuid.uuid4().hex[:6]}"
-    await kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": INJECTION}})
+    await kube.request("POST", "/api/v1/namespaces", {"metadata": {"name": ns, "labels": {**INJECTION, **(labels or {})}}})
     await kube.request("POST", f"/api/v1/namespaces/{ns}/serviceaccounts",
                        {"metadata": {"name": SETTINGS.service_account}})
     while not cluster.get("", "v1", "serviceaccounts", ns, "default"):
@@ -193,12 +194,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallel", type=int, default=8)
     parser.add_argument("--calls", type=int, default=200)
     args = parser.parse_args(argv)
-    return run_on_katib("bench-katib-", lambda cluster, work: run(args, cluster, work))
+    return run_on_katib("bench-katib-", lambda cluster, work, _: run(args, cluster, work))
 
 
 def run_on_katib(prefix: str, body) -> int:
-    """``body(cluster, work)`` (a coroutine) on a fresh test cluster with real Katib and a process
-    kubelet with the kube tier's nodes, in a temporary directory `prefix`…; all stopped after."""
+    """``body(cluster, work, katib)`` (a coroutine) on a fresh test cluster with real Katib and a
+    process kubelet with the kube tier's nodes, in a temporary directory `prefix`…; all stopped after."""
     logging.basicConfig(level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         work = pathlib.Path(tmp)
@@ -211,7 +212,7 @@ def run_on_katib(prefix: str, body) -> int:
                 return 0
             katib = Katib(cluster, work / "katib").start()
             cluster.kubelet(mode="process", nodes=NODES)
-            asyncio.run(body(cluster, work))
+            asyncio.run(body(cluster, work, katib))
         finally:
             cluster.reset()
             if katib is not None:

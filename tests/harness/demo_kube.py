@@ -192,14 +192,16 @@ class Demo:
 
     def _start_platform_operator(self):
         """`mlplatform operator` installed from helm-values/operator.yaml and started as the kube
-        tests start it (`tests.kube.operator_env`), loading datasets from the emulator."""
+        tests start it (`tests.kube.operator_env`), loading datasets from the emulator and writing
+        early-stopped trials' observations from the demo's Katib DB manager."""
         import asyncio
 
         from tests.kube.operator_env import OperatorProcess
 
         workdir = self.dir / "operator"
         workdir.mkdir(parents=True, exist_ok=True)
-        op = OperatorProcess(self.cluster, workdir, [f"--s3-endpoint={self.store.endpoint}"])
+        op = OperatorProcess(self.cluster, workdir, [f"--s3-endpoint={self.store.endpoint}",
+                                                     f"--katib-db-manager={self.katib.db_address if self.katib else ''}"])
 
         async def start():
             await op.install()

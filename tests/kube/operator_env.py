@@ -88,6 +88,12 @@ async def make_project(admin: Kube, ns: str, labels: dict | None = None) -> None
     namespace = next(o for o in objects if o["kind"] == "Namespace")
     namespace["metadata"]["labels"].update(labels or {})
     await admin.create(namespace)
+    await operator_binding(admin, ns)
+
+
+async def operator_binding(admin: Kube, ns: str) -> None:
+    """The operator's RoleBinding in the existing namespace `ns`, as the hub makes it in a project."""
+    objects = project_objects(Project(ns, ns, False, frozenset(), {}), {}, [])
     await admin.create(next(o for o in objects if o["kind"] == "RoleBinding" and o["metadata"]["name"] == OPERATOR_BINDING))
 
 

@@ -13,7 +13,9 @@ as a sweep) and one with ``tpe``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
+import pathlib
 
 import pytest
 import yaml
@@ -24,6 +26,7 @@ from server_ext.jobs.kube import katib_params
 from tests.cluster.identities import install_platform
 from tests.controllers.katib_system import katib_config_changed
 from tests.kube.job_env import plan, pytorch_doc, state, until
+from tests.kube.operator_env import operator_binding, running_operator
 from tests.kube.test_job_packages import TRAINER, USER, service, shipped
 from tests.kube.test_katib_real import ROOT, native_experiment, sweep_body, sweeps_ns, trials_of  # noqa: F401 (fixture)
 from tests.kube.test_kube_sweeps import validate_swagger
@@ -146,20 +149,33 @@ async def test_a_native_tpe_experiment_runs_on_katibs_hyperopt_service(kube, kub
     assert got["status"]["trialsSucceeded"] == 3, got["status"]
 
 
+@contextlib.asynccontextmanager
+async def observing_operator(kube, kube_cluster, ns: str, katib, workdir: pathlib.Path):
+    """The platform's operator, with `ns` a project (the platform's label, the operator's
+    RoleBinding), writing early-stopped trials' observations from `katib`'s DB manager."""
+    kube_cluster.patch("", "v1", "namespaces", None, ns, {"metadata": {"labels": dict(MANAGED_BY)}})
+    await operator_binding(kube, ns)
+    workdir.mkdir()
+    async with running_operator(kube_cluster, workdir, [f"--katib-db-manager={katib.db_address}"]) as op:
+        yield op
+
+
 async def test_the_example_trainers_own_config_runs_unchanged_with_medianstop_early_stopping(
-        backend, kube_cluster, sweeps_ns):
+        backend, kube, kube_cluster, sweeps_ns, katib_log, tmp_path):
     """examples/trainer/hptuning_config.yaml as it ships (the default algorithm, 6 trials 2 at a time,
     ``enableTrialEarlyStopping: true``) through the jobs API: Katib's skopt suggests, Katib's
     medianstop service (beside it in the suggestion pod, as its own ServiceAccount) gives the trials'
-    collectors their stop rules, and the sweep SUCCEEDS; a trial medianstop stopped reads SUCCEEDED
-    with ``isTrialStoppedEarly``, as on AI Platform."""
+    collectors their stop rules, the platform's operator writes the observations of the trials it
+    stops (so Katib goes on making trials), and the sweep SUCCEEDS; a trial medianstop stopped reads
+    SUCCEEDED with ``isTrialStoppedEarly``, as on AI Platform."""
     ns = sweeps_ns
     config = yaml.safe_load((ROOT / "examples" / "trainer" / "hptuning_config.yaml").read_text())
     body = sweep_body("tune_example")
     body["trainingInput"].update(config["trainingInput"])
     images = SuggestionImages(kube_cluster, ns)
-    await service(backend, ns).create(USER, ns, shipped(body, TRAINER))
-    job = await state(backend, ns, "tune_example", "SUCCEEDED", timeout=400)
+    async with observing_operator(kube, kube_cluster, ns, katib_log, tmp_path / "operator"):
+        await service(backend, ns).create(USER, ns, shipped(body, TRAINER))
+        job = await state(backend, ns, "tune_example", "SUCCEEDED", timeout=400)
     experiment = experiment_of(kube_cluster, ns)
     assert experiment["spec"]["algorithm"]["algorithmName"] == "bayesianoptimization"
     assert experiment["spec"]["earlyStopping"]["algorithmName"] == "medianstop"
@@ -187,44 +203,60 @@ for step in range(30):
 """
 
 
-async def test_medianstop_stops_a_trial_worse_than_the_median_and_marks_it_early_stopped(
-        kube, kube_cluster, sweeps_ns, runner, tmp_path):
-    """A native Experiment with Katib's medianstop (one completed trial needed, from the 2nd report):
-    the first trial runs to the end with rmse 1; the second reports rmse 5, so Katib's collector in
-    its pod stops the trainer and asks the medianstop service (through the Service's name) to mark
-    the Trial; medianstop, as its own ServiceAccount, writes ``EarlyStopped`` to the Trial's status
-    (the platform's policies let it, and only that); the Experiment succeeds."""
+async def test_medianstop_stops_trials_worse_than_the_median_and_the_sweep_goes_on_to_its_end(
+        kube, kube_cluster, sweeps_ns, katib_log, runner, tmp_path):
+    """A native Experiment with Katib's medianstop (one completed trial needed, from the 2nd report),
+    3 trials one at a time: the first runs to the end with rmse 1; the second reports rmse 5, so
+    Katib's collector in its pod stops the trainer and asks the medianstop service (through the
+    Service's name) to mark the Trial; medianstop, as its own ServiceAccount, writes ``EarlyStopped``
+    to the Trial's status (the platform's policies let it, and only that). Katib leaves that Trial
+    without an observation (kubeflow/katib#1377) and then asks for no third trial; the platform's
+    operator writes the observation from Katib's DB manager, so the third trial is made, stopped
+    early too, and the Experiment succeeds."""
     ns = sweeps_ns
     # a project as the platform's admission policies see it (installed here): its pods run as the
     # runner; Katib's suggestion pod runs as the account Katib made for it, and writes a Trial's status
     install_platform(kube_cluster)
     kube_cluster.patch("", "v1", "namespaces", None, ns, {"metadata": {
-        "labels": dict(MANAGED_BY), "annotations": {"mlplatform.io/accelerators": "all"}}})
+        "annotations": {"mlplatform.io/accelerators": "all"}}})
     (tmp_path / "trial.py").write_text(ORDERED_TRIAL)
     tmp_path.chmod(0o755)
-    doc = native_experiment("stop-early", algorithm="random", trials=2, parallel=1)
+    doc = native_experiment("stop-early", algorithm="random", trials=3, parallel=1)
     doc["spec"]["earlyStopping"] = {"algorithmName": "medianstop", "algorithmSettings": [
         {"name": "min_trials_required", "value": "1"}, {"name": "start_step", "value": "2"}]}
     (container,) = doc["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["containers"]
     doc["spec"]["trialTemplate"]["trialSpec"]["spec"]["template"]["spec"]["serviceAccountName"] = runner
     container["command"] = ["python", str(tmp_path / "trial.py"), str(tmp_path / "first-ran"),
                             "--learning_rate=${trialParameters.learningRate}"]
-    await kube.request("POST", f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments", doc)
+    async with observing_operator(kube, kube_cluster, ns, katib_log, tmp_path / "operator") as op:
+        await kube.request("POST", f"/apis/kubeflow.org/v1beta1/namespaces/{ns}/experiments", doc)
 
-    def ended():
-        got = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, "stop-early")
-        return any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
-                   for c in (got.get("status") or {}).get("conditions") or []) and got
+        def ended():
+            got = kube_cluster.get("kubeflow.org", "v1beta1", "experiments", ns, "stop-early")
+            return any(c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+                       for c in (got.get("status") or {}).get("conditions") or []) and got
 
-    got = await until(ended, timeout=240, what="the medianstop Experiment ended")
-    trials = trials_of(kube_cluster, ns, "stop-early")
+        got = await until(ended, timeout=300, what="the medianstop Experiment ended")
+
+        def observed():  # the last trial's too: Katib ends the Experiment once it is stopped
+            found = trials_of(kube_cluster, ns, "stop-early")
+            return all((t.get("status") or {}).get("observation") for t in found) and found
+
+        trials = await until(observed, timeout=30, what="every trial's observation written")
+        said = op.log()
     states = [{c["type"] for c in t["status"]["conditions"] if c["status"] == "True"} for t in trials]
-    assert got["status"].get("trialsSucceeded") == 1 and got["status"].get("trialsEarlyStopped") == 1, (
+    assert got["status"].get("trialsSucceeded") == 1 and got["status"].get("trialsEarlyStopped") == 2, (
         got["status"], states)
-    assert "Succeeded" in states[0] and "EarlyStopped" in states[1], states
-    stopped = {c["type"]: c for c in trials[1]["status"]["conditions"]}["EarlyStopped"]
-    assert stopped["reason"] == "TrialEarlyStopped", stopped
-    # (Katib's trial controller copies no observation to a Trial once it is EarlyStopped)
+    assert "Succeeded" in states[0] and "EarlyStopped" in states[1] and "EarlyStopped" in states[2], states
+    for stopped in trials[1:]:
+        condition = {c["type"]: c for c in stopped["status"]["conditions"]}["EarlyStopped"]
+        assert condition["reason"] == "TrialEarlyStopped", condition
+        # the operator's observation: what Katib's collector stored before the trainer was stopped
+        metrics = {m["name"]: m for m in stopped["status"]["observation"]["metrics"]}
+        assert {k: float(metrics["rmse"][k]) for k in ("min", "max", "latest")} == {"min": 5, "max": 5,
+                                                                                      "latest": 5}, metrics
+        assert metrics["loss"]["latest"] == "unavailable", metrics  # the trainer printed no loss
+        assert f"trial {ns}/{stopped['metadata']['name']} (early stopped): observation written" in said, said
     assert float(next(m for m in trials[0]["status"]["observation"]["metrics"] if m["name"] == "rmse")["latest"]) == 1
 
 

@@ -20,6 +20,7 @@ CREDENTIALS_ANNOTATION = "mlplatform.io/credentials"
 INJECT_ANNOTATION = "mlplatform.io/inject-credentials"
 WEBHOOK_CONFIGURATIONS = ("mlplatform-credential-secrets", "mlplatform-credential-mounts", "mlplatform-member-accounts")
 DEFAULT_LOADER_IMAGE = "ghcr.io/jupyterhub-mlplatform/trainer-tools:0.1.0"
+KATIB_DB_MANAGER = "katib-db-manager.kubeflow:6789"  # the Service Katib's released manifests make
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class OperatorSettings:
     progress_reads: float = 10.0
     log_format: str = "json"
     drain_s: float = 5.0
+    katib_db_manager: str = KATIB_DB_MANAGER
 
     @property
     def service_host(self) -> str:
@@ -125,6 +127,9 @@ def parser() -> argparse.ArgumentParser:
     a("--progress-reads", type=_positive, default=10.0, metavar="PER_SECOND",
       help="at most this many progress reads a second across all running loads (each: a pod listing "
            "and a log tail); with many loads each one's progress is read less often")
+    a("--katib-db-manager", default=KATIB_DB_MANAGER, metavar="HOST:PORT",
+      help="Katib's DB manager (gRPC), where early-stopped trials' metrics are read to write the "
+           "observation Katib leaves out (hub_ext.operator.early_stopped); empty: not done")
     a("--log-format", choices=["json", "text"], default="json", help="one JSON object per line, or text")
     a("--drain-seconds", type=float, default=5.0, metavar="SECONDS",
       help="on SIGTERM, how long to keep answering reviews while failing readiness before stopping")
@@ -144,4 +149,4 @@ def parse(argv: list[str] | None = None) -> OperatorSettings:
         lease_duration_s=ns.lease_duration, loader_image=ns.loader_image, loader_python=tuple(ns.loader_python.split()),
         loader_service_account=ns.loader_service_account, s3_endpoint=ns.s3_endpoint, gcs_endpoint=ns.gcs_endpoint,
         progress_interval=ns.progress_interval, progress_reads=ns.progress_reads, log_format=ns.log_format,
-        drain_s=max(0.0, ns.drain_seconds))
+        drain_s=max(0.0, ns.drain_seconds), katib_db_manager=ns.katib_db_manager.strip())
