@@ -21,7 +21,8 @@
 #                      memory and API requests at 1000 dataset PVCs; 20 pods held for a dataset: Loaded
 #                      to Running, beside pods never held; 10 writable copies of a dataset beside 10 loads
 #                      real Katib: sweep creation -> first trial pod Running beside the local
-#                      Optuna sweep, and status of a sweep with real Trials
+#                      Optuna sweep, and status of a sweep with real Trials; the hub's /hub/metrics
+#                      with 1,000 running servers beside JupyterHub's own metrics alone
 #
 # PYTEST_ARGS passes extra options to pytest, e.g. `make test-hub PYTEST_ARGS=-x` (`PYTEST_ARGS=-n0`: one
 # process for the tiers that otherwise run on every core, see XDIST below).
@@ -209,3 +210,4 @@ bench: $(VENV)/.stamp $(CLUSTER) $(LABEXT) chromium controllers
 	$(PY) -m tests.bench.operator_datasets --pvcs 1000
 	$(PY) -m tests.bench.held_pods --pods 20
 	$(PY) -m tests.bench.dataset_copies --copies 10
+	$(PY) -m tests.bench.hub_metrics --servers 1000 --scrapes 50

@@ -18,8 +18,10 @@ and spawners find it; registers the platform API handlers and their custom scope
 themselves, and each notebook server ``custom:mlplatform:read`` for its owner (its jobs API checks
 projects with it); adds the platform's templates (the credentials and datasets pages, and
 home.html, which adds links to them and each server's profile and project to JupyterHub's home
-page); and makes `platform-local` the spawner unless one is set
-(or profiles are set on ``c.KubeSpawner``/``c.PlatformSpawner``: then ``platform``).
+page); adds the platform's metrics to the hub's ``/hub/metrics`` (`hub_ext.spawners.metrics`:
+running servers and held accelerators per project, profile and accelerator); and makes
+`platform-local` the spawner unless one is set (or profiles are set on
+``c.KubeSpawner``/``c.PlatformSpawner``: then ``platform``).
 
 On Kubernetes (`PlatformSpawner`) it also adds the membership reconciler (`hub_ext.web.reconcile`):
 the endpoint ``POST /hub/api/mlplatform/reconcile`` and its scope, and, unless
@@ -42,6 +44,7 @@ from hub_ext.core.logs import LOGGER, use_hub_format
 from hub_ext.core.profiles.keys import did_you_mean
 from hub_ext.web.reconcile import DEFAULT_INTERVAL, SERVICE_NAME
 from hub_ext.web.reconcile import SCOPE as RECONCILE_SCOPE
+from hub_ext.spawners import metrics
 from hub_ext.spawners.platform import PlatformConfig
 from hub_ext.spawners.runtime import Runtime, kubespawner_traits
 from hub_ext.spawners.service import KEY, PlatformService
@@ -214,4 +217,5 @@ def configure(c: Config) -> Runtime:
     if kubernetes:
         add_reconciler(c, roles)
     c.JupyterHub.load_roles = roles
+    metrics.register()
     return runtime

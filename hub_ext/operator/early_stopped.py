@@ -50,8 +50,6 @@ class ObservationFiller:
         task.add_done_callback(lambda _: self._busy.pop(key, None))
 
     async def _fill(self, namespace: str, name: str) -> None:
-        if not await self.ctx.projects.contains(namespace):
-            return
         delay = RETRY_S
         for attempt in range(TRIES):
             if not self.ctx.leader.leading:
@@ -71,6 +69,8 @@ class ObservationFiller:
 
     async def _fill_once(self, namespace: str, name: str) -> bool:
         """True when there is nothing left to do."""
+        if not await self.ctx.projects.contains(namespace):
+            return True
         trial = await self.ctx.kube.get(trial_path(namespace, name))
         if trial is None or not observations.lacks_observation(trial):
             return True

@@ -15,12 +15,14 @@ import asyncio
 import logging
 import os
 import signal
+from typing import Callable
 
 import kopf
 import kubernetes_asyncio
+from kopf._cogs.structs import references
 
 from hub_ext.kube.client import Kube
-from hub_ext.operator import dataset_controller, early_stopped, gate_keeper, health, logs, member_webhook, webhooks
+from hub_ext.operator import dataset_controller, early_stopped, gate_keeper, health, logs, member_webhook, rescan, webhooks
 from hub_ext.operator.context import OperatorContext
 from hub_ext.operator.leader import Leader
 from hub_ext.operator.projects import ProjectNamespaces
@@ -39,7 +41,10 @@ async def _client(settings: OperatorSettings):
     return kubernetes_asyncio.client.ApiClient()
 
 
-def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistry:
+def _registry(ctx: OperatorContext, certs: Certificates,
+              started: Callable[[kopf.OperatorRegistry, kopf.OperatorSettings], None]) -> kopf.OperatorRegistry:
+    """The operator's handlers; `started(registry, kopf's settings)` is called once kopf has
+    started, in kopf's own context (its API credentials: a task it makes may call kopf's API)."""
     registry = kopf.OperatorRegistry()
     s = ctx.settings
 
@@ -65,6 +70,10 @@ def _registry(ctx: OperatorContext, certs: Certificates) -> kopf.OperatorRegistr
         settings.watching.label_selectors["v1", "persistentvolumeclaims"] = s.mounts.dataset_label
         settings.watching.label_selectors["batch", "v1", "jobs"] = LOADER_LABEL
         settings.watching.label_selectors["v1", "pods"] = GATED_LABEL
+
+    @kopf.on.startup(registry=registry)
+    async def handed_over(settings: kopf.OperatorSettings, **_):
+        started(registry, settings)
 
     webhooks.register(registry, ctx)
     member_webhook.register(registry, ctx)
@@ -130,10 +139,15 @@ async def run(settings: OperatorSettings, stop: asyncio.Event | None = None, sig
             await ready.wait()
             _own_signals(stop)
         tasks.append(asyncio.create_task(retake(), name="signals"))
+    insights = references.Insights()
+
+    def started(registry: kopf.OperatorRegistry, kopf_settings: kopf.OperatorSettings) -> None:
+        tasks.append(asyncio.create_task(rescan.rescan(registry, kopf_settings, insights, settings.rescan_interval_s),
+                                         name="rescan"))
     log.info("operator %s starting in namespace %s", settings.identity, settings.namespace)
     try:
-        await kopf.operator(registry=_registry(ctx, certs), standalone=True, clusterwide=True,
-                            stop_flag=kopf_stop, ready_flag=ready)
+        await kopf.operator(registry=_registry(ctx, certs, started), insights=insights, standalone=True,
+                            clusterwide=True, stop_flag=kopf_stop, ready_flag=ready)
     finally:
         stop.set()
         await stopper

@@ -16,7 +16,8 @@ the hub's database, authenticator and Kubernetes client, and answers what it did
 hub-managed service ``mlplatform-reconciler`` (this module's `main`, started by JupyterHub with
 the hub and restarted by it if it exits; `hub_ext.setup.configure` adds it on Kubernetes)
 calls that endpoint once it starts and then every ``c.PlatformSpawner.member_reconcile_interval``
-seconds (default 300; 0: no service, the endpoint stays for admins).
+seconds (default 300; 0: no service, the endpoint stays for admins), and stops by itself once
+the hub process that started it is gone (a hub killed cannot stop its services).
 
 `reconcile_hub(handler)` is the endpoint's one call: it reads the hub's users, groups and
 running servers, reaches the hub's `PlatformService` (`hub_ext.spawners.service`) through a user's spawner and
@@ -32,6 +33,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping
 
@@ -206,8 +208,23 @@ async def reconcile_hub(handler) -> Report:
 
 
 # ---- the hub-managed service: ask the hub for a round every interval -------------------------------
-async def call_hub(url: str, token: str, interval: float, retry: float = 5.0) -> None:
-    """POST `url` now and every `interval` seconds; while the hub cannot be reached, every `retry`."""
+ORPHAN_CHECK_S = 1.0
+
+
+async def waited(delay: float, parent: int | None) -> bool:
+    """Sleep `delay` seconds; False as soon as this process is no longer `parent`'s child."""
+    end = time.monotonic() + delay
+    while (left := end - time.monotonic()) > 0:
+        if parent is not None and os.getppid() != parent:
+            return False
+        await asyncio.sleep(min(ORPHAN_CHECK_S, left))
+    return parent is None or os.getppid() == parent
+
+
+async def call_hub(url: str, token: str, interval: float, retry: float = 5.0, parent: int | None = None) -> None:
+    """POST `url` now and every `interval` seconds; while the hub cannot be reached, every `retry`.
+    With `parent` (the hub's pid), it returns once the hub that started it is gone (killed, so it
+    could not stop its services), rather than ask a hub that is no more for ever."""
     from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
     client = AsyncHTTPClient()
@@ -227,7 +244,9 @@ async def call_hub(url: str, token: str, interval: float, retry: float = 5.0) ->
         except OSError as e:
             log.warning("the hub cannot be reached (%s); trying again in %ss", type(e).__name__, retry)
             delay = min(retry, interval)
-        await asyncio.sleep(delay)
+        if not await waited(delay, parent):
+            log.warning("the hub that started this service is gone; stopping")
+            return
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -239,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     url = os.environ["JUPYTERHUB_API_URL"].rstrip("/") + "/mlplatform/reconcile"
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # the hub stops its services with SIGINT or SIGTERM
     try:
-        asyncio.run(call_hub(url, os.environ["JUPYTERHUB_API_TOKEN"], args.interval))
+        asyncio.run(call_hub(url, os.environ["JUPYTERHUB_API_TOKEN"], args.interval, parent=os.getppid()))
     except KeyboardInterrupt:
         log.info("stopped")
 

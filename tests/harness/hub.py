@@ -8,7 +8,7 @@ and process group, on free 127.0.0.1 ports, with the project's configurable-http
   value}``) is loaded first; the harness then *always* sets the network and state settings
   (``bind_url``, hub and proxy API ports, proxy command, database, cookie secret, pid files
   under the hub's directory) and adds a ``harness`` service whose random :attr:`token` has an
-  admin-like role (users, servers, server state, access to servers, tokens, proxy).
+  admin-like role (users, servers, server state, access to servers, tokens, proxy, metrics).
 - :meth:`start` returns only once ``GET {url}/hub/api/`` answers 200 through the proxy, and
   fails with the tail of the hub log if the hub exits or does not answer in time.
 - Hub stdout and stderr go to :attr:`log_path`.
@@ -49,6 +49,7 @@ HARNESS_SCOPES = [
     "tokens",
     "read:hub",
     "read:roles",
+    "read:metrics",
     "proxy",
 ]
 

@@ -13,6 +13,7 @@ import time
 
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from hub_ext.core.entitlements import personal_project_name
 from hub_ext.local.demo import DemoSecrets, demo_source, find_proxy_command
@@ -155,7 +156,15 @@ def test_platform_api_answers_each_user_for_themselves_only(demo_hub):
     assert get("users/alice/projects", hub.token).status_code == 403
 
 
-def test_in_use_counts_show_in_the_api(demo_hub):
+def platform_metrics(hub) -> dict[tuple[str, tuple], float]:
+    """The hub's /hub/metrics (JupyterHub's, read:metrics), its mlplatform_* samples by name and labels."""
+    r = requests.get(f"{hub.url}/hub/metrics", headers={"Authorization": f"token {hub.token}"}, timeout=30)
+    assert r.status_code == 200, r.text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in text_string_to_metric_families(r.text)
+            for s in family.samples if s.name.startswith("mlplatform_")}
+
+
+def test_in_use_counts_show_in_the_api_and_the_hubs_metrics(demo_hub):
     hub, _ = demo_hub
     hub.api("POST", "/users/alice")
     assert spawn(hub, "alice", "", {"profile": "mig-1g"}).status_code in (201, 202)
@@ -164,6 +173,12 @@ def test_in_use_counts_show_in_the_api(demo_hub):
     r = requests.get(f"{hub.api_url}/mlplatform/users/alice/projects", headers={"Authorization": f"token {token}"},
                      timeout=30)
     assert r.json()["projects"][0]["in_use"] == {"1g.5gb": 1}
+    labels = (("accelerator", "1g.5gb"), ("profile", "mig-1g"), ("project", personal_project_name("alice")))
+    assert platform_metrics(hub) == {("mlplatform_servers_running", labels): 1,
+                                     ("mlplatform_accelerators_allocated", labels): 1}
+    assert hub.api("DELETE", "/users/alice/server").status_code in (202, 204)
+    wait_stopped(hub, "alice")
+    assert platform_metrics(hub) == {}
 
 
 def test_an_invalid_platform_config_stops_the_hub_naming_the_field(hub_factory, tmp_path):

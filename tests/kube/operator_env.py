@@ -134,7 +134,7 @@ class OperatorProcess:
                f"--webhook-addr=127.0.0.1", f"--webhook-port={self.webhook_port}", "--tls-host=127.0.0.1",
                f"--health-addr=127.0.0.1", f"--health-port={self.health_port}", "--log-format=text",
                "--lease-duration=4", "--tls-check=2", f"--loader-python={sys.executable}",
-               "--progress-interval=0.5", "--drain-seconds=0",
+               "--progress-interval=0.5", "--drain-seconds=0", "--rescan-interval=1",
                # reviews only from the API server (its webhook client certificate), as docs/operator.md says
                f"--webhook-client-ca={self.cluster.cp.webhook_pki.ca}", *self.args]
         with open(self.log_path, "a") as out:

@@ -61,6 +61,7 @@ class OperatorSettings:
     log_format: str = "json"
     drain_s: float = 5.0
     katib_db_manager: str = KATIB_DB_MANAGER
+    rescan_interval_s: float = 30.0
 
     @property
     def service_host(self) -> str:
@@ -130,6 +131,9 @@ def parser() -> argparse.ArgumentParser:
     a("--katib-db-manager", default=KATIB_DB_MANAGER, metavar="HOST:PORT",
       help="Katib's DB manager (gRPC), where early-stopped trials' metrics are read to write the "
            "observation Katib leaves out (hub_ext.operator.early_stopped); empty: not done")
+    a("--rescan-interval", type=_positive, default=30.0, metavar="SECONDS",
+      help="how often the API groups of custom resources the operator serves are looked at again, so "
+           "a CRD installed after it (Kubeflow Trainer, Katib) is served (hub_ext.operator.rescan)")
     a("--log-format", choices=["json", "text"], default="json", help="one JSON object per line, or text")
     a("--drain-seconds", type=float, default=5.0, metavar="SECONDS",
       help="on SIGTERM, how long to keep answering reviews while failing readiness before stopping")
@@ -149,4 +153,5 @@ def parse(argv: list[str] | None = None) -> OperatorSettings:
         lease_duration_s=ns.lease_duration, loader_image=ns.loader_image, loader_python=tuple(ns.loader_python.split()),
         loader_service_account=ns.loader_service_account, s3_endpoint=ns.s3_endpoint, gcs_endpoint=ns.gcs_endpoint,
         progress_interval=ns.progress_interval, progress_reads=ns.progress_reads, log_format=ns.log_format,
-        drain_s=max(0.0, ns.drain_seconds), katib_db_manager=ns.katib_db_manager.strip())
+        drain_s=max(0.0, ns.drain_seconds), katib_db_manager=ns.katib_db_manager.strip(),
+        rescan_interval_s=ns.rescan_interval)
