@@ -13,11 +13,11 @@ less) or ``fail`` (something the platform needs is missing or broken), with the 
 4. the hub's and the operator's cluster-wide rights, one SubjectAccessReview per access;
 5. the operator: its Deployment's ready replicas, each webhook's CA bundle (present, not expired)
    and target (a Service with ready endpoints, or a URL), and a dry-run credential Secret in a
-   project, which the API server must send to the operator's webhook and the webhook must refuse
+   project not being deleted, which the API server must send to the operator's webhook and the webhook must refuse
    (proof that the API server reaches it and trusts its certificate);
 6. with a catalogue: per accelerator, the nodes that carry its labels and offer its resource;
 7. NVIDIA's DCGM exporter (GPU utilisation), found by its Service's labels;
-8. each project namespace holds the objects the hub and operator need there (their RoleBindings,
+8. each project namespace (not being deleted) holds the objects the hub and operator need there (their RoleBindings,
    and the LocalQueue where Kueue is served).
 
 A check that cannot be made (a 403 to the doctor's own identity) is a ``fail`` that says so.
@@ -255,7 +255,7 @@ async def _ready_endpoints(kube: Kube, namespace: str, name: str) -> int | None:
 
 async def _probe(run: _Run) -> None:
     check = "webhooks answer the API server"
-    projects = (await run.kube.list("/api/v1/namespaces", labelSelector=PROJECT_LABEL, limit=1)).get("items") or []
+    projects = await _active_projects(run)  # in one being deleted a create is refused before any webhook
     if not projects:
         run.add(check, WARN, "no project namespace yet: checked once the hub has made one",
                 "start a server, then run the doctor again")
@@ -318,8 +318,15 @@ async def _dcgm(run: _Run) -> None:
             "install NVIDIA's dcgm-exporter (part of the GPU Operator)")
 
 
+async def _active_projects(run: _Run) -> list[dict]:
+    """The project namespaces not being deleted."""
+    listed = (await run.kube.list("/api/v1/namespaces", labelSelector=PROJECT_LABEL)).get("items") or []
+    return [n for n in listed if (n.get("status") or {}).get("phase", "Active") == "Active"
+            and not n["metadata"].get("deletionTimestamp")]
+
+
 async def _projects(run: _Run) -> None:
-    namespaces = (await run.kube.list("/api/v1/namespaces", labelSelector=PROJECT_LABEL)).get("items") or []
+    namespaces = await _active_projects(run)
     behind = []
     for ns in namespaces:
         name = ns["metadata"]["name"]

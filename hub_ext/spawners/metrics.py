@@ -18,18 +18,20 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 from typing import Any, Callable, Iterable, Mapping
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, CollectorRegistry
 
 from hub_ext.core.errors import ConfigError, UserInputError
+from hub_ext.core.logs import LOGGER
+from hub_ext.spawners.platform import PlatformConfig
 
 LABELS = ("project", "profile", "accelerator")
 _MOUNT_OPTIONS = ("credentials", "datasets")
-
-
 _KEPT = "_mlplatform_metric_labels"  # the spawner's own attribute: (key, runtime, labels)
+log = logging.getLogger(f"{LOGGER}.metrics")
 
 
 def server_labels(spawner: Any) -> tuple[tuple[str, str, str], int]:
@@ -72,14 +74,16 @@ class ServersCollector:
                 GaugeMetricFamily("mlplatform_accelerators_allocated", "", labels=LABELS)]
 
     def collect(self):
-        from hub_ext.spawners.platform import PlatformConfig
-
         servers: collections.Counter = collections.Counter()
         held: collections.Counter = collections.Counter()
         for user in self.users():
             for spawner in list(getattr(user, "spawners", {}).values()):
                 if isinstance(spawner, PlatformConfig) and spawner.ready:
-                    labels, count = server_labels(spawner)
+                    try:
+                        labels, count = server_labels(spawner)
+                    except Exception as e:  # one server's configuration must not take the hub's metrics down
+                        log.debug("%s: not counted in the metrics: %s", spawner._log_name, e)
+                        continue
                     servers[labels] += 1
                     held[labels] += count
         running = GaugeMetricFamily("mlplatform_servers_running",
