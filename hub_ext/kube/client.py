@@ -6,8 +6,8 @@ Guarantees: transient failures (429, 5xx, timeouts, dropped connections) are ret
 with a short backoff, except that a POST is retried only when the server said it did nothing
 (429, 503, or a 403 "status unknown for quota": a new project's quota not yet counted, waited for
 up to 30 s), or when a webhook could not be called (a 500 "failed calling webhook": admission failed
-before anything was stored; sent once more after `WEBHOOK_RETRY_S`, as an operator restarting or
-answering late on a busy node is gone in a moment), so a create that timed out is never sent twice. What still fails is raised as a
+before anything was stored; sent once more after `WEBHOOK_RETRY_S`, as an operator restarting is
+gone in a moment), so a create that timed out is never sent twice. What still fails is raised as a
 `KubeError` (an `UpstreamError`: HTTP 502 at a face, its `reason` safe to show), by kind:
 
     KubeError        any other refusal; ``code`` the API's HTTP status, ``body`` its answer (never logged)

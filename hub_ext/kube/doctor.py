@@ -13,12 +13,12 @@ less) or ``fail`` (something the platform needs is missing or broken), with the 
 4. the hub's and the operator's cluster-wide rights, one SubjectAccessReview per access;
 5. the operator: its Deployment's ready replicas, each webhook's CA bundle (present, not expired)
    and target (a Service with ready endpoints, or a URL), and a dry-run credential Secret in a
-   project not being deleted, which the API server must send to the operator's webhook and the webhook must refuse
-   (proof that the API server reaches it and trusts its certificate);
+   project not being deleted, which the API server must send to the operator's webhook and the
+   webhook must refuse (proof that the API server reaches it and trusts its certificate);
 6. with a catalogue: per accelerator, the nodes that carry its labels and offer its resource;
 7. NVIDIA's DCGM exporter (GPU utilisation), found by its Service's labels;
-8. each project namespace (not being deleted) holds the objects the hub and operator need there (their RoleBindings,
-   and the LocalQueue where Kueue is served).
+8. each project namespace not being deleted holds the objects the hub and operator need there
+   (their RoleBindings, and the LocalQueue where Kueue is served).
 
 A check that cannot be made (a 403 to the doctor's own identity) is a ``fail`` that says so.
 """

@@ -96,10 +96,12 @@ class ObservationFiller:
             self.seen(trial)
 
     async def stopped(self) -> None:
+        """No longer the leader: its tasks end, and the DB manager's channel closes (opened again on use)."""
         tasks = list(self._busy.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.db.close()
 
 
 def register(registry: kopf.OperatorRegistry, ctx: OperatorContext) -> ObservationFiller | None:
